@@ -1,0 +1,5 @@
+"""`python -m fabricsim` runs the CLI."""
+
+from fabricsim.cli import main
+
+main()

@@ -1,0 +1,100 @@
+"""The Catalog: every hardware entry by category and id, with lookups that suggest close matches."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System
+from fabricsim.errors import SpecError, unknown_name_error
+
+
+class Catalog(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    gpus: dict[str, GPU]
+    links: dict[str, LinkTech]
+    switches: dict[str, Switch]
+    nics: dict[str, NIC]
+    cables: dict[str, Cable]
+    systems: dict[str, System]
+
+    def _get(self, category: str, kind: str, entry_id: str) -> Any:
+        table: dict[str, Any] = getattr(self, category)
+        key = entry_id.strip().lower()
+        if key in table:
+            return table[key]
+        raise unknown_name_error(kind, entry_id, table)
+
+    def gpu(self, gpu_id: str) -> GPU:
+        result: GPU = self._get("gpus", "gpu", gpu_id)
+        return result
+
+    def link(self, link_id: str) -> LinkTech:
+        result: LinkTech = self._get("links", "link", link_id)
+        return result
+
+    def switch(self, switch_id: str) -> Switch:
+        result: Switch = self._get("switches", "switch", switch_id)
+        return result
+
+    def nic(self, nic_id: str) -> NIC:
+        result: NIC = self._get("nics", "nic", nic_id)
+        return result
+
+    def cable(self, cable_id: str) -> Cable:
+        result: Cable = self._get("cables", "cable", cable_id)
+        return result
+
+    def system(self, system_id: str) -> System:
+        result: System = self._get("systems", "system", system_id)
+        return result
+
+    def links_of_kind(self, kind: str) -> list[LinkTech]:
+        return [link for link in self.links.values() if link.kind == kind]
+
+    def check_references(self) -> None:
+        """Every id an entry points to must exist, with the right kind."""
+
+        def need(category: str, ref: str | None, where: str, kind: str | None = None) -> None:
+            if ref is None:
+                return
+            table: dict[str, Any] = getattr(self, category)
+            if ref not in table:
+                raise SpecError(
+                    f"refers to unknown {category[:-1]} {ref!r}; known: {', '.join(sorted(table))}", field=where
+                )
+            if kind is not None and getattr(table[ref], "kind", None) != kind:
+                raise SpecError(f"{ref!r} is a {table[ref].kind} link, expected {kind}", field=where)
+
+        for g in self.gpus.values():
+            need("links", g.nvlink, f"gpus.{g.id}.nvlink", "nvlink")
+            need("links", g.pcie, f"gpus.{g.id}.pcie", "pcie")
+            if g.nvlink and g.nvlink_links == 0:
+                raise SpecError("has an NVLink generation but nvlink_links is 0", field=f"gpus.{g.id}")
+        for s in self.switches.values():
+            need("links", s.link, f"switches.{s.id}.link")
+        for n in self.nics.values():
+            need("links", n.link, f"nics.{n.id}.link")
+            need("links", n.host_pcie, f"nics.{n.id}.host_pcie", "pcie")
+        for sysm in self.systems.values():
+            where = f"systems.{sysm.id}"
+            need("gpus", sysm.gpu, f"{where}.gpu")
+            need("switches", sysm.nvswitch, f"{where}.nvswitch")
+            need("nics", sysm.nic, f"{where}.nic")
+            need("links", sysm.pcie, f"{where}.pcie", "pcie")
+            if sysm.intra == "nvswitch" and (sysm.nvswitch is None or self.gpus[sysm.gpu].nvlink is None):
+                raise SpecError("an NVSwitch system needs an nvswitch entry and an NVLink GPU", field=where)
+            if sysm.nvlink_domain_gpus > 1 and sysm.intra != "nvswitch":
+                raise SpecError("only NVSwitch systems have an NVLink domain above 1 GPU", field=where)
+
+
+CATEGORY_MODELS: dict[str, type[BaseModel]] = {
+    "gpus": GPU,
+    "links": LinkTech,
+    "switches": Switch,
+    "nics": NIC,
+    "cables": Cable,
+    "systems": System,
+}

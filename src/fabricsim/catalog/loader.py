@@ -1,0 +1,109 @@
+"""Load the packaged catalog YAML (plus optional overlays) into validated models."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
+from fabricsim.errors import SpecError
+
+M = TypeVar("M", bound=BaseModel)
+
+DATA_PACKAGE = "fabricsim.catalog.data"
+
+
+def read_yaml(text: str, source: str) -> Any:
+    """Parse YAML text, turning syntax errors into a SpecError naming the file."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"not valid YAML: {exc}", source=source) from None
+
+
+def validation_message(exc: ValidationError) -> tuple[str, str]:
+    """The first pydantic error as (dotted field path, message)."""
+    err = exc.errors()[0]
+    path = ".".join(str(p) for p in err["loc"])
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "missing":
+        msg = "required field is missing"
+    elif err["type"] == "extra_forbidden":
+        msg = "unknown field"
+    return path, msg
+
+
+def parse_entries(model: type[M], items: Any, source: str, category: str) -> dict[str, M]:
+    """Validate a list of mappings into models keyed by id; errors name the file, entry and field."""
+    if not isinstance(items, list):
+        raise SpecError("expected a list of entries", field=category, source=source)
+    out: dict[str, M] = {}
+    for index, item in enumerate(items):
+        label = f"{category}[{index}]"
+        if isinstance(item, dict) and "id" in item:
+            label += f" ({item['id']})"
+        try:
+            entry = model.model_validate(item)
+        except ValidationError as exc:
+            path, msg = validation_message(exc)
+            raise SpecError(msg, field=f"{label}.{path}" if path else label, source=source) from None
+        entry_id = str(getattr(entry, "id"))  # noqa: B009 - every catalog model has an id
+        if entry_id in out:
+            raise SpecError(f"duplicate id {entry_id!r}", field=label, source=source)
+        out[entry_id] = entry
+    return out
+
+
+def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None) -> Catalog:
+    """Build a catalog from parsed YAML documents; entries in later documents replace earlier ones by id."""
+    merged: dict[str, dict[str, Any]] = {c: {} for c in CATEGORY_MODELS}
+    if base is not None:
+        for category in CATEGORY_MODELS:
+            merged[category].update(getattr(base, category))
+    for source, doc in documents:
+        if doc is None:
+            continue
+        if not isinstance(doc, dict):
+            raise SpecError("expected a mapping of categories", source=source)
+        for category, items in doc.items():
+            if category not in CATEGORY_MODELS:
+                allowed = ", ".join(CATEGORY_MODELS)
+                raise SpecError(f"unknown category; allowed: {allowed}", field=str(category), source=source)
+            merged[category].update(parse_entries(CATEGORY_MODELS[category], items, source, category))
+    catalog = Catalog(**merged)
+    catalog.check_references()
+    return catalog
+
+
+def packaged_documents() -> list[tuple[str, Any]]:
+    """The catalog YAML files shipped inside the package, in name order."""
+    data = resources.files(DATA_PACKAGE)
+    docs = []
+    for item in sorted(data.iterdir(), key=lambda p: p.name):
+        if item.name.endswith(".yaml"):
+            docs.append((item.name, read_yaml(item.read_text(encoding="utf-8"), item.name)))
+    return docs
+
+
+@lru_cache(maxsize=1)
+def default_catalog() -> Catalog:
+    """The packaged catalog (cached: it is immutable)."""
+    return load_documents(packaged_documents())
+
+
+def load_catalog(*overlays: str | Path) -> Catalog:
+    """The packaged catalog with overlay YAML files applied on top (entries replaced by id)."""
+    if not overlays:
+        return default_catalog()
+    docs = []
+    for path in overlays:
+        p = Path(path)
+        if not p.is_file():
+            raise SpecError("file not found", source=str(p))
+        docs.append((str(p), read_yaml(p.read_text(encoding="utf-8"), str(p))))
+    return load_documents(docs, base=default_catalog())

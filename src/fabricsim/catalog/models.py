@@ -1,0 +1,101 @@
+"""Pydantic models of catalog entries: hardware facts in SI units, each with its source."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Seconds, Usd, Watts
+
+LinkKind = Literal["nvlink", "pcie", "infiniband", "ethernet"]
+SwitchKind = Literal["nvswitch", "nvlink-switch", "infiniband", "ethernet", "pcie"]
+
+
+class Entry(BaseModel):
+    """Fields every catalog entry carries: a stable id, a display name and where the figures come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    source: str = Field(min_length=1, description="URL or document the figures come from")
+    verified: bool = Field(True, description="false where a figure could not be confirmed in a primary source")
+    notes: str = ""
+
+
+class Priced(Entry):
+    """An entry with an approximate, dated capital price and power draw."""
+
+    price_usd: Usd | None = None
+    price_date: str | None = None
+    power_w: Watts | None = None
+
+
+class GPU(Priced):
+    vendor: str
+    bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
+    fp8_flops_per_s: FlopPerS | None = Field(None, description="dense FP8 tensor peak, None if unsupported")
+    hbm_bytes: Bytes
+    hbm_bytes_per_s: BytesPerS
+    tdp_w: Watts
+    nvlink: str | None = Field(None, description="link technology id of the GPU's NVLink ports")
+    nvlink_links: int = Field(0, ge=0)
+    pcie: str = Field(description="link technology id of the host PCIe x16 interface")
+
+
+class LinkTech(Entry):
+    """One link technology; ``bytes_per_s`` is per direction for one unit (NVLink link, PCIe x16, 4x port)."""
+
+    kind: LinkKind
+    generation: str
+    unit: str = Field(description="what one unit is: 'link', 'x16', '4x port', 'port'")
+    bytes_per_s: BytesPerS = Field(description="data rate per direction of one unit")
+    signal_bytes_per_s: BytesPerS | None = Field(None, description="raw signalling rate before encoding")
+    encoding: str | None = None
+    latency_s: Seconds = Field(description="nominal one-hop latency (link + endpoint), for alpha-beta models")
+    year: int | None = None
+    status: Literal["shipping", "roadmap"] = "shipping"
+    max_domain_gpus: int | None = Field(None, ge=1, description="largest NVLink domain (NVLink only)")
+
+
+class Switch(Priced):
+    kind: SwitchKind
+    link: str = Field(description="link technology id of its ports")
+    radix: int = Field(ge=2, description="ports at the link technology's rate")
+    port_bytes_per_s: BytesPerS
+    latency_s: Seconds = Field(description="port-to-port latency")
+    sharp: bool = Field(False, description="in-network reduction (SHARP / NVLink SHARP)")
+    sharp_version: str | None = None
+
+
+class NIC(Priced):
+    link: str = Field(description="link technology id of its network ports")
+    ports: int = Field(ge=1)
+    port_bytes_per_s: BytesPerS
+    host_pcie: str = Field(description="link technology id of its host interface")
+
+
+class Cable(Priced):
+    """A cable class for the bill of materials; price includes both transceivers for optical cables."""
+
+    medium: Literal["copper", "optical"]
+    max_length_m: float = Field(gt=0)
+    transceivers: int = Field(0, ge=0, description="transceivers per cable (counted in the BOM)")
+
+
+class System(Priced):
+    """A node preset: what one server (or rack, for rack-scale systems) holds and how its GPUs connect."""
+
+    gpu: str
+    gpus_per_node: int = Field(ge=1)
+    intra: Literal["nvswitch", "pcie"] = Field(description="how GPUs in a node talk: NVSwitch or PCIe only")
+    nvlink_domain_gpus: int = Field(ge=1, description="GPUs in one NVLink domain (1 where there is none)")
+    nvswitch: str | None = Field(None, description="switch id of the NVSwitch / NVLink Switch chips")
+    nvswitch_chips: int = Field(0, ge=0)
+    nic: str
+    nics_per_node: int = Field(ge=1, description="compute-fabric NICs (one per GPU on rail designs)")
+    pcie: str = Field(description="link technology id of the node's PCIe generation")
+    pcie_switches: int = Field(0, ge=0)
+    cpus_per_node: int = Field(2, ge=1)
+    rack_units: int | None = None

@@ -1,0 +1,28 @@
+"""Errors raised for bad user input; the CLI turns them into one-line messages and exit code 2."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class SpecError(ValueError):
+    """Bad input: names the offending field (and file, where there is one) and what is allowed."""
+
+    def __init__(self, message: str, *, field: str | None = None, source: str | None = None) -> None:
+        self.field = field
+        self.source = source
+        prefix = ""
+        if source:
+            prefix += f"{source}: "
+        if field:
+            prefix += f"{field}: "
+        super().__init__(prefix + message)
+
+
+def unknown_name_error(kind: str, name: str, allowed: Iterable[str], *, field: str | None = None) -> SpecError:
+    """A SpecError for an unknown preset name, with close matches and the full list of allowed names."""
+    names = sorted(allowed)
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
+    hint = f" did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    return SpecError(f"unknown {kind} {name!r};{hint} allowed: {', '.join(names)}", field=field or kind)
