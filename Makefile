@@ -27,7 +27,7 @@ unit: $(STAMP)
 test: lint typecheck unit
 
 bench: $(STAMP)
-	$(BIN)/python -m pytest benchmarks --benchmark-only -p no:cacheprovider
+	$(BIN)/python -m pytest benchmarks/bench_*.py --benchmark-only -p no:cacheprovider
 
 clean:
 	rm -rf $(VENV) build dist src/*.egg-info .mypy_cache .ruff_cache .pytest_cache
