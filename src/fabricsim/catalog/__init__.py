@@ -2,7 +2,7 @@
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
 from fabricsim.catalog.loader import default_catalog, load_catalog
-from fabricsim.catalog.models import GPU, NIC, Cable, Entry, LinkTech, Switch, System
+from fabricsim.catalog.models import GPU, NIC, Cable, Entry, LinkTech, ProtocolParams, Switch, System, Tuning
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -12,8 +12,10 @@ __all__ = [
     "Catalog",
     "Entry",
     "LinkTech",
+    "ProtocolParams",
     "Switch",
     "System",
+    "Tuning",
     "default_catalog",
     "load_catalog",
 ]

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System
+from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System, Tuning
 from fabricsim.errors import SpecError, unknown_name_error
 
 
@@ -19,6 +19,7 @@ class Catalog(BaseModel):
     nics: dict[str, NIC]
     cables: dict[str, Cable]
     systems: dict[str, System]
+    tunings: dict[str, Tuning]
 
     def _get(self, category: str, kind: str, entry_id: str) -> Any:
         table: dict[str, Any] = getattr(self, category)
@@ -49,6 +50,10 @@ class Catalog(BaseModel):
 
     def system(self, system_id: str) -> System:
         result: System = self._get("systems", "system", system_id)
+        return result
+
+    def tuning(self, tuning_id: str = "default") -> Tuning:
+        result: Tuning = self._get("tunings", "tuning", tuning_id)
         return result
 
     def links_of_kind(self, kind: str) -> list[LinkTech]:
@@ -97,4 +102,5 @@ CATEGORY_MODELS: dict[str, type[BaseModel]] = {
     "nics": NIC,
     "cables": Cable,
     "systems": System,
+    "tunings": Tuning,
 }

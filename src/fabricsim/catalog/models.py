@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Seconds, Usd, Watts
+from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Fraction, Seconds, Usd, Watts
 
 LinkKind = Literal["nvlink", "pcie", "infiniband", "ethernet"]
 SwitchKind = Literal["nvswitch", "nvlink-switch", "infiniband", "ethernet", "pcie"]
@@ -57,6 +57,9 @@ class LinkTech(Entry):
     year: int | None = None
     status: Literal["shipping", "roadmap"] = "shipping"
     max_domain_gpus: int | None = Field(None, ge=1, description="largest NVLink domain (NVLink only)")
+    efficiency: Fraction = Field(
+        1.0, description="fraction of bytes_per_s that collectives achieve at the application level (calibratable)"
+    )
 
 
 class Switch(Priced):
@@ -99,3 +102,32 @@ class System(Priced):
     pcie_switches: int = Field(0, ge=0)
     cpus_per_node: int = Field(2, ge=1)
     rack_units: int | None = None
+
+
+Protocol = Literal["LL", "LL128", "Simple"]
+HopClass = Literal["nvlink", "pcie", "net"]
+
+
+class ProtocolParams(BaseModel):
+    """How a protocol uses the wire: payload fraction and an optional cap on the per-rank bus bandwidth."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bandwidth_efficiency: Fraction
+    max_busbw_bytes_per_s: BytesPerS | None = None
+
+
+class Tuning(Entry):
+    """Free parameters of the collective cost model (NCCL-style latencies and efficiencies), calibratable."""
+
+    protocols: dict[Protocol, ProtocolParams]
+    base_latency_s: dict[str, dict[Protocol, Seconds]] = Field(
+        description="per algorithm and protocol: fixed cost of one collective call"
+    )
+    hop_latency_s: dict[HopClass, dict[str, dict[Protocol, Seconds]]] = Field(
+        description="per hop class (nvlink, pcie, net), algorithm and protocol: cost of one pipeline step"
+    )
+    nvls_efficiency: Fraction = Field(description="NVLink SHARP throughput relative to the NVLink ring rate")
+    tree_efficiency: Fraction = Field(description="tree/CollNet throughput relative to the link rate")
+    p2p_efficiency: Fraction = Field(description="point-to-point (send/recv, all-to-all) throughput vs link rate")
+    net_overhead_s: Seconds = Field(description="per-step network post overhead added to intra-node steps")

@@ -7,7 +7,9 @@ import sys
 import typer
 
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
+from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.output import console
+from fabricsim.cli.validate_cmd import validate_command
 
 app = typer.Typer(
     name="fabricsim",
@@ -17,6 +19,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("catalog")(catalog_command)
+app.command("collective")(collective_command)
+app.command("validate")(validate_command)
 
 
 @app.command("demo")

@@ -1,0 +1,68 @@
+"""`fabricsim collective`: predicted nccl-tests results for one operation over a size sweep."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.catalog import load_catalog
+from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.collectives import CollectiveModel, check_op, group_shape, size_sweep
+from fabricsim.errors import SpecError
+
+
+@spec_errors
+def collective_command(
+    system: str = typer.Option("dgx-h100", "--system", help="system preset (see `fabricsim catalog systems`)"),
+    nodes: int = typer.Option(1, "--nodes", help="nodes in the job"),
+    gpus: int | None = typer.Option(None, "--gpus", help="first N GPUs of the nodes (default: all)"),
+    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                           "all_to_all, send_recv"),
+    min_size: str = typer.Option("8", "--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M"),
+    max_size: str = typer.Option("8G", "--max", help="largest size (nccl-tests -e)"),
+    step_factor: float = typer.Option(2.0, "--step-factor", help="size multiplier between rows (nccl-tests -f)"),
+    algo: str = typer.Option("auto", "--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
+                             "halving_doubling, direct"),
+    proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
+    fabric: str | None = typer.Option(None, "--ib", help="network between nodes (ndr, hdr, xdr, eth-400g...); "
+                                      "default: the system's NICs"),
+    dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    plot: Path | None = typer.Option(None, "--plot", help="write busbw vs size to this PNG"),
+    calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
+) -> None:
+    """Predict what nccl-tests would measure for one collective across message sizes."""
+    catalog = load_catalog(*calibration)
+    sysm = catalog.system(system)
+    if nodes < 1:
+        raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
+    total = nodes * sysm.gpus_per_node
+    ngpus = total if gpus is None else gpus
+    if not 1 <= ngpus <= total:
+        raise SpecError(f"must be 1..{total} ({nodes} node(s) x {sysm.gpus_per_node}), got {ngpus}", field="--gpus")
+    name = check_op(op)
+    sizes = size_sweep(units.parse_size(min_size, field="--min"), units.parse_size(max_size, field="--max"),
+                       step_factor)
+    shape = group_shape(sysm, ngpus, fabric=fabric, catalog=catalog)
+    model = CollectiveModel(shape, catalog=catalog)
+    prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
+    if plot is not None:
+        from fabricsim.report import plot_collective_sweep
+
+        plot_collective_sweep(model, name, prediction, plot)
+    if as_json:
+        print_json(prediction.to_json())
+        return
+    table = Table(title=f"{name}: {ngpus} GPUs on {nodes} x {sysm.id}", header_style="bold")
+    for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm",
+                   "protocol", "bound"):
+        table.add_column(header, justify="right" if header[0] in "sctab" and header not in ("type",) else "left")
+    for r in prediction.rows:
+        table.add_row(str(r.size_bytes), str(r.count), r.dtype, f"{r.time_s * 1e6:.2f}", f"{r.algbw_GBps:.2f}",
+                      f"{r.busbw_GBps:.2f}", r.algorithm, r.protocol, r.bound)
+    console.print(table)
+    if plot is not None:
+        console.print(f"plot written to {plot}")

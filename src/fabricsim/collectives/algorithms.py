@@ -1,0 +1,270 @@
+"""Collective algorithms as closed-form alpha-beta costs on a group shape (NCCL-style, see DESIGN.md).
+
+Each algorithm states which operations and protocols it serves, whether NCCL's tuner would consider it
+(`nccl`), whether it reduces in the network (NVLS, SHARP), and why it cannot run on a given group.
+Sizes follow nccl-tests: the per-rank buffer for all_reduce/broadcast/reduce/send_recv, the total for
+all_gather/reduce_scatter, the per-rank send buffer for all_to_all.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from fabricsim.catalog import Tuning
+from fabricsim.collectives.cost import Cost
+from fabricsim.collectives.group import GroupShape
+
+CostFn = Callable[[str, GroupShape, str, Tuning], Cost]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    name: str
+    ops: tuple[str, ...]
+    protocols: tuple[str, ...]
+    nccl: bool
+    in_network: bool
+    requirement: Callable[[GroupShape], str | None]
+    cost: CostFn
+    description: str
+
+
+def _hop_class(shape: GroupShape) -> str:
+    return "nvlink" if shape.intra_kind == "nvlink" else "pcie"
+
+
+def _hop(tuning: Tuning, hop_class: str, algo: str, proto: str) -> float:
+    table = tuning.hop_latency_s.get(hop_class, {})  # type: ignore[call-overload]
+    per_proto: dict[str, float] = table.get(algo, {})
+    return per_proto.get(proto, 0.0)
+
+
+def _base(tuning: Tuning, algo: str, proto: str) -> float:
+    per_proto: dict[str, float] = tuning.base_latency_s.get(algo, {})  # type: ignore[assignment]
+    return per_proto.get(proto, 0.0)
+
+
+def _proto_rate(rate: float, proto: str, tuning: Tuning) -> float:
+    params = tuning.protocols[proto]  # type: ignore[index]
+    out = rate * params.bandwidth_efficiency
+    if params.max_busbw_bytes_per_s is not None:
+        out = min(out, params.max_busbw_bytes_per_s)
+    return out
+
+
+def _net_kind(shape: GroupShape) -> str:
+    return shape.net_kind or "infiniband"
+
+
+def _step_latency(shape: GroupShape, tuning: Tuning, algo: str, proto: str, steps: int, net_steps: int) -> float:
+    """Steps of a pipeline, `net_steps` of which cross the network; the rest stay inside a node."""
+    intra = _hop(tuning, _hop_class(shape), algo, proto)
+    if shape.nnodes > 1:
+        intra = max(intra, tuning.net_overhead_s * (3 if proto == "Simple" else 1))
+    net = _hop(tuning, "net", algo, proto)
+    return _base(tuning, algo, proto) + (steps - net_steps) * intra + net_steps * net
+
+
+# ---------------------------------------------------------------- requirements
+
+
+def _always(shape: GroupShape) -> str | None:
+    return None
+
+
+def _need_nvls(shape: GroupShape) -> str | None:
+    if not shape.nvls:
+        return (f"NVLS needs NVSwitch with NVLink SHARP (Hopper or later); {shape.system_id} has none"
+                if shape.intra_kind != "none" else "NVLS needs at least 2 GPUs of one node in the group")
+    return None
+
+
+def _need_nvls_single_node(shape: GroupShape) -> str | None:
+    return _need_nvls(shape) or ("nvls runs inside one NVLink domain; use nvls_tree across nodes"
+                                 if shape.nnodes > 1 else None)
+
+
+def _need_nvls_multi_node(shape: GroupShape) -> str | None:
+    return _need_nvls(shape) or ("nvls_tree needs more than one node" if shape.nnodes < 2 else None)
+
+
+def _need_sharp(shape: GroupShape) -> str | None:
+    if shape.nnodes < 2:
+        return "SHARP/CollNet reduces in the network switches: the group must span nodes"
+    if not shape.sharp:
+        return f"SHARP needs fabric switches that support it; {shape.fabric_switch_id or 'this fabric'} does not"
+    return None
+
+
+def _need_multi_node(shape: GroupShape) -> str | None:
+    return "hierarchical needs more than one node" if shape.nnodes < 2 else None
+
+
+def _need_power_of_two(shape: GroupShape) -> str | None:
+    n = shape.nranks
+    return None if n & (n - 1) == 0 else f"halving-doubling needs a power-of-two group, got {n} ranks"
+
+
+def _need_two_ranks(shape: GroupShape) -> str | None:
+    return None if shape.nranks >= 2 else "needs at least 2 ranks"
+
+
+def _need_nodes_for_tree(shape: GroupShape) -> str | None:
+    # NCCL builds its trees between nodes; inside one node the tree degenerates into a chain that rings beat.
+    return None if shape.nnodes > 1 else "tree runs between nodes; a single node uses rings (or NVLS)"
+
+
+# ---------------------------------------------------------------- costs
+
+
+def _ring_rates(shape: GroupShape, proto: str, tuning: Tuning) -> dict[str, float]:
+    """Per-rank ring rate limits by link kind: every GPU forwards to the next over NVLink/PCIe, and each node
+    has one ring edge in and out per channel, so the node's NICs together carry the per-rank rate."""
+    rates: dict[str, float] = {}
+    if shape.ranks_per_node > 1:
+        rates[shape.intra_kind] = _proto_rate(shape.intra_bytes_per_s, proto, tuning)
+    if shape.nnodes > 1:
+        rates[_net_kind(shape)] = _proto_rate(shape.net_bytes_per_s_per_node, proto, tuning)
+    return rates
+
+
+def _ring(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    n, nodes = shape.nranks, shape.nnodes
+    if op == "all_reduce":
+        wire, steps, net_steps = 2.0 * (n - 1) / n, 2 * (n - 1), 2 * (nodes - 1)
+    elif op in ("all_gather", "reduce_scatter"):
+        wire, steps, net_steps = (n - 1) / n, n - 1, nodes - 1
+    else:  # broadcast, reduce: a pipelined chain
+        wire, steps, net_steps = 1.0, n - 1, nodes - 1
+    per_byte = {kind: wire / rate for kind, rate in _ring_rates(shape, proto, tuning).items()}
+    return Cost(_step_latency(shape, tuning, "ring", proto, steps, net_steps), per_byte)
+
+
+def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """Double binary tree across nodes, chain inside: reduce up then broadcast down, pipelined."""
+    rates = {k: r * tuning.tree_efficiency for k, r in _ring_rates(shape, proto, tuning).items()}
+    per_byte = {kind: 2.0 / rate for kind, rate in rates.items()}
+    depth = int(math.log2(shape.nnodes)) if shape.nnodes > 1 else 0
+    latency = _base(tuning, "tree", proto) + 2 * (
+        (shape.ranks_per_node - 1) * _hop(tuning, _hop_class(shape), "tree", proto)
+        + depth * _hop(tuning, "net", "tree", proto)
+    )
+    return Cost(latency, per_byte)
+
+
+def _nvls(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """NVLink SHARP: the switch reduces (multimem ld_reduce) and multicasts (st); all_reduce moves S(n+1)/n per
+    GPU each way. all_gather/reduce_scatter move S one way, which is why NCCL prefers rings for them."""
+    n = shape.nranks
+    rate = shape.intra_bytes_per_s * tuning.nvls_efficiency
+    wire = (n + 1) / n if op == "all_reduce" else 1.0
+    return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate})
+
+
+def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """NVLS inside each node, a tree between nodes (one rank per node per tree channel)."""
+    p = shape.ranks_per_node
+    nvls_rate = shape.intra_bytes_per_s * tuning.nvls_efficiency
+    net_rate = shape.net_bytes_per_s_per_node * tuning.tree_efficiency
+    net_wire = 1.0 if shape.nnodes == 2 else 2.0
+    per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
+    depth = int(math.log2(shape.nnodes))
+    latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
+               + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
+    return Cost(latency, per_byte)
+
+
+def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """SHARP/CollNet: reduce-scatter inside the node, the switches reduce each shard, all-gather inside."""
+    p = shape.ranks_per_node
+    per_byte = {_net_kind(shape): 1.0 / (shape.net_bytes_per_s_per_node * tuning.tree_efficiency)}
+    if p > 1:
+        per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
+    latency = (_base(tuning, "collnet", proto) + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "collnet", proto)
+               + _hop(tuning, "net", "collnet", proto))
+    return Cost(latency, per_byte)
+
+
+def _hierarchical(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """Reduce-scatter in the node, ring all-reduce of each 1/p shard across nodes on the GPU's own NIC share,
+    all-gather in the node; the three phases run one after another."""
+    p, nodes = shape.ranks_per_node, shape.nnodes
+    per_byte: dict[str, float] = {}
+    if p > 1:
+        per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
+    per_byte[_net_kind(shape)] = 2.0 * (nodes - 1) / nodes / shape.net_bytes_per_s_per_node
+    latency = (_base(tuning, "hierarchical", proto)
+               + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "hierarchical", proto)
+               + 2 * (nodes - 1) * _hop(tuning, "net", "hierarchical", proto))
+    return Cost(latency, per_byte, combine="sum")
+
+
+def _halving_doubling(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """Recursive halving (reduce-scatter) and doubling (all-gather): step k exchanges S/2^(k+1) with the rank
+    2^k away; partners closer than a node's size stay on NVLink/PCIe, farther ones use the GPU's NIC share."""
+    n, p = shape.nranks, shape.ranks_per_node
+    nic_share = shape.net_bytes_per_s_per_node / p if shape.nnodes > 1 else 0.0
+    per_byte: dict[str, float] = {}
+    latency = _base(tuning, "halving_doubling", proto)
+    passes = 2 if op == "all_reduce" else 1
+    for k in range(int(math.log2(n))):
+        fraction = passes / 2 ** (k + 1)
+        kind: str
+        if 2**k < p:
+            kind, rate, hop = shape.intra_kind, shape.intra_bytes_per_s, _hop_class(shape)
+        else:
+            kind, rate, hop = _net_kind(shape), nic_share, "net"
+        per_byte[kind] = per_byte.get(kind, 0.0) + fraction / rate
+        latency += passes * _hop(tuning, hop, "halving_doubling", proto)
+    return Cost(latency, per_byte, combine="sum")
+
+
+def _direct(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
+    """Point-to-point: all_to_all sends S/n to every peer at once; send_recv sends S to the next rank."""
+    n, p = shape.nranks, shape.ranks_per_node
+    eff = tuning.p2p_efficiency
+    per_byte: dict[str, float] = {}
+    if op == "all_to_all":
+        if p > 1:
+            per_byte[shape.intra_kind] = (p - 1) / n / (shape.intra_bytes_per_s * eff)
+        if shape.nnodes > 1:
+            per_byte[_net_kind(shape)] = (n - p) / n / (shape.net_bytes_per_s_per_node / p * eff)
+    else:  # send_recv: rank r -> r+1; the last rank of a node sends over its own NIC
+        if p > 1:
+            per_byte[shape.intra_kind] = 1.0 / (shape.intra_bytes_per_s * eff)
+        if shape.nnodes > 1:
+            per_byte[_net_kind(shape)] = 1.0 / (shape.nic_bytes_per_s * eff)
+    latency = _base(tuning, "direct", proto) + max(
+        _hop(tuning, _hop_class(shape), "direct", proto) if p > 1 else 0.0,
+        _hop(tuning, "net", "direct", proto) if shape.nnodes > 1 else 0.0,
+    )
+    return Cost(latency, per_byte)
+
+
+_REDUCING = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+_PROTOS = ("LL", "LL128", "Simple")
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm("ring", _REDUCING, _PROTOS, True, False, _need_two_ranks, _ring,
+                  "NCCL rings through every GPU, crossing nodes on each GPU's rail NIC"),
+        Algorithm("tree", ("all_reduce",), _PROTOS, True, False, _need_nodes_for_tree, _tree,
+                  "double binary tree between nodes, chains inside"),
+        Algorithm("nvls", ("all_reduce", "all_gather", "reduce_scatter"), ("Simple",), True, True,
+                  _need_nvls_single_node, _nvls, "NVLink SHARP: NVSwitch reduces and multicasts"),
+        Algorithm("nvls_tree", ("all_reduce",), ("Simple",), True, True, _need_nvls_multi_node, _nvls_tree,
+                  "NVLS inside nodes, tree between nodes"),
+        # NCCL runs CollNet only with NCCL_COLLNET_ENABLE=1 and the SHARP plugin, so auto does not pick it.
+        Algorithm("collnet", ("all_reduce",), ("Simple",), False, True, _need_sharp, _collnet,
+                  "SHARP in-network reduction on the InfiniBand switches (opt-in, as in NCCL)"),
+        Algorithm("hierarchical", ("all_reduce",), ("Simple",), False, False, _need_multi_node, _hierarchical,
+                  "reduce-scatter in node, all-reduce across nodes, all-gather in node (phases in series)"),
+        Algorithm("halving_doubling", ("all_reduce", "all_gather", "reduce_scatter"), ("Simple",), False, False,
+                  _need_power_of_two, _halving_doubling, "recursive halving and doubling (Rabenseifner)"),
+        Algorithm("direct", ("all_to_all", "send_recv"), ("Simple",), True, False, _need_two_ranks, _direct,
+                  "point-to-point sends to every peer at once"),
+    )
+}

@@ -1,0 +1,159 @@
+"""The shape of a process group on a cluster: what the collective cost model needs to know, precomputed once.
+
+A `GroupShape` summarises a set of GPUs: how many ranks and nodes, the per-GPU intra-node rate (NVLink through
+NVSwitch, or PCIe), the per-node network rate usable by the group, and which in-network reductions exist.
+Rates are per direction; `*_bytes_per_s` are what collectives achieve (line rate x link efficiency), `*_line_*`
+the raw line rates.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+from typing import Literal
+
+from fabricsim.catalog import Catalog, LinkTech, Switch, System, default_catalog
+from fabricsim.errors import SpecError
+
+IntraKind = Literal["nvlink", "pcie", "none"]
+
+
+@dataclass(frozen=True)
+class GroupShape:
+    nranks: int
+    nnodes: int
+    ranks_per_node: int
+    intra_kind: IntraKind
+    intra_bytes_per_s: float
+    intra_line_bytes_per_s: float
+    net_kind: str | None
+    net_bytes_per_s_per_node: float
+    net_line_bytes_per_s_per_node: float
+    nics_used_per_node: int
+    nvls: bool
+    sharp: bool
+    system_id: str
+    fabric_link_id: str | None
+    fabric_switch_id: str | None
+    oversubscription: float = 1.0
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        """Achievable rate of one NIC used by the group."""
+        return self.net_bytes_per_s_per_node / max(1, self.nics_used_per_node)
+
+    def key(self) -> tuple[object, ...]:
+        """Hashable identity for caching predictions by group shape."""
+        return (
+            self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
+            self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
+        )
+
+
+def fabric_switch_for(catalog: Catalog, link: LinkTech) -> Switch | None:
+    """The catalog switch whose ports run at this link technology (e.g. qm9700 for ib-ndr)."""
+    matches = [s for s in catalog.switches.values() if s.link == link.id and s.kind in ("infiniband", "ethernet")]
+    return max(matches, key=lambda s: s.radix) if matches else None
+
+
+def resolve_fabric_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:
+    """The network link technology: explicit (`ndr`, `ib-ndr`, `eth-400g`) or the system NIC's own."""
+    if fabric is None:
+        return catalog.link(catalog.nic(system.nic).link)
+    key = fabric.strip().lower()
+    for candidate in (key, f"ib-{key}", f"eth-{key}"):
+        if candidate in catalog.links and catalog.links[candidate].kind in ("infiniband", "ethernet"):
+            return catalog.links[candidate]
+    allowed = [lid for lid, link in catalog.links.items() if link.kind in ("infiniband", "ethernet")]
+    raise SpecError(f"unknown fabric {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
+
+
+def group_shape(
+    system: str | System,
+    gpus: int,
+    *,
+    ranks_per_node: int | None = None,
+    fabric: str | None = None,
+    oversubscription: float = 1.0,
+    catalog: Catalog | None = None,
+) -> GroupShape:
+    """Shape of a group of `gpus` ranks on `system` nodes.
+
+    By default the group takes whole nodes in order (the first `gpus` GPUs, as CUDA_VISIBLE_DEVICES would);
+    `ranks_per_node` spreads it instead (e.g. 1 for "the GPUs of one rail" across nodes).
+    """
+    cat = catalog or default_catalog()
+    sysm = cat.system(system) if isinstance(system, str) else system
+    if gpus < 1:
+        raise SpecError(f"need at least 1 GPU, got {gpus}", field="--gpus")
+    if oversubscription < 1:
+        raise SpecError(f"oversubscription must be >= 1, got {oversubscription}", field="--oversubscription")
+    ppn = ranks_per_node if ranks_per_node is not None else min(gpus, sysm.gpus_per_node)
+    if not 1 <= ppn <= sysm.gpus_per_node:
+        raise SpecError(f"ranks per node must be 1..{sysm.gpus_per_node} on {sysm.id}, got {ppn}",
+                        field="ranks_per_node")
+    nnodes = ceil(gpus / ppn)
+    gpu = cat.gpu(sysm.gpu)
+    notes: list[str] = []
+    if ppn == 1:
+        intra_kind: IntraKind = "none"
+        intra_line = intra_eff = 0.0
+    elif sysm.intra == "nvswitch" and gpu.nvlink is not None:
+        link = cat.link(gpu.nvlink)
+        intra_kind = "nvlink"
+        intra_line = gpu.nvlink_links * link.bytes_per_s
+        intra_eff = intra_line * link.efficiency
+    else:
+        link = cat.link(sysm.pcie)
+        intra_kind = "pcie"
+        intra_line = link.bytes_per_s
+        intra_eff = intra_line * link.efficiency
+        notes.append("intra-node traffic over PCIe (no NVLink)")
+    nvswitch = cat.switch(sysm.nvswitch) if sysm.nvswitch else None
+    nvls = bool(intra_kind == "nvlink" and nvswitch is not None and nvswitch.sharp)
+
+    net_link = resolve_fabric_link(cat, sysm, fabric) if nnodes > 1 or fabric else None
+    switch = fabric_switch_for(cat, net_link) if net_link else None
+    nic = cat.nic(sysm.nic)
+    nics_used = max(1, round(sysm.nics_per_node * ppn / sysm.gpus_per_node))
+    if net_link is not None and nnodes > 1:
+        port_line = min(nic.port_bytes_per_s, net_link.bytes_per_s)
+        net_line = nics_used * port_line
+        net_eff = net_line * net_link.efficiency / oversubscription
+        net_kind: str | None = net_link.kind
+    else:
+        net_line = net_eff = 0.0
+        net_kind = None
+    return GroupShape(
+        nranks=gpus,
+        nnodes=nnodes,
+        ranks_per_node=ppn,
+        intra_kind=intra_kind,
+        intra_bytes_per_s=intra_eff,
+        intra_line_bytes_per_s=intra_line,
+        net_kind=net_kind,
+        net_bytes_per_s_per_node=net_eff,
+        net_line_bytes_per_s_per_node=net_line,
+        nics_used_per_node=nics_used,
+        nvls=nvls,
+        sharp=bool(switch is not None and switch.sharp and nnodes > 1),
+        system_id=sysm.id,
+        fabric_link_id=net_link.id if net_link else None,
+        fabric_switch_id=switch.id if switch else None,
+        oversubscription=oversubscription,
+        notes=tuple(notes),
+    )
+
+
+def scaled(shape: GroupShape, *, intra: float = 1.0, net: float = 1.0) -> GroupShape:
+    """The same group with its intra-node and network rates multiplied (what-if analyses, property tests)."""
+    from dataclasses import replace
+
+    return replace(
+        shape,
+        intra_bytes_per_s=shape.intra_bytes_per_s * intra,
+        intra_line_bytes_per_s=shape.intra_line_bytes_per_s * intra,
+        net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * net,
+        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * net,
+    )

@@ -1,0 +1,133 @@
+"""Algorithms as schedules: phases of point-to-point transfers between group ranks.
+
+The analytical model prices algorithms in closed form; these schedules spell out the same transfers so a
+congestion-aware flow simulator can time them on a topology's real paths. Rank -1 (`SWITCH`) stands for the
+in-network reduction engine (NVSwitch for NVLS, the InfiniBand switches for SHARP). Ranks are node-major:
+rank r sits on node r // ranks_per_node.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricsim.collectives.conventions import check_op
+from fabricsim.errors import SpecError
+
+SWITCH = -1
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Transfers that run concurrently; a phase starts when the previous one has finished."""
+
+    src: np.ndarray
+    dst: np.ndarray
+    bytes: np.ndarray
+    label: str
+
+    @staticmethod
+    def of(pairs: list[tuple[int, int]], nbytes: float, label: str) -> Phase:
+        arr = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        return Phase(arr[:, 0], arr[:, 1], np.full(len(arr), float(nbytes)), label)
+
+
+def _ring_pairs(ranks: list[int]) -> list[tuple[int, int]]:
+    return [(r, ranks[(i + 1) % len(ranks)]) for i, r in enumerate(ranks)]
+
+
+def _ring(ranks: list[int], chunk: float, steps: int, label: str) -> list[Phase]:
+    return [Phase.of(_ring_pairs(ranks), chunk, f"{label} step {k}") for k in range(steps)]
+
+
+def _node_groups(n: int, p: int) -> list[list[int]]:
+    return [list(range(start, min(n, start + p))) for start in range(0, n, p)]
+
+
+def _rail_groups(n: int, p: int) -> list[list[int]]:
+    return [list(range(local, n, p)) for local in range(p)]
+
+
+def _merge(phase_lists: list[list[Phase]]) -> list[Phase]:
+    """Run several independent schedules side by side (phase k of each together)."""
+    out = []
+    for k in range(max((len(x) for x in phase_lists), default=0)):
+        parts = [x[k] for x in phase_lists if k < len(x)]
+        out.append(Phase(np.concatenate([p.src for p in parts]), np.concatenate([p.dst for p in parts]),
+                         np.concatenate([p.bytes for p in parts]), parts[0].label))
+    return out
+
+
+def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_bytes: float) -> list[Phase]:
+    """The transfers of one collective (`size_bytes` in nccl-tests convention) under `algorithm`."""
+    name = check_op(op)
+    n, p, s = nranks, min(ranks_per_node, nranks), float(size_bytes)
+    ranks = list(range(n))
+    if n < 2:
+        raise SpecError("a schedule needs at least 2 ranks", field="nranks")
+    if algorithm == "ring":
+        if name == "all_reduce":
+            return _ring(ranks, s / n, 2 * (n - 1), "ring")
+        if name in ("all_gather", "reduce_scatter"):
+            return _ring(ranks, s / n, n - 1, "ring")
+        if name in ("broadcast", "reduce"):
+            return [Phase.of([(r, r + 1)], s, f"chain hop {r}") for r in range(n - 1)]
+    if algorithm == "direct":
+        if name == "all_to_all":
+            return [Phase.of([(i, j) for i in ranks for j in ranks if i != j], s / n, "all-to-all")]
+        if name == "send_recv":
+            return [Phase.of(_ring_pairs(ranks), s, "send/recv")]
+    if algorithm == "halving_doubling" and name in ("all_reduce", "all_gather", "reduce_scatter"):
+        if n & (n - 1):
+            raise SpecError(f"halving-doubling needs a power-of-two group, got {n}", field="nranks")
+        steps = int(math.log2(n))
+        halving = [Phase.of([(r, r ^ (1 << k)) for r in ranks], s / 2 ** (k + 1), f"halving {k}")
+                   for k in range(steps)]
+        doubling = [Phase.of([(r, r ^ (1 << k)) for r in ranks], s / 2 ** (k + 1), f"doubling {k}")
+                    for k in reversed(range(steps))]
+        if name == "all_reduce":
+            return halving + doubling
+        return halving if name == "reduce_scatter" else doubling
+    if algorithm == "tree" and name == "all_reduce":
+        up = []
+        for level in range(math.ceil(math.log2(n))):
+            stride = 1 << level
+            pairs = [(r, r - stride) for r in range(stride, n, 2 * stride)]
+            up.append(Phase.of(pairs, s, f"reduce level {level}"))
+        down = [Phase.of([(b, a) for a, b in zip(ph.dst, ph.src, strict=True)], s, ph.label.replace("reduce",
+                "broadcast")) for ph in reversed(up)]
+        return up + down
+    if algorithm == "nvls" and name == "all_reduce":
+        return [
+            Phase.of([(r, SWITCH) for r in ranks], s, "ld_reduce: switch reads every GPU's buffer"),
+            Phase.of([(SWITCH, r) for r in ranks], s / n, "ld_reduce: each GPU receives its reduced shard"),
+            Phase.of([(r, SWITCH) for r in ranks], s / n, "multimem.st: each GPU writes its shard"),
+            Phase.of([(SWITCH, r) for r in ranks], s, "multicast: every GPU receives all shards"),
+        ]
+    if algorithm == "nvls" and name in ("all_gather", "reduce_scatter"):
+        return [Phase.of([(r, SWITCH) for r in ranks], s / n if name == "all_gather" else s, "to switch"),
+                Phase.of([(SWITCH, r) for r in ranks], s if name == "all_gather" else s / n, "from switch")]
+    if algorithm in ("hierarchical", "collnet", "nvls_tree") and name == "all_reduce":
+        nodes = _node_groups(n, p)
+        intra_rs = _merge([_ring(g, s / p, p - 1, "intra reduce-scatter") for g in nodes if len(g) > 1])
+        intra_ag = _merge([_ring(g, s / p, p - 1, "intra all-gather") for g in nodes if len(g) > 1])
+        rails = _rail_groups(n, p)
+        nnodes = len(nodes)
+        if algorithm == "hierarchical":
+            inter = _merge([_ring(g, s / p / nnodes, 2 * (nnodes - 1), "inter all-reduce") for g in rails])
+        else:
+            inter = [Phase.of([(r, SWITCH) for r in ranks], s / p, "shard up to the switches"),
+                     Phase.of([(SWITCH, r) for r in ranks], s / p, "reduced shard down")]
+        return intra_rs + inter + intra_ag
+    raise SpecError(f"{algorithm} has no schedule for {name}", field="--algo")
+
+
+def bytes_sent_per_rank(phases: list[Phase], nranks: int) -> np.ndarray:
+    """Total bytes each rank puts on the wire over the schedule (switch-sourced bytes excluded)."""
+    sent = np.zeros(nranks)
+    for ph in phases:
+        mask = ph.src >= 0
+        np.add.at(sent, ph.src[mask], ph.bytes[mask])
+    return sent

@@ -1,0 +1,43 @@
+"""Plots for design reviews (matplotlib, headless Agg backend)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+
+from fabricsim import units
+from fabricsim.collectives import CollectiveModel, busbw_factor, choices
+from fabricsim.collectives.result import Prediction
+
+
+def plot_collective_sweep(model: CollectiveModel, op: str, prediction: Prediction, path: str | Path) -> Path:
+    """busbw against message size (log x): one line per algorithm (its best protocol), the chosen one marked."""
+    sizes = [r.size_bytes for r in prediction.rows]
+    factor = busbw_factor(op, model.shape.nranks)
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    by_algo: dict[str, list[float]] = {}
+    for option in choices(op, model.shape, model.tuning):
+        curve = [s / option.cost.time_s(s) / 1e9 * factor for s in sizes]
+        prev = by_algo.get(option.algorithm)
+        by_algo[option.algorithm] = curve if prev is None else [max(a, b) for a, b in zip(prev, curve, strict=True)]
+    for algo, curve in sorted(by_algo.items()):
+        ax.plot(sizes, curve, label=algo, linewidth=1.5, alpha=0.8)
+    ax.plot(sizes, [r.busbw_GBps for r in prediction.rows], "k.", markersize=7, label="chosen (auto)")
+    ax.set_xscale("log", base=2)
+    ticks = sizes[:: max(1, len(sizes) // 10)]
+    ax.set_xticks(ticks, [units.format_size(s) for s in ticks])
+    ax.set_xlabel("message size (nccl-tests 'size')")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    a = prediction.assumptions
+    ax.set_title(f"{op} on {a['ranks']} GPUs of {a['system']} ({a['nodes']} node(s))")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

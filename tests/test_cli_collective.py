@@ -1,0 +1,51 @@
+"""`fabricsim collective` and `fabricsim validate` from the command line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fabricsim.cli import app
+
+
+def test_collective_json_schema(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["collective", "--system", "dgx-h100", "--nodes", "1", "--op", "all_reduce",
+                                 "--min", "8", "--max", "8G", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert len(data["rows"]) == 31
+    assert set(data["rows"][0]) == {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "protocol",
+                                    "bound"}
+    assert data["rows"][-1]["algorithm"] == "nvls"
+    assert data["assumptions"]["system"] == "dgx-h100"
+
+
+def test_collective_table_and_plot(runner: CliRunner, tmp_path: Path) -> None:
+    png = tmp_path / "busbw.png"
+    result = runner.invoke(app, ["collective", "--system", "dgx-a100", "--nodes", "2", "--gpus", "12",
+                                 "--min", "1K", "--max", "1G", "--step-factor", "4", "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "busbw (GB/s)" in result.output
+    assert png.stat().st_size > 10_000
+
+
+def test_collective_bad_input(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["collective", "--system", "dgx-a100", "--algo", "nvls"])
+    assert result.exit_code == 2
+    result = runner.invoke(app, ["collective", "--min", "12Q"])
+    assert result.exit_code == 2
+    result = runner.invoke(app, ["collective", "--system", "dgx-h100", "--gpus", "9"])
+    assert result.exit_code == 2
+    result = runner.invoke(app, ["collective", "--op", "allreduse"])
+    assert result.exit_code == 2
+
+
+def test_validate_json(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["validate", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["summary"]["cases"] == len(data["results"]) >= 15
+    assert data["summary"]["median_abs_error"] <= 0.08
+    assert all(r["passed"] for r in data["results"])

@@ -1,0 +1,69 @@
+"""Schedules spell out the transfers the closed forms price: bytes are conserved."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricsim.collectives import SWITCH, busbw_factor, bytes_sent_per_rank, schedule
+from fabricsim.errors import SpecError
+
+
+@settings(max_examples=50, deadline=None)
+@given(n=st.integers(2, 64), op=st.sampled_from(["all_reduce", "all_gather", "reduce_scatter"]))
+def test_ring_bytes_match_busbw_factor(n: int, op: str) -> None:
+    size = 1_048_576.0
+    sent = bytes_sent_per_rank(schedule("ring", op, n, 8, size), n)
+    expected = size * busbw_factor(op, n) if op == "all_reduce" else size * (n - 1) / n
+    assert np.allclose(sent, expected)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 48))
+def test_all_to_all_sends_n_minus_1_over_n(n: int) -> None:
+    size = 4096.0 * n
+    phases = schedule("direct", "all_to_all", n, 8, size)
+    assert np.allclose(bytes_sent_per_rank(phases, n), size * (n - 1) / n)
+    received = np.zeros(n)
+    np.add.at(received, phases[0].dst, phases[0].bytes)
+    assert np.allclose(received, size * (n - 1) / n)
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16, 64])
+def test_halving_doubling_moves_ring_volume(n: int) -> None:
+    size = 2.0**20
+    sent = bytes_sent_per_rank(schedule("halving_doubling", "all_reduce", n, 8, size), n)
+    assert np.allclose(sent, 2 * size * (n - 1) / n)
+
+
+@pytest.mark.parametrize(("n", "p"), [(16, 8), (32, 8), (64, 4)])
+def test_hierarchical_volume(n: int, p: int) -> None:
+    size = 2.0**24
+    nodes = n // p
+    sent = bytes_sent_per_rank(schedule("hierarchical", "all_reduce", n, p, size), n)
+    expected = 2 * size * (p - 1) / p + 2 * (nodes - 1) / nodes * size / p
+    assert np.allclose(sent, expected)
+
+
+def test_nvls_uses_the_switch_and_moves_s_times_n_plus_1_over_n() -> None:
+    n, size = 8, 2.0**20
+    phases = schedule("nvls", "all_reduce", n, 8, size)
+    assert any((ph.dst == SWITCH).any() for ph in phases)
+    assert np.allclose(bytes_sent_per_rank(phases, n), size * (n + 1) / n)
+
+
+def test_tree_reaches_every_rank() -> None:
+    n = 13
+    phases = schedule("tree", "all_reduce", n, 8, 1024.0)
+    up = [ph for ph in phases if ph.label.startswith("reduce")]
+    senders = set(np.concatenate([ph.src for ph in up]).tolist())
+    assert senders == set(range(1, n))
+
+
+def test_unknown_schedule_raises() -> None:
+    with pytest.raises(SpecError):
+        schedule("nvls", "broadcast", 8, 8, 1024.0)
+    with pytest.raises(SpecError):
+        schedule("halving_doubling", "all_reduce", 6, 8, 1024.0)
