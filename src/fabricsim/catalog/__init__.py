@@ -2,7 +2,7 @@
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
 from fabricsim.catalog.loader import default_catalog, load_catalog
-from fabricsim.catalog.models import GPU, NIC, Cable, Entry, LinkTech, Switch, System
+from fabricsim.catalog.models import GPU, NIC, Cable, Efficiency, Entry, LinkTech, Switch, System
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -10,6 +10,7 @@ __all__ = [
     "NIC",
     "Cable",
     "Catalog",
+    "Efficiency",
     "Entry",
     "LinkTech",
     "Switch",
