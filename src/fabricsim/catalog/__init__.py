@@ -2,7 +2,18 @@
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
 from fabricsim.catalog.loader import default_catalog, load_catalog
-from fabricsim.catalog.models import GPU, NIC, Cable, Entry, LinkTech, ProtocolParams, Switch, System, Tuning
+from fabricsim.catalog.models import (
+    GPU,
+    NIC,
+    Cable,
+    Efficiency,
+    Entry,
+    LinkTech,
+    ProtocolParams,
+    Switch,
+    System,
+    Tuning,
+)
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -10,6 +21,7 @@ __all__ = [
     "NIC",
     "Cable",
     "Catalog",
+    "Efficiency",
     "Entry",
     "LinkTech",
     "ProtocolParams",

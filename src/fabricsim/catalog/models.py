@@ -32,6 +32,17 @@ class Priced(Entry):
     power_w: Watts | None = None
 
 
+class Efficiency(BaseModel):
+    """A free parameter in (0, 1]: an achievable fraction of a peak rate, with where the figure comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: Fraction
+    source: str = Field(min_length=1, description="measurement, paper or calibration the figure comes from")
+    verified: bool = Field(True, description="false where the figure is assumed or carried over from another part")
+    notes: str = ""
+
+
 class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -42,6 +53,9 @@ class GPU(Priced):
     nvlink: str | None = Field(None, description="link technology id of the GPU's NVLink ports")
     nvlink_links: int = Field(0, ge=0)
     pcie: str = Field(description="link technology id of the host PCIe x16 interface")
+    matmul_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of bf16_flops_per_s on large BF16 GEMMs; None: workload default"
+    )
 
 
 class LinkTech(Entry):

@@ -48,6 +48,8 @@ COLUMNS: dict[Category, list[Column]] = {
         ("FP8 dense", lambda e, c: _opt(e.fp8_flops_per_s, units.format_flops)),
         ("HBM", lambda e, c: f"{e.hbm_bytes / 2**30:.0f} GiB"),
         ("HBM BW", lambda e, c: units.format_rate(e.hbm_bytes_per_s)),
+        ("matmul eff.", lambda e, c: _opt(e.matmul_efficiency, lambda m: f"{m.value:.1%}"
+                                           + ("" if m.verified else " [yellow](unverified)[/]"))),
         ("TDP", lambda e, c: _watts(e.tdp_w)),
         ("NVLink", lambda e, c: f"{e.nvlink} x{e.nvlink_links}" if e.nvlink else "-"),
         ("NVLink/GPU (both dirs)", lambda e, c: units.format_rate(

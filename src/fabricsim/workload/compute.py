@@ -1,0 +1,71 @@
+"""Compute time on one GPU: matmul FLOPs at an achievable fraction of the BF16 peak, and HBM-bound time.
+
+The achievable fraction is a free parameter and lives in the catalog (``GPU.matmul_efficiency``, with its source);
+a GPU without one falls back to the packaged default in ``data/compute.yaml``. Nothing here is fitted to
+validation cases.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+from pydantic import ValidationError
+
+from fabricsim.catalog.loader import read_yaml
+from fabricsim.catalog.models import GPU, Efficiency
+from fabricsim.errors import SpecError
+from fabricsim.workload._validation import spec_error
+
+DEFAULTS_FILE = "compute.yaml"
+
+
+@lru_cache(maxsize=1)
+def default_matmul_efficiency() -> Efficiency:
+    """The fallback matmul efficiency for GPUs without their own (``data/compute.yaml``)."""
+    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
+    doc = read_yaml(text, DEFAULTS_FILE)
+    try:
+        return Efficiency.model_validate(doc["default_matmul_efficiency"])
+    except ValidationError as exc:
+        raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
+
+
+def matmul_efficiency(gpu: GPU) -> Efficiency:
+    """The GPU's achievable fraction of its BF16 peak on large GEMMs, with its source (or the default)."""
+    return gpu.matmul_efficiency if gpu.matmul_efficiency is not None else default_matmul_efficiency()
+
+
+def achievable_flops_per_s(gpu: GPU, efficiency: float | None = None) -> float:
+    """BF16 FLOP/s one GPU sustains on matmuls: peak x efficiency (the catalog's unless one is given)."""
+    eff = matmul_efficiency(gpu).value if efficiency is None else efficiency
+    if not 0 < eff <= 1:
+        raise SpecError(f"must be in (0, 1], got {eff}", field="efficiency")
+    return gpu.bf16_flops_per_s * eff
+
+
+def compute_time(flops: float, gpu: GPU, efficiency: float | None = None) -> float:
+    """Seconds for ``flops`` of BF16 matmul work on one GPU: flops / (peak * efficiency)."""
+    if flops < 0:
+        raise SpecError(f"must be non-negative, got {flops}", field="flops")
+    return flops / achievable_flops_per_s(gpu, efficiency)
+
+
+def hbm_time(num_bytes: float, gpu: GPU, efficiency: float = 1.0) -> float:
+    """Seconds to stream ``num_bytes`` through HBM (memory-bound work): bytes / (hbm_bytes_per_s * efficiency).
+
+    ``efficiency`` defaults to 1 (the catalog's peak): an optimistic bound until the catalog carries a measured
+    achievable bandwidth.
+    """
+    if num_bytes < 0:
+        raise SpecError(f"must be non-negative, got {num_bytes}", field="bytes")
+    if not 0 < efficiency <= 1:
+        raise SpecError(f"must be in (0, 1], got {efficiency}", field="efficiency")
+    return num_bytes / (gpu.hbm_bytes_per_s * efficiency)
+
+
+def flops_utilization(flops: float, seconds: float, gpus: int, gpu: GPU) -> float:
+    """Achieved fraction of the BF16 peak: flops / (seconds * gpus * peak). With model FLOPs this is MFU."""
+    if seconds <= 0 or gpus < 1:
+        raise SpecError("seconds must be positive and gpus at least 1", field="seconds")
+    return flops / (seconds * gpus * gpu.bf16_flops_per_s)

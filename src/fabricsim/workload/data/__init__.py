@@ -1,0 +1,1 @@
+"""Packaged workload data: model presets and the compute-efficiency default (YAML)."""

@@ -1,0 +1,128 @@
+"""FLOPs of a training step, from the matmuls of each layer (dense or MoE), attention and the LM head.
+
+Forward, for T = B * s tokens (B sequences of s tokens):
+- weight matmuls: 2 * T * (active weight-matrix parameters of the layer): Q, K, V, O; the MLP, or for MoE the
+  top_k routed + shared experts and the router;
+- attention: QK^T and AV, 2 * 2 * B * s^2 * h per layer (h = heads * head_dim = hidden). Causal masking is NOT
+  halved by default, as in Megatron's formula (Narayanan et al. SC21 eq. 3); ``causal=True`` halves it, which is
+  what block-skipping kernels (FlashAttention) execute;
+- LM head: 2 * T * vocab * hidden (the embedding lookup is free).
+Backward = 2 x forward. Recompute adds a forward of the transformer layers (full) or of the attention core,
+QK^T and AV (selective, Korthikanti et al. 2022). Norms, softmax and other element-wise work are not FLOPs here
+(they are memory-bound; see ``compute.hbm_time``).
+
+"Model FLOPs" (forward + backward) are what MFU divides by; "hardware FLOPs" add recompute. For a GPT model with
+an ungated 4h MLP and full recompute this reproduces Megatron's 96 B s l h^2 (1 + s/(6h) + V/(16 l h)).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from fabricsim.workload.plan import ParallelPlan, stage_layers
+from fabricsim.workload.spec import ModelSpec
+
+
+@dataclass(frozen=True)
+class ForwardFlops:
+    """Forward FLOPs by kind."""
+
+    linear: float  # weight matmuls of the transformer layers (attention projections, MLP / experts, router)
+    attention: float  # QK^T and AV
+    lm_head: float
+
+    @property
+    def layers(self) -> float:
+        """Transformer layers only (what full recompute repeats)."""
+        return self.linear + self.attention
+
+    @property
+    def total(self) -> float:
+        return self.linear + self.attention + self.lm_head
+
+
+@dataclass(frozen=True)
+class StepFlops:
+    """FLOPs of forward, backward and recompute; ``model_flops`` for MFU, ``hardware_flops`` for time."""
+
+    forward: float
+    backward: float
+    recompute: float
+
+    @property
+    def model_flops(self) -> float:
+        """Forward + backward: the work the model needs, whatever is recomputed."""
+        return self.forward + self.backward
+
+    @property
+    def hardware_flops(self) -> float:
+        """Model FLOPs plus recompute: the work the GPUs do."""
+        return self.forward + self.backward + self.recompute
+
+
+def layer_linear_params(model: ModelSpec, index: int) -> int:
+    """Weight-matrix parameters one token passes through in layer ``index``."""
+    if model.is_moe_layer(index):
+        assert model.moe is not None
+        experts = model.moe.top_k + model.moe.shared_experts
+        return model.attention_params() + experts * model.expert_params() + model.router_params()
+    return model.attention_params() + model.mlp_params()
+
+
+def forward_flops(
+    model: ModelSpec,
+    sequences: float,
+    seq: int,
+    *,
+    layers: Iterable[int] | None = None,
+    lm_head: bool = True,
+    causal: bool = False,
+) -> ForwardFlops:
+    """Forward FLOPs of ``sequences`` sequences of ``seq`` tokens through ``layers`` (default all), + LM head."""
+    tokens = sequences * seq
+    indices = range(model.layers) if layers is None else list(layers)
+    linear = sum(2.0 * tokens * layer_linear_params(model, i) for i in indices)
+    attention_per_layer = 4.0 * sequences * seq * seq * model.heads * model.head_dim
+    if causal:
+        attention_per_layer /= 2
+    attention = attention_per_layer * len(indices)
+    head = 2.0 * tokens * model.vocab * model.hidden if lm_head else 0.0
+    return ForwardFlops(linear=linear, attention=attention, lm_head=head)
+
+
+def _with_backward(fwd: ForwardFlops, recompute: str) -> StepFlops:
+    extra = {"none": 0.0, "selective": fwd.attention, "full": fwd.layers}[recompute]
+    return StepFlops(forward=fwd.total, backward=2.0 * fwd.total, recompute=extra)
+
+
+def step_flops(model: ModelSpec, plan: ParallelPlan, *, causal: bool = False) -> StepFlops:
+    """FLOPs of one optimizer step over all GPUs: gbs sequences of seq tokens, with the plan's recompute."""
+    return _with_backward(forward_flops(model, plan.gbs, plan.seq, causal=causal), plan.recompute)
+
+
+def stage_microbatch_flops(model: ModelSpec, plan: ParallelPlan, stage: int, *, causal: bool = False) -> StepFlops:
+    """FLOPs one GPU of pipeline ``stage`` does for one micro-batch (its layers; LM head on the last stage).
+
+    Work is split evenly over tp * cp GPUs (TP splits every matmul, CP the sequence); with balanced routing the
+    expert work per GPU is the same under any ep. When tp > kv_heads each KV head is replicated and its K and V
+    projections are computed tp / kv_heads times over (extra hardware work, not model work).
+    """
+    on_stage = stage_layers(model, plan)[stage]
+    fwd = forward_flops(model, plan.mbs, plan.seq, layers=on_stage, lm_head=stage == plan.pp - 1, causal=causal)
+    total = _with_backward(fwd, plan.recompute)
+    share = plan.tp * plan.cp
+    extra = model.kv_replication(plan.tp) - 1
+    kv_fwd = extra * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim * len(on_stage) / share
+    kv_recompute = kv_fwd if plan.recompute == "full" else 0.0
+    return StepFlops(forward=total.forward / share + kv_fwd, backward=total.backward / share + 2 * kv_fwd,
+                     recompute=total.recompute / share + kv_recompute)
+
+
+def megatron_step_flops(batch: float, seq: int, layers: int, hidden: int, vocab: int) -> float:
+    """Megatron's closed form with full recompute: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) (SC21 eq. 3).
+
+    For GPT models with an ungated 4h MLP and multi-head attention; a reference for tests and reports.
+    """
+    return 96.0 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+

@@ -1,0 +1,194 @@
+"""Per-GPU memory of a training step: weights, gradients, optimizer state and activations, for the fullest stage.
+
+Model state (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO", sec. 3.1): bf16 weights (2 bytes/param) and
+gradients (2) plus fp32 master weights, momentum and variance (12). ZeRO-1 shards the optimizer state over the
+data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also the weights, keeping a gathered copy of up to two
+layers (the one computing and the one prefetched). Dense weights shard over dp * cp (Megatron's distributed
+optimizer), expert weights over the expert data-parallel size dp * cp / ep. TP splits every weight matrix (expert
+TP = tp); each EP rank holds experts / ep experts; stage 0 holds the embedding, the last stage the LM head (also
+a copy of it with tied embeddings when pp > 1, as Megatron does).
+
+Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
+arXiv:2205.05198, sec. 4 and Table 2), per layer and micro-batch, 16-bit values and 1-byte dropout masks:
+sbh (34 + 5 a s / h) without parallelism; sbh/t (34 + 5as/h) with TP + sequence parallelism; sbh (10 + 24/t +
+5as/(ht)) with TP alone; selective recompute drops the 5as/h score term; full recompute keeps only the layer input,
+2 sbh (Table 2; here 2 sbh / t with sequence parallelism, where Megatron keeps that input sequence-sharded).
+FlashAttention never stores the 5as/h scores either, so "selective" is also the figure for such kernels. The 34
+is generalised here to GQA (K and V replicated when tp > kv_heads), other MLP widths, gated MLPs and MoE; it is
+exact for multi-head attention with an ungated 4h MLP. CP divides the sequence. Pipeline stage p holds
+``plan.microbatches_in_flight(p)`` micro-batches. Not counted: CUDA context, NCCL and allocator buffers,
+fragmentation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricsim.catalog.models import GPU
+from fabricsim.workload.plan import ParallelPlan, stage_layers
+from fabricsim.workload.spec import ModelSpec
+
+WEIGHT_BYTES = 2  # bf16 parameter
+GRAD_BYTES = 2  # bf16 gradient
+OPTIMIZER_BYTES = 12  # fp32 master weight + Adam momentum + variance
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class StageParams:
+    """Parameters one GPU of a stage holds before ZeRO sharding, split by how they shard."""
+
+    dense: float  # sharded over dp * cp under ZeRO
+    expert: float  # sharded over dp * cp / ep under ZeRO
+    largest_dense_layer: float
+    largest_expert_layer: float
+
+
+def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParams:
+    """Parameters on one GPU of pipeline ``stage`` (after TP and EP splits, before ZeRO)."""
+    t, h = plan.tp, model.hidden
+    dense = expert = 0.0
+    big_dense = big_expert = 0.0
+    for i in stage_layers(model, plan)[stage]:
+        layer = model.attention_params_per_rank(t) + 2 * h
+        experts = 0.0
+        if model.is_moe_layer(i):
+            assert model.moe is not None
+            layer += model.moe.shared_experts * model.expert_params() / t + model.router_params()
+            experts = model.moe.experts / plan.ep * model.expert_params() / t
+        else:
+            layer += model.mlp_params() / t
+        dense += layer
+        expert += experts
+        big_dense, big_expert = max(big_dense, layer), max(big_expert, experts)
+    if stage == 0:
+        dense += model.vocab * h / t
+    if stage == plan.pp - 1:
+        dense += h  # final norm
+        if not model.tied_embeddings or plan.pp > 1:
+            dense += model.vocab * h / t
+    return StageParams(dense=dense, expert=expert, largest_dense_layer=big_dense, largest_expert_layer=big_expert)
+
+
+def _shard(params: float, shards: int, on: bool) -> float:
+    return params / shards if on else params
+
+
+def _gather_buffer(part: float, largest_layer: float, shards: int) -> float:
+    """ZeRO-3: up to two gathered layers, less the shard already held (never more than the part itself)."""
+    return min(2 * largest_layer, part) * (1 - 1 / shards)
+
+
+def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> float:
+    """Activation bytes layer ``index`` keeps for the backward pass, per micro-batch, on one GPU."""
+    t, cp, h = plan.tp, plan.cp, model.hidden
+    s_local = plan.seq / cp
+    sbh = s_local * plan.mbs * h
+    sp = plan.sequence_parallel and t > 1
+    if plan.recompute == "full":
+        return 2 * sbh / (t if sp else 1)
+    r = model.kv_dim / h
+    mlp_coeff = 6 if model.gated_mlp else 4  # stored (f/h)-wide tensors x 2 bytes
+    replicated = 2 + 1 + 4 + 2 + 1  # QKV input, attention dropout mask, two norm inputs, MLP input, MLP mask
+    split = 4 + 4 * r * model.kv_replication(t)  # Q, K, V (replicated when tp > kv_heads), projection input
+    if model.is_moe_layer(index):
+        assert model.moe is not None
+        per_token_experts = model.moe.top_k + model.moe.shared_experts
+        split += per_token_experts * mlp_coeff * model.expert_ffn_hidden / h
+        replicated += 2 * model.moe.top_k  # each token's copy dispatched to its top_k experts
+    else:
+        split += mlp_coeff * model.ffn_hidden / h
+    scores = 0.0 if plan.recompute == "selective" else 5.0 * model.heads * s_local * plan.seq * plan.mbs
+    if sp:
+        return (sbh * (replicated + split) + scores) / t
+    return sbh * (replicated + split / t) + scores / t
+
+
+def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
+    """Peak activation bytes on one GPU of ``stage``: its layers x micro-batches in flight, + embedding / LM head."""
+    t = plan.tp
+    sp = plan.sequence_parallel and t > 1
+    sbh = plan.seq / plan.cp * plan.mbs * model.hidden
+    per_microbatch = sum(layer_activation_bytes(model, plan, i) for i in stage_layers(model, plan)[stage])
+    if stage == 0:
+        per_microbatch += sbh / (t if sp else 1)  # embedding dropout mask
+    if stage == plan.pp - 1:
+        logits_fp32 = 4 * plan.seq / plan.cp * plan.mbs * model.vocab / t
+        per_microbatch += 4 * sbh / (t if sp else 1) + logits_fp32  # final norm and LM head inputs, fp32 logits
+    return per_microbatch * plan.microbatches_in_flight(stage)
+
+
+@dataclass(frozen=True)
+class MemoryReport:
+    """Bytes one GPU needs, by component, for the pipeline stage that needs the most."""
+
+    stage: int
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    capacity_bytes: float
+    stage_totals_bytes: tuple[float, ...] = field(default=())
+
+    @property
+    def model_state_bytes(self) -> float:
+        return self.weights_bytes + self.gradients_bytes + self.optimizer_bytes
+
+    @property
+    def total_bytes(self) -> float:
+        return self.model_state_bytes + self.activations_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def shortfall_bytes(self) -> float:
+        """Bytes missing (0 when it fits)."""
+        return max(0.0, self.total_bytes - self.capacity_bytes)
+
+    def summary(self) -> str:
+        need, have = self.total_bytes / GIB, self.capacity_bytes / GIB
+        if self.fits:
+            return f"fits: needs {need:.1f} GiB of {have:.1f} GiB (stage {self.stage})"
+        return (f"does not fit: needs {need:.1f} GiB, has {have:.1f} GiB (short by {self.shortfall_bytes / GIB:.1f} "
+                f"GiB, stage {self.stage})")
+
+
+def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: int, capacity_bytes: float) -> MemoryReport:
+    """Memory of one GPU of ``stage``."""
+    p = stage_params(model, plan, stage)
+    ds, es = plan.dp * plan.cp, plan.expert_dp
+    z = plan.zero
+
+    def state(bytes_per_param: int, sharded: bool) -> float:
+        return bytes_per_param * (_shard(p.dense, ds, sharded) + _shard(p.expert, es, sharded))
+
+    weights = state(WEIGHT_BYTES, z >= 3)
+    if z >= 3:
+        weights += WEIGHT_BYTES * (_gather_buffer(p.dense, p.largest_dense_layer, ds)
+                                   + _gather_buffer(p.expert, p.largest_expert_layer, es))
+    return MemoryReport(
+        stage=stage,
+        weights_bytes=weights,
+        gradients_bytes=state(GRAD_BYTES, z >= 2),
+        optimizer_bytes=state(OPTIMIZER_BYTES, z >= 1),
+        activations_bytes=stage_activation_bytes(model, plan, stage),
+        capacity_bytes=capacity_bytes,
+    )
+
+
+def memory_report(model: ModelSpec, plan: ParallelPlan, gpu: GPU | float) -> MemoryReport:
+    """The per-GPU memory of the fullest pipeline stage against ``gpu``'s HBM (or a capacity in bytes)."""
+    capacity = gpu.hbm_bytes if isinstance(gpu, GPU) else float(gpu)
+    reports = [stage_memory(model, plan, s, capacity) for s in range(plan.pp)]
+    worst = max(reports, key=lambda r: r.total_bytes)
+    return MemoryReport(
+        stage=worst.stage,
+        weights_bytes=worst.weights_bytes,
+        gradients_bytes=worst.gradients_bytes,
+        optimizer_bytes=worst.optimizer_bytes,
+        activations_bytes=worst.activations_bytes,
+        capacity_bytes=capacity,
+        stage_totals_bytes=tuple(r.total_bytes for r in reports),
+    )

@@ -1,0 +1,247 @@
+"""Parallelism plan: how a training step is split over GPUs (TP, PP, DP/ZeRO, CP, EP), batch and schedule.
+
+GPUs = tp * pp * dp * cp. Expert parallelism does not add GPUs: as in Megatron-Core, expert layers re-fold the
+tp * cp * dp GPUs of a pipeline stage into expert-TP (= tp) x ep x expert-DP, so ep must divide dp * cp.
+Micro-batches per step: m = gbs / (mbs * dp).
+
+Defaults (each the framework's own default or documented practice, nothing tuned per case):
+- ``mbs`` = 1, as NVIDIA/Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh (--micro-batch-size 1 with
+  TP 8, PP 16); it is always valid, so gbs need only be divisible by dp.
+- ``schedule``: "interleaved" when virtual_stages > 1, else "1f1b".
+- ``recompute`` = "none" and ``zero`` = 0, Megatron-LM's argument defaults.
+- ``sequence_parallel``: on when tp > 1 (Korthikanti et al. 2022; Megatron-Core recipes).
+- ``overlap_grad_reduce`` on, ``overlap_param_gather`` off.
+
+Layers need not divide evenly over pp * virtual_stages: the model is cut into pp * virtual_stages consecutive
+chunks as evenly as possible (the first chunks take one extra layer), chunk k runs on stage k % pp, and
+``check_plan`` warns, since the largest stage then sets the pace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from fabricsim.errors import SpecError
+from fabricsim.workload._validation import spec_error
+from fabricsim.workload.spec import ModelSpec
+
+DEFAULT_MBS = 1
+DEFAULT_ORDER = "tp-cp-ep-dp-pp"
+DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
+
+Schedule = Literal["1f1b", "interleaved"]
+Recompute = Literal["none", "selective", "full"]
+
+
+def _as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def parse_order(order: str) -> tuple[str, ...]:
+    """``"tp-cp-ep-dp-pp"`` -> ('tp', 'cp', 'ep', 'dp', 'pp'); innermost (fastest-varying rank) first."""
+    parts = tuple(p.strip().lower() for p in order.split("-"))
+    unknown = [p for p in parts if p not in DIMENSIONS]
+    if unknown:
+        raise SpecError(f"unknown dimension {unknown[0]!r} in {order!r}; allowed: {', '.join(DIMENSIONS)}",
+                        field="order")
+    if len(set(parts)) != len(parts):
+        raise SpecError(f"{order!r} names a dimension twice", field="order")
+    missing = [d for d in ("tp", "cp", "dp", "pp") if d not in parts]
+    if missing:
+        raise SpecError(f"{order!r} must name tp, cp, dp and pp (missing {', '.join(missing)})", field="order")
+    return parts
+
+
+class ParallelPlan(BaseModel):
+    """One training configuration: parallel sizes, batch, sequence, pipeline schedule, recompute and ZeRO."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: int | None = Field(None, ge=1, description="optional; must equal tp*pp*dp*cp, or gives dp when dp is unset")
+    tp: int = Field(1, ge=1, description="tensor parallel size")
+    pp: int = Field(1, ge=1, description="pipeline parallel size (stages)")
+    dp: int = Field(ge=1, description="data parallel size (set it, or set gpus)")
+    cp: int = Field(1, ge=1, description="context parallel size (sequence split across GPUs in attention)")
+    ep: int = Field(1, ge=1, description="expert parallel size (divides dp*cp)")
+    mbs: int = Field(ge=1, description=f"micro-batch size in sequences; default {DEFAULT_MBS}")
+    gbs: int = Field(ge=1, description="global batch size in sequences per step")
+    seq: int = Field(ge=1, description="sequence length in tokens")
+    virtual_stages: int = Field(1, ge=1, description="model chunks per pipeline stage (interleaved 1F1B)")
+    schedule: Schedule = Field(description="'1f1b', or 'interleaved' (default when virtual_stages > 1)")
+    recompute: Recompute = "none"
+    zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 1 shards optimizer, 2 +grads, 3 (FSDP) +weights")
+    sequence_parallel: bool = Field(description="Megatron sequence parallelism; default on when tp > 1")
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = False
+    order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _defaults(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = {k: v for k, v in data.items() if v is not None}
+        tp = _as_int(data.get("tp", 1))
+        pp = _as_int(data.get("pp", 1))
+        cp = _as_int(data.get("cp", 1))
+        gpus = _as_int(data.get("gpus"))
+        if "dp" not in data and gpus is not None and tp and pp and cp:
+            per_replica = tp * pp * cp
+            if gpus % per_replica:
+                raise SpecError(f"{gpus} must be divisible by tp*pp*cp = {tp}*{pp}*{cp} = {per_replica}",
+                                field="gpus")
+            data["dp"] = gpus // per_replica
+        data.setdefault("mbs", DEFAULT_MBS)
+        v = _as_int(data.get("virtual_stages", 1))
+        data.setdefault("schedule", "interleaved" if v is not None and v > 1 else "1f1b")
+        data.setdefault("sequence_parallel", tp is not None and tp > 1)
+        return data
+
+    @model_validator(mode="after")
+    def _check(self) -> ParallelPlan:
+        product = self.tp * self.pp * self.dp * self.cp
+        if self.gpus is not None and self.gpus != product:
+            raise SpecError(
+                f"{self.gpus} must equal tp*pp*dp*cp = {self.tp}*{self.pp}*{self.dp}*{self.cp} = {product}",
+                field="gpus")
+        per_step = self.mbs * self.dp
+        if self.gbs % per_step:
+            raise SpecError(f"{self.gbs} must be divisible by mbs*dp = {self.mbs}*{self.dp} = {per_step}",
+                            field="gbs")
+        if self.schedule == "1f1b" and self.virtual_stages != 1:
+            raise SpecError(f"virtual_stages ({self.virtual_stages}) > 1 needs schedule 'interleaved'",
+                            field="schedule")
+        if self.schedule == "interleaved" and (self.virtual_stages < 2 or self.pp < 2):
+            raise SpecError(f"the interleaved schedule needs pp >= 2 and virtual_stages >= 2 "
+                            f"(got pp={self.pp}, virtual_stages={self.virtual_stages})", field="schedule")
+        if (self.dp * self.cp) % self.ep:
+            raise SpecError(f"{self.ep} must divide dp*cp = {self.dp}*{self.cp} = {self.dp * self.cp} "
+                            "(expert layers re-fold the data-parallel GPUs)", field="ep")
+        if self.cp > 1 and self.seq % (2 * self.cp):
+            raise SpecError(f"{self.seq} must be divisible by 2*cp = {2 * self.cp} "
+                            "(load-balanced causal context parallelism)", field="seq")
+        if self.sequence_parallel and self.tp > 1 and (self.seq // self.cp) % self.tp:
+            raise SpecError(f"seq/cp = {self.seq // self.cp} must be divisible by tp ({self.tp}) "
+                            "with sequence parallelism", field="seq")
+        parse_order(self.order)
+        if self.ep > 1 and "ep" not in parse_order(self.order):
+            raise SpecError(f"{self.order!r} must name ep when ep > 1", field="order")
+        return self
+
+    @classmethod
+    def build(cls, **fields: Any) -> ParallelPlan:
+        """Validate keyword fields; every error is a SpecError naming the field or the product that is off."""
+        return cls.from_data(fields)
+
+    @classmethod
+    def from_data(cls, data: Any, source: str | None = None) -> ParallelPlan:
+        if not isinstance(data, dict):
+            raise SpecError("expected a mapping of plan fields (tp, pp, dp, gbs, seq, ...)", source=source)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise spec_error(exc, cls, source) from None
+
+    # ---- derived quantities ----------------------------------------------------------------------------
+    @property
+    def world_size(self) -> int:
+        """GPUs used: tp * pp * dp * cp."""
+        return self.tp * self.pp * self.dp * self.cp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per step on each pipeline: m = gbs / (mbs * dp)."""
+        return self.gbs // (self.mbs * self.dp)
+
+    @property
+    def expert_dp(self) -> int:
+        """Data-parallel size of expert weights: dp * cp / ep (expert TP = tp)."""
+        return self.dp * self.cp // self.ep
+
+    @property
+    def chunks(self) -> int:
+        """Model chunks: pp * virtual_stages."""
+        return self.pp * self.virtual_stages
+
+    def tokens_per_step(self) -> int:
+        return self.gbs * self.seq
+
+    def microbatches_in_flight(self, stage: int) -> float:
+        """Micro-batches whose activations pipeline ``stage`` (0-based) holds at its peak, in whole-stage units.
+
+        1F1B: stage p holds min(pp - p, m) (Narayanan et al. SC21 sec. 2.2.1). Interleaved: stage p runs
+        (pp - p - 1) * 2 + (v - 1) * pp warm-up chunk passes plus one (Megatron-LM's
+        forward_backward_pipelining_with_interleaving), each chunk 1/v of the stage; for p = 0 this is
+        pp * (1 + (pp - 1) / (pp * v)), Korthikanti et al. 2022 sec. 4.2.3.
+        """
+        if not 0 <= stage < self.pp:
+            raise SpecError(f"stage {stage} out of range 0..{self.pp - 1}", field="stage")
+        m, v = self.microbatches, self.virtual_stages
+        if self.schedule == "1f1b":
+            return float(min(self.pp - stage, m))
+        chunk_passes = (self.pp - stage - 1) * 2 + (v - 1) * self.pp + 1
+        return min(chunk_passes, m * v) / v
+
+
+def chunk_layers(layers: int, chunks: int) -> list[range]:
+    """Split ``layers`` into ``chunks`` consecutive ranges as evenly as possible; the first ones take the extra."""
+    base, extra = divmod(layers, chunks)
+    out, start = [], 0
+    for k in range(chunks):
+        size = base + (1 if k < extra else 0)
+        out.append(range(start, start + size))
+        start += size
+    return out
+
+
+def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[list[int]]:
+    """Layer indices on each pipeline stage: chunk k of pp * virtual_stages runs on stage k % pp."""
+    stages: list[list[int]] = [[] for _ in range(plan.pp)]
+    for k, chunk in enumerate(chunk_layers(model.layers, plan.chunks)):
+        stages[k % plan.pp].extend(chunk)
+    return stages
+
+
+def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
+    """Check a plan against a model: raises SpecError where it cannot run, returns warnings where it runs poorly."""
+    warnings: list[str] = []
+    t = plan.tp
+    if model.heads % t:
+        raise SpecError(f"heads ({model.heads}) must be divisible by tp ({t})", field="tp")
+    if model.kv_heads % t and t % model.kv_heads:
+        raise SpecError(f"kv_heads ({model.kv_heads}) and tp ({t}) must divide one another", field="tp")
+    if t > model.kv_heads:
+        warnings.append(f"tp ({t}) > kv_heads ({model.kv_heads}): each KV head is replicated on "
+                        f"{t // model.kv_heads} GPUs")
+    if model.dense_layers and model.ffn_hidden % t:
+        raise SpecError(f"ffn_hidden ({model.ffn_hidden}) must be divisible by tp ({t})", field="tp")
+    if model.moe is not None and model.expert_ffn_hidden % t:
+        raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by tp ({t}) "
+                        "(expert tensor parallelism = tp)", field="tp")
+    if plan.ep > 1:
+        if model.moe is None:
+            raise SpecError(f"ep ({plan.ep}) > 1 needs an MoE model; {model.name!r} is dense", field="ep")
+        if model.moe.experts % plan.ep:
+            raise SpecError(f"moe experts ({model.moe.experts}) must be divisible by ep ({plan.ep})", field="ep")
+    if model.layers < plan.chunks:
+        raise SpecError(f"layers ({model.layers}) must be at least pp*virtual_stages = {plan.pp}*"
+                        f"{plan.virtual_stages} = {plan.chunks}", field="pp")
+    if model.layers % plan.chunks:
+        sizes = sorted({len(s) for s in stage_layers(model, plan)})
+        warnings.append(f"layers ({model.layers}) not divisible by pp*virtual_stages = {plan.pp}*"
+                        f"{plan.virtual_stages} = {plan.chunks}: stages hold {' or '.join(map(str, sizes))} layers; "
+                        "the largest stage sets the pace")
+    if plan.schedule == "interleaved" and plan.microbatches % plan.pp:
+        warnings.append(f"micro-batches ({plan.microbatches}) not a multiple of pp ({plan.pp}): Megatron-LM's "
+                        "interleaved schedule has required this")
+    if plan.microbatches < plan.pp:
+        warnings.append(f"micro-batches ({plan.microbatches}) < pp ({plan.pp}): pipeline stages sit idle")
+    return warnings

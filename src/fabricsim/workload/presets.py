@@ -1,0 +1,90 @@
+"""Model presets (packaged YAML, each with its source) and ``load_model``: a preset name or a YAML/JSON file."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fabricsim.catalog.loader import read_yaml
+from fabricsim.errors import SpecError, unknown_name_error
+from fabricsim.workload._validation import spec_error
+from fabricsim.workload.spec import ModelSpec
+
+DATA_PACKAGE = "fabricsim.workload.data"
+PRESETS_FILE = "models.yaml"
+_FILE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class Preset(BaseModel):
+    """A packaged model: the spec plus where its dimensions come from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str = Field(min_length=1)
+    source: str = Field(min_length=1)
+    verified: bool = True
+    notes: str = ""
+    model: ModelSpec
+
+
+@lru_cache(maxsize=1)
+def _presets() -> dict[str, Preset]:
+    text = resources.files(DATA_PACKAGE).joinpath(PRESETS_FILE).read_text(encoding="utf-8")
+    doc = read_yaml(text, PRESETS_FILE)
+    out: dict[str, Preset] = {}
+    for index, item in enumerate(doc["presets"]):
+        try:
+            preset = Preset.model_validate(item)
+        except ValidationError as exc:
+            raise spec_error(exc, Preset, f"{PRESETS_FILE} presets[{index}]") from None
+        if preset.id in out:
+            raise SpecError(f"duplicate preset id {preset.id!r}", source=PRESETS_FILE)
+        out[preset.id] = preset
+    return out
+
+
+def list_presets() -> list[str]:
+    """Preset names in file order (GPT family by size, then GPT-3, Llama 3, Mixtral, DeepSeek-V3)."""
+    return list(_presets())
+
+
+def preset(name: str) -> Preset:
+    """A preset with its source; unknown names raise a SpecError suggesting close matches."""
+    table = _presets()
+    key = name.strip().lower()
+    if key in table:
+        return table[key]
+    raise unknown_name_error("model", name, table)
+
+
+def _looks_like_path(text: str) -> bool:
+    return text.lower().endswith(_FILE_SUFFIXES) or "/" in text or "\\" in text
+
+
+def load_model_file(path: str | Path) -> ModelSpec:
+    """A model spec from a YAML or JSON file; errors name the file and the field."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError("model file not found", source=str(p))
+    text = p.read_text(encoding="utf-8")
+    data: Any
+    if p.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"not valid JSON: {exc}", source=str(p)) from None
+    else:
+        data = read_yaml(text, str(p))
+    return ModelSpec.from_data(data, source=str(p))
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A preset by name (``llama3-70b``) or a model spec file (``my-model.yaml``, ``model.json``)."""
+    if isinstance(name_or_path, Path) or Path(name_or_path).is_file() or _looks_like_path(name_or_path):
+        return load_model_file(name_or_path)
+    return preset(name_or_path).model
