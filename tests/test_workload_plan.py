@@ -19,7 +19,7 @@ def test_defaults() -> None:
     assert p.schedule == "1f1b" and p.virtual_stages == 1
     assert p.recompute == "none" and p.zero == 0
     assert p.sequence_parallel is True
-    assert p.overlap_grad_reduce is True and p.overlap_param_gather is False
+    assert p.overlap_grad_reduce is False and p.overlap_param_gather is False
     assert p.order == "tp-cp-ep-dp-pp"
     assert p.world_size == 1024
     assert p.microbatches == 1024 // 32

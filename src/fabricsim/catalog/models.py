@@ -56,6 +56,9 @@ class GPU(Priced):
     matmul_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of bf16_flops_per_s on large BF16 GEMMs; None: workload default"
     )
+    hbm_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
+    )
 
 
 class LinkTech(Entry):

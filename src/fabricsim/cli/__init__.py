@@ -9,6 +9,7 @@ import typer
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.output import console
+from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
 from fabricsim.cli.validate_cmd import validate_command
 
 app = typer.Typer(
@@ -20,15 +21,26 @@ app = typer.Typer(
 )
 app.command("catalog")(catalog_command)
 app.command("collective")(collective_command)
+app.command("train")(train_command)
 app.command("validate")(validate_command)
 
 
 @app.command("demo")
 def demo_command() -> None:
-    """The main job on a built-in default: the catalog's system presets."""
+    """The main job on a built-in default: Llama 3 70B on 64 DGX H100 nodes, and which layer bounds it."""
     from fabricsim.catalog import default_catalog
+    from fabricsim.workload import ParallelPlan, load_model
+    from fabricsim.workload.training import Cluster, predict_training
 
-    console.print(catalog_table(default_catalog(), Category.systems))
+    catalog = default_catalog()
+    console.print(catalog_table(catalog, Category.systems))
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, recompute="selective")
+    pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")), flash_attention=True)
+    title = "demo: llama3-70b on 512 H100 (64 x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, flash attention"
+    console.print(render_training(pred, title))
+    for line in summary_lines(pred):
+        console.print(line)
 
 
 def main() -> None:

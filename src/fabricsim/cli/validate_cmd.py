@@ -10,14 +10,16 @@ from rich.table import Table
 
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.validation import CaseResult, load_cases, run_collective_case
+from fabricsim.validation import CaseResult, load_cases, run_collective_case, run_training_case
 
 
 def run_all(calibration: list[str]) -> tuple[list[CaseResult], list[str]]:
     catalog = load_catalog(*calibration)
-    cases, origin = load_cases("nccl_tests.yaml")
-    results = [run_collective_case(c, catalog) for c in cases]
-    return results, [origin]
+    collective, origin_c = load_cases("nccl_tests.yaml")
+    training, origin_t = load_cases("training.yaml")
+    results = [run_collective_case(c, catalog) for c in collective]
+    results += [run_training_case(c, catalog) for c in training]
+    return results, [origin_c, origin_t]
 
 
 @spec_errors
@@ -34,6 +36,10 @@ def validate_command(
         "median_abs_error": statistics.median(errors) if errors else 0.0,
         "worst_abs_error": max(errors) if errors else 0.0,
         "worst_case": max(results, key=lambda r: abs(r.error)).id if results else None,
+        "by_kind": {kind: {"cases": len(errs), "median_abs_error": statistics.median(errs),
+                           "worst_abs_error": max(errs)}
+                    for kind in sorted({r.kind for r in results})
+                    for errs in [[abs(r.error) for r in results if r.kind == kind]]},
         "sources": origins,
     }
     if as_json:
@@ -46,6 +52,9 @@ def validate_command(
         table.add_row(r.id, f"{r.measured:.2f}", f"{r.predicted:.2f}", r.unit, f"{r.error * 100:+.1f}%",
                       f"±{r.tolerance * 100:.0f}%", "yes" if r.passed else "[red]NO[/]", r.detail)
     console.print(table)
+    for kind, stats in summary["by_kind"].items():
+        console.print(f"{kind}: {stats['cases']} cases, median error {stats['median_abs_error'] * 100:.1f}%, "
+                      f"worst {stats['worst_abs_error'] * 100:.1f}%")
     console.print(f"{summary['passed']}/{summary['cases']} cases within tolerance; "
                   f"median error {summary['median_abs_error'] * 100:.1f}%, "
                   f"worst {summary['worst_abs_error'] * 100:.1f}% ({summary['worst_case']})")

@@ -41,3 +41,26 @@ def plot_collective_sweep(model: CollectiveModel, op: str, prediction: Predictio
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
+    """A training step's time by layer: exposed and overlapped seconds as stacked horizontal bars."""
+    from fabricsim.workload.training import LAYERS, TrainingPrediction
+
+    assert isinstance(prediction, TrainingPrediction)
+    kinds = [k for k in LAYERS if prediction.breakdown.exposed[k] or prediction.breakdown.overlapped[k]]
+    exposed = [prediction.breakdown.exposed[k] for k in kinds]
+    hidden = [prediction.breakdown.overlapped[k] for k in kinds]
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(kinds) + 1.8), dpi=120)
+    ax.barh(kinds, exposed, color="#c0392b", label="exposed")
+    ax.barh(kinds, hidden, left=exposed, color="#95a5a6", label="overlapped")
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds per step")
+    ax.set_title(f"{title}\nstep {prediction.step_time_s:.3g} s, bottleneck: {prediction.bottleneck}")
+    ax.legend()
+    ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out

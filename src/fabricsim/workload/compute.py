@@ -31,6 +31,22 @@ def default_matmul_efficiency() -> Efficiency:
         raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
 
 
+@lru_cache(maxsize=1)
+def default_hbm_efficiency() -> Efficiency:
+    """The fallback achievable HBM fraction for GPUs without their own (``data/compute.yaml``)."""
+    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
+    doc = read_yaml(text, DEFAULTS_FILE)
+    try:
+        return Efficiency.model_validate(doc["default_hbm_efficiency"])
+    except ValidationError as exc:
+        raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
+
+
+def hbm_efficiency(gpu: GPU) -> Efficiency:
+    """The GPU's achievable fraction of its HBM bandwidth on streaming kernels, with its source (or the default)."""
+    return gpu.hbm_efficiency if gpu.hbm_efficiency is not None else default_hbm_efficiency()
+
+
 def matmul_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its BF16 peak on large GEMMs, with its source (or the default)."""
     return gpu.matmul_efficiency if gpu.matmul_efficiency is not None else default_matmul_efficiency()

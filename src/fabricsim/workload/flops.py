@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fabricsim.workload.plan import ParallelPlan, stage_layers
 from fabricsim.workload.spec import ModelSpec
@@ -70,6 +71,12 @@ def layer_linear_params(model: ModelSpec, index: int) -> int:
     return model.attention_params() + model.mlp_params()
 
 
+@lru_cache(maxsize=256)
+def _linear_params_by_layer(model: ModelSpec) -> tuple[int, ...]:
+    """Weight-matrix parameters per layer (cached per model: the sizing search re-evaluates the same model)."""
+    return tuple(layer_linear_params(model, i) for i in range(model.layers))
+
+
 def forward_flops(
     model: ModelSpec,
     sequences: float,
@@ -81,8 +88,14 @@ def forward_flops(
 ) -> ForwardFlops:
     """Forward FLOPs of ``sequences`` sequences of ``seq`` tokens through ``layers`` (default all), + LM head."""
     tokens = sequences * seq
-    indices = range(model.layers) if layers is None else list(layers)
-    linear = sum(2.0 * tokens * layer_linear_params(model, i) for i in indices)
+    per_layer = _linear_params_by_layer(model)
+    if layers is None:
+        indices: list[int] | range = range(model.layers)
+        linear_params = float(sum(per_layer))
+    else:
+        indices = list(layers)
+        linear_params = float(sum(per_layer[i] for i in indices))
+    linear = 2.0 * tokens * linear_params
     attention_per_layer = 4.0 * sequences * seq * seq * model.heads * model.head_dim
     if causal:
         attention_per_layer /= 2

@@ -23,6 +23,7 @@ fragmentation.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from fabricsim.catalog.models import GPU
 from fabricsim.workload.plan import ParallelPlan, stage_layers
@@ -44,6 +45,7 @@ class StageParams:
     largest_expert_layer: float
 
 
+@lru_cache(maxsize=8192)
 def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParams:
     """Parameters on one GPU of pipeline ``stage`` (after TP and EP splits, before ZeRO)."""
     t, h = plan.tp, model.hidden

@@ -10,6 +10,7 @@ re-fold the same GPUs as (expert tp = tp, ep, expert dp = dp * cp / ep, pp) unde
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -68,6 +69,29 @@ class Placement:
             raise SpecError(f"unknown group kind {kind!r}; allowed: {', '.join(GROUP_KINDS)}", field="group")
         return rank_groups(self.dense_sizes, self.order, vary)
 
+    def first_group(self, kind: GroupKind) -> NDArray[np.int64]:
+        """GPU indices of the first group of ``kind`` (the one holding GPU 0), without building every group.
+
+        On uniform nodes every group of a kind has the same shape, so models price this one; it costs O(group
+        size) instead of O(world size).
+        """
+        vary: tuple[str, ...]
+        if kind in ("ep", "edp"):
+            sizes, vary = self.expert_sizes, ("ep",) if kind == "ep" else ("dp",)
+        else:
+            lookup = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp",), "dp_cp": ("dp", "cp"), "pp": ("pp",)}
+            if kind not in lookup:
+                raise SpecError(f"unknown group kind {kind!r}; allowed: {', '.join(GROUP_KINDS)}", field="group")
+            sizes, vary = self.dense_sizes, lookup[kind]
+        members = np.zeros(1, dtype=np.int64)
+        stride = 1
+        for dim in self.order:
+            size = sizes.get(dim, 1)
+            if dim in vary:
+                members = (members[None, :] + stride * np.arange(size, dtype=np.int64)[:, None]).ravel()
+            stride *= size
+        return np.sort(members)
+
     def all_groups(self) -> dict[GroupKind, NDArray[np.int64]]:
         return {kind: self.groups(kind) for kind in GROUP_KINDS}
 
@@ -103,6 +127,12 @@ def leaves_nvlink(groups: NDArray[np.int64], nvlink_domain_gpus: int) -> NDArray
 
 def placement_warnings(placement: Placement, nvlink_domain_gpus: int) -> list[str]:
     """Warnings for TP, CP and EP groups (which communicate in every layer) that span NVLink domains."""
+    return list(_placement_warnings(placement.plan, placement.order, nvlink_domain_gpus))
+
+
+@lru_cache(maxsize=4096)
+def _placement_warnings(plan: ParallelPlan, order: tuple[str, ...], nvlink_domain_gpus: int) -> tuple[str, ...]:
+    placement = Placement(plan=plan, order=order)
     out = []
     for kind in _LATENCY_BOUND:
         groups = placement.groups(kind)
@@ -112,4 +142,4 @@ def placement_warnings(placement: Placement, nvlink_domain_gpus: int) -> list[st
         if spanned > 1:
             out.append(f"{kind.upper()} group of {groups.shape[1]} GPUs spans {spanned} NVLink domains "
                        f"(domain = {nvlink_domain_gpus} GPUs): its traffic crosses the scale-out network")
-    return out
+    return tuple(out)

@@ -10,7 +10,8 @@ Defaults (each the framework's own default or documented practice, nothing tuned
 - ``schedule``: "interleaved" when virtual_stages > 1, else "1f1b".
 - ``recompute`` = "none" and ``zero`` = 0, Megatron-LM's argument defaults.
 - ``sequence_parallel``: on when tp > 1 (Korthikanti et al. 2022; Megatron-Core recipes).
-- ``overlap_grad_reduce`` on, ``overlap_param_gather`` off.
+- ``overlap_grad_reduce`` and ``overlap_param_gather`` off, as Megatron-LM's --overlap-grad-reduce and
+  --overlap-param-gather flags default.
 
 Layers need not divide evenly over pp * virtual_stages: the model is cut into pp * virtual_stages consecutive
 chunks as evenly as possible (the first chunks take one extra layer), chunk k runs on stage k % pp, and
@@ -19,6 +20,7 @@ chunks as evenly as possible (the first chunks take one extra layer), chunk k ru
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -79,7 +81,7 @@ class ParallelPlan(BaseModel):
     recompute: Recompute = "none"
     zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 1 shards optimizer, 2 +grads, 3 (FSDP) +weights")
     sequence_parallel: bool = Field(description="Megatron sequence parallelism; default on when tp > 1")
-    overlap_grad_reduce: bool = True
+    overlap_grad_reduce: bool = False
     overlap_param_gather: bool = False
     order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
 
@@ -204,10 +206,15 @@ def chunk_layers(layers: int, chunks: int) -> list[range]:
 
 def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[list[int]]:
     """Layer indices on each pipeline stage: chunk k of pp * virtual_stages runs on stage k % pp."""
-    stages: list[list[int]] = [[] for _ in range(plan.pp)]
-    for k, chunk in enumerate(chunk_layers(model.layers, plan.chunks)):
-        stages[k % plan.pp].extend(chunk)
-    return stages
+    return [list(stage) for stage in _stage_layers(model.layers, plan.pp, plan.chunks)]
+
+
+@lru_cache(maxsize=4096)
+def _stage_layers(layers: int, pp: int, chunks: int) -> tuple[tuple[int, ...], ...]:
+    stages: list[list[int]] = [[] for _ in range(pp)]
+    for k, chunk in enumerate(chunk_layers(layers, chunks)):
+        stages[k % pp].extend(chunk)
+    return tuple(tuple(stage) for stage in stages)
 
 
 def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
