@@ -49,3 +49,12 @@ def test_validate_json(runner: CliRunner) -> None:
     assert data["summary"]["cases"] == len(data["results"]) >= 15
     assert data["summary"]["median_abs_error"] <= 0.08
     assert all(r["passed"] for r in data["results"])
+
+
+def test_collective_one_rail_across_nodes(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["collective", "--system", "dgx-h100", "--nodes", "8", "--ranks-per-node", "1",
+                                 "--min", "1G", "--max", "1G", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["assumptions"]["ranks"] == 8 and data["assumptions"]["nodes"] == 8
+    assert data["rows"][0]["bound"] == "infiniband"

@@ -19,6 +19,8 @@ def collective_command(
     system: str = typer.Option("dgx-h100", "--system", help="system preset (see `fabricsim catalog systems`)"),
     nodes: int = typer.Option(1, "--nodes", help="nodes in the job"),
     gpus: int | None = typer.Option(None, "--gpus", help="first N GPUs of the nodes (default: all)"),
+    ranks_per_node: int | None = typer.Option(None, "--ranks-per-node",
+                                              help="spread the group: N GPUs per node (1 = one rail across nodes)"),
     op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
                            "all_to_all, send_recv"),
     min_size: str = typer.Option("8", "--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M"),
@@ -39,14 +41,17 @@ def collective_command(
     sysm = catalog.system(system)
     if nodes < 1:
         raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
-    total = nodes * sysm.gpus_per_node
+    per_node = sysm.gpus_per_node if ranks_per_node is None else ranks_per_node
+    if not 1 <= per_node <= sysm.gpus_per_node:
+        raise SpecError(f"must be 1..{sysm.gpus_per_node} on {sysm.id}, got {per_node}", field="--ranks-per-node")
+    total = nodes * per_node
     ngpus = total if gpus is None else gpus
     if not 1 <= ngpus <= total:
-        raise SpecError(f"must be 1..{total} ({nodes} node(s) x {sysm.gpus_per_node}), got {ngpus}", field="--gpus")
+        raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
     name = check_op(op)
     sizes = size_sweep(units.parse_size(min_size, field="--min"), units.parse_size(max_size, field="--max"),
                        step_factor)
-    shape = group_shape(sysm, ngpus, fabric=fabric, catalog=catalog)
+    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric, catalog=catalog)
     model = CollectiveModel(shape, catalog=catalog)
     prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
     if plot is not None:
