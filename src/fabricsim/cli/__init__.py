@@ -8,6 +8,7 @@ import typer
 
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.output import console
+from fabricsim.cli.topo_cmd import topo_command
 
 app = typer.Typer(
     name="fabricsim",
@@ -17,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("catalog")(catalog_command)
+app.command("topo")(topo_command)
 
 
 @app.command("demo")

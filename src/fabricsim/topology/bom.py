@@ -70,6 +70,7 @@ class BillOfMaterials(BaseModel):
     nvlink_domain_size: int
     nvswitch_chips: int
     switches: dict[str, int]
+    """by tier: leaf/spine/core for fat trees (0 where a tier is absent), torus, none for a mesh"""
     switches_total: int
     cables: dict[str, int]
     cables_copper: int

@@ -125,7 +125,7 @@ class Fabric:
     switch_tier: IntArray
     """tier index (into tier_names) of every fabric switch, in endpoint order"""
     switch_rail: IntArray
-    """rail of every fabric switch (-1 where the switch is not a rail leaf)"""
+    """rail of every fabric switch (-1 where it serves no single rail)"""
     rails: int
     """rails of a rail-optimized fabric (NIC i of a node is on rail i % rails); 0 where there are none"""
     links: LinkBlock

@@ -287,6 +287,9 @@ def build_fat_tree(ctx: FabricContext) -> Fabric:
     rails = np.full(plan.leaves + plan.spines + plan.cores, -1, dtype=np.int64)
     if plan.rail_optimized:
         rails[: plan.leaves] = np.arange(plan.leaves) % plan.rails
+        if plan.tiers == 3:  # a pod holds one rail's leaves, so its spines serve that rail only
+            pod = np.arange(plan.spines) // plan.group_spines
+            rails[plan.leaves : plan.leaves + plan.spines] = pod // plan.pods_per_rail
     style = "rail-optimized fat tree" if plan.rail_optimized else "fat tree"
     if plan.tiers == 1:
         style = "single switch"
@@ -298,7 +301,7 @@ def build_fat_tree(ctx: FabricContext) -> Fabric:
                     + (f", {plan.oversubscription:g}:1 at the leaf" if plan.oversubscription != 1 else ""),
         tiers=plan.tiers,
         oversubscription=plan.oversubscription,
-        tier_names=TIER_NAMES[: max(plan.tiers, 1)],
+        tier_names=TIER_NAMES,
         switch_tier=tiers,
         switch_rail=rails,
         rails=plan.rails if plan.rail_optimized else 0,

@@ -73,6 +73,14 @@ class Routes:
         return sparse.csr_matrix((data, self.links, self.indptr), shape=(len(self), num_links))
 
     @staticmethod
+    def concatenate(parts: list[Routes]) -> Routes:
+        """The flows of several Routes, in order."""
+        offsets = np.cumsum([0] + [len(p.links) for p in parts[:-1]])
+        indptr = np.concatenate([np.zeros(1, dtype=np.int64)] + [p.indptr[1:] + o for p, o in zip(parts, offsets,
+                                                                                              strict=True)])
+        return Routes(indptr=indptr.astype(np.int64), links=np.concatenate([p.links for p in parts]))
+
+    @staticmethod
     def from_padded(padded: IntArray) -> Routes:
         """Compress a flows x width array of link ids padded with -1 (entries kept in row order)."""
         mask = padded >= 0

@@ -29,6 +29,9 @@ from fabricsim.topology.spec import ClusterSpec
 if TYPE_CHECKING:
     from fabricsim.topology.bom import BillOfMaterials
 
+ROUTE_CHUNK = 1 << 18
+"""flows routed per vectorized pass; larger batches are split (same result, bounded memory)"""
+
 
 @dataclass(frozen=True, eq=False)
 class Topology:
@@ -49,7 +52,7 @@ class Topology:
     endpoint_tier: IntArray
     """fabric tier of each fabric switch (index into ``fabric.tier_names``), -1 for node endpoints"""
     endpoint_rail: IntArray
-    """rail of each NIC and rail leaf (rail-optimized fat trees; else -1)"""
+    """rail of each NIC, rail leaf and rail-pod spine (rail-optimized fat trees; else -1)"""
     link_src: IntArray
     link_dst: IntArray
     link_capacity: npt.NDArray[np.float64]
@@ -182,6 +185,10 @@ class Topology:
         if s.shape != d.shape:
             raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
         f = np.zeros_like(s) if flow_ids is None else np.broadcast_to(np.asarray(flow_ids, dtype=np.int64), s.shape)
+        if len(s) > ROUTE_CHUNK:  # bound the padded temporaries (~0.6 KB a flow) on very large batches
+            parts = [self.route(s[i : i + ROUTE_CHUNK], d[i : i + ROUTE_CHUNK], f[i : i + ROUTE_CHUNK])
+                     for i in range(0, len(s), ROUTE_CHUNK)]
+            return Routes.concatenate(parts)
         choice = np.zeros(len(s), dtype=np.int64)
         inter = (s // self.node.gpus) != (d // self.node.gpus)
         if inter.any():
