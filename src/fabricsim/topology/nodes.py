@@ -11,8 +11,8 @@ Three shapes, chosen from the catalog System:
   different switches, and across the socket link when those switches hang off different CPUs; NICs are shared by
   the GPUs of their switch.
 
-Local endpoint order: GPUs 0..G-1, NICs G..G+N-1, then NVSwitch, PCIe switches and CPUs. GPU g uses NIC
-g * N // G (its own, rail NIC). The real NVSwitch chip count is kept for the bill of materials.
+Local endpoint order: GPUs 0..G-1, NICs G..G+N-1, then the logical NVSwitch (if any), CPUs and PCIe switches.
+GPU g uses NIC g * N // G (its own, rail NIC). The real NVSwitch chip count is kept for the bill of materials.
 """
 
 from __future__ import annotations

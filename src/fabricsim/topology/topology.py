@@ -2,9 +2,10 @@
 
 Layout (the contract other layers rely on):
 - GPUs are ranks 0..G-1, node-major: GPU g is local GPU ``g % gpus_per_node`` of node ``g // gpus_per_node``.
-- Endpoints: node n owns the block ``[n * E, (n + 1) * E)`` (E = endpoints per node: GPUs first, then NICs, NVSwitch,
-  PCIe switches, CPUs), fabric switches follow all nodes. Links likewise: node n owns ``[n * L, (n + 1) * L)``,
-  fabric links follow. Cable i is links 2i (one way) and 2i + 1 (the other way) within each block.
+- Endpoints: node n owns the block ``[n * E, (n + 1) * E)`` (E = endpoints per node: GPUs first, then NICs, then
+  the NVSwitch, CPUs and PCIe switches), fabric switches follow all nodes. Links likewise: node n owns
+  ``[n * L, (n + 1) * L)``, fabric links follow. Cable i is links 2i (one way) and 2i + 1 (the other way) within
+  each block.
 - Parallel physical links between two endpoints are one link of summed capacity (an H100's 18 NVLink links to the
   NVSwitch complex are one 450 GB/s link to one logical NVSwitch endpoint); the BOM keeps real chip and cable counts.
 - Directed link latency: a link leaving a switch (NVSwitch, PCIe switch, fabric switch) carries the switch's
