@@ -89,6 +89,16 @@ class Catalog(BaseModel):
             need("switches", sysm.nvswitch, f"{where}.nvswitch")
             need("nics", sysm.nic, f"{where}.nic")
             need("links", sysm.pcie, f"{where}.pcie", "pcie")
+            need("switches", sysm.pcie_switch, f"{where}.pcie_switch")
+            need("links", sysm.cpu_link, f"{where}.cpu_link", "cpu")
+            need("links", sysm.cpu_gpu_link, f"{where}.cpu_gpu_link")
+            if sysm.pcie_switches > 0 and sysm.pcie_switch is None:
+                raise SpecError("has pcie_switches but no pcie_switch id", field=where)
+            if sysm.cpu_links > 0 and sysm.cpu_link is None:
+                raise SpecError("has cpu_links but no cpu_link id", field=where)
+            rails = sysm.rails or sysm.nics_per_node
+            if sysm.nics_per_node % rails:
+                raise SpecError(f"nics_per_node {sysm.nics_per_node} is not a multiple of rails {rails}", field=where)
             if sysm.intra == "nvswitch" and (sysm.nvswitch is None or self.gpus[sysm.gpu].nvlink is None):
                 raise SpecError("an NVSwitch system needs an nvswitch entry and an NVLink GPU", field=where)
             if sysm.nvlink_domain_gpus > 1 and sysm.intra != "nvswitch":

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Fraction, Seconds, Usd, Watts
 
-LinkKind = Literal["nvlink", "pcie", "infiniband", "ethernet"]
+LinkKind = Literal["nvlink", "pcie", "infiniband", "ethernet", "cpu"]  # cpu: socket-to-socket (UPI, xGMI)
 SwitchKind = Literal["nvswitch", "nvlink-switch", "infiniband", "ethernet", "pcie"]
 
 
@@ -100,6 +100,7 @@ class Cable(Priced):
     """A cable class for the bill of materials; price includes both transceivers for optical cables."""
 
     medium: Literal["copper", "optical"]
+    bytes_per_s: BytesPerS = Field(description="data rate per direction the cable class carries (its port speed)")
     max_length_m: float = Field(gt=0)
     transceivers: int = Field(0, ge=0, description="transceivers per cable (counted in the BOM)")
 
@@ -117,7 +118,13 @@ class System(Priced):
     nics_per_node: int = Field(ge=1, description="compute-fabric NICs (one per GPU on rail designs)")
     pcie: str = Field(description="link technology id of the node's PCIe generation")
     pcie_switches: int = Field(0, ge=0)
+    pcie_switch: str | None = Field(None, description="switch id of the PCIe switch chips (needed when any)")
     cpus_per_node: int = Field(2, ge=1)
+    cpu_link: str | None = Field(None, description="link technology id between CPU sockets (UPI, xGMI)")
+    cpu_links: int = Field(0, ge=0, description="socket-to-socket links between each pair of CPUs")
+    cpu_gpu_link: str | None = Field(None, description="link technology id of a direct CPU-GPU link (NVLink-C2C)")
+    rails: int | None = Field(None, ge=1, description="rails of a rail-optimized fabric (default: nics_per_node);"
+                              " NIC i of a node sits on rail i % rails")
     rack_units: int | None = None
 
 

@@ -1,0 +1,52 @@
+"""Cluster topologies: node builders (HGX NVSwitch, NVL72, PCIe-only), fabrics (rail-optimized and plain fat trees
+of 1-3 tiers with leaf oversubscription, 3D torus, full mesh), ECMP routing over numpy link arrays, and the bill
+of materials.
+
+    from fabricsim.topology import build_cluster
+    topo = build_cluster("dgx-h100", nodes=128, fabric="fat-tree", link="ib-ndr")
+    topo.path(0, 1000)            # link ids of one flow
+    topo.route(src, dst, flows)   # many flows at once (CSR)
+    topo.bom()                    # switches, cables, cost, power, bisection
+"""
+
+from fabricsim.topology.bom import BillOfMaterials, LineItem, bom, cable_class
+from fabricsim.topology.build import build_cluster, build_topology
+from fabricsim.topology.fabric import CableRun, Fabric
+from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
+from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
+from fabricsim.topology.nodes import NodeTemplate, build_node, hgx_node, nvl72_rack, pcie_node
+from fabricsim.topology.resolve import resolve_switch
+from fabricsim.topology.routes import Routes, flow_hash
+from fabricsim.topology.spec import FABRICS, ClusterSpec
+from fabricsim.topology.topology import Topology
+from fabricsim.topology.torus import near_cube
+
+__all__ = [
+    "ENDPOINT_KINDS",
+    "FABRICS",
+    "LINK_KINDS",
+    "BillOfMaterials",
+    "CableRun",
+    "ClusterSpec",
+    "Fabric",
+    "FatTreePlan",
+    "LineItem",
+    "NodeTemplate",
+    "Routes",
+    "Topology",
+    "bom",
+    "build_cluster",
+    "build_node",
+    "build_topology",
+    "cable_class",
+    "endpoint_kind_name",
+    "flow_hash",
+    "hgx_node",
+    "link_kind_code",
+    "link_kind_name",
+    "near_cube",
+    "nvl72_rack",
+    "pcie_node",
+    "plan_fat_tree",
+    "resolve_switch",
+]

@@ -1,0 +1,168 @@
+"""Bill of materials of a built cluster: what to buy (nodes, switches by tier, cables and transceivers), what it
+costs and draws, and the bandwidth it gives.
+
+Figures are approximate and dated: every line item carries its catalog id, unit price, price date and whether the
+catalog could verify it. Node prices include the node's GPUs, NICs and NVSwitch chips; a switch or cable without a
+catalog price (or power) is listed in ``missing`` and the totals are then None (the known part is given apart).
+
+Cables: a NIC-to-first-switch cable (or a node-to-node cable on a mesh) is copper or optical per the spec's
+``node_cable`` (default optical: the SuperPOD puts leaves at the end of the row and runs optics to them); cables
+between switches are optical. Each cable is the slowest catalog class of its medium at least as fast as the link.
+Optical cables count their transceivers (two per cable in the catalog: one per end; twin-port OSFP switch optics
+that carry two links are not merged).
+
+Bisection (one direction, 0 for a single node): the worst balanced cut of the nodes through the scale-out fabric.
+Fat tree: floor(N/2) x NICs per node x NIC link rate / oversubscription, the cut between leaf-aligned halves of
+full leaves (partly filled leaves can do better). Torus and mesh: see their modules.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from fabricsim import units
+from fabricsim.catalog import Cable, Catalog
+from fabricsim.catalog.models import Priced
+from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.topology.topology import Topology
+
+
+class LineItem(BaseModel):
+    """One row of the bill: a catalog entry, its role and count, and its dated unit figures."""
+
+    model_config = ConfigDict(frozen=True)
+
+    item: str
+    category: str
+    role: str
+    count: int
+    unit_price_usd: float | None
+    unit_power_w: float | None
+    price_date: str | None
+    verified: bool
+
+    @property
+    def price_usd(self) -> float | None:
+        return None if self.unit_price_usd is None else self.unit_price_usd * self.count
+
+    @property
+    def power_w(self) -> float | None:
+        return None if self.unit_power_w is None else self.unit_power_w * self.count
+
+
+class BillOfMaterials(BaseModel):
+    """Counts, cost, power and bandwidth of a cluster (SI units: bytes/s, W, USD)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    system: str
+    fabric: str
+    switch: str
+    link: str
+    nic: str
+    nodes: int
+    gpus: int
+    nics: int
+    nvlink_domain_size: int
+    nvswitch_chips: int
+    switches: dict[str, int]
+    """by tier: leaf/spine/core for fat trees (0 where a tier is absent), torus, none for a mesh"""
+    switches_total: int
+    cables: dict[str, int]
+    cables_copper: int
+    cables_optical: int
+    cables_total: int
+    transceivers: int
+    capex_usd: float | None
+    capex_known_usd: float
+    power_w: float | None
+    power_known_w: float
+    missing: list[str]
+    bisection_bytes_per_s: float
+    nic_bytes_per_s_per_gpu: float
+    oversubscription: float
+    tiers: int
+    items: list[LineItem]
+    notes: list[str]
+
+
+def cable_class(catalog: Catalog, medium: str, bytes_per_s: float) -> Cable:
+    """The slowest catalog cable of a medium at least as fast as the link (then the cheapest, then by id)."""
+    fits = [c for c in catalog.cables.values() if c.medium == medium and c.bytes_per_s >= bytes_per_s * (1 - 1e-9)]
+    if not fits:
+        raise SpecError(f"no catalog {medium} cable carries {units.format_rate(bytes_per_s, bits=True)}; "
+                        f"cables: {', '.join(sorted(catalog.cables))}", field="node_cable")
+    return min(fits, key=lambda c: (c.bytes_per_s, c.price_usd if c.price_usd is not None else float("inf"), c.id))
+
+
+def _item(entry: Priced, category: str, role: str, count: int) -> LineItem:
+    return LineItem(item=entry.id, category=category, role=role, count=count, unit_price_usd=entry.price_usd,
+                    unit_power_w=entry.power_w, price_date=entry.price_date, verified=entry.verified)
+
+
+def bom(topology: Topology) -> BillOfMaterials:
+    """Count, price and power a built topology (see the module docstring for the rules)."""
+    catalog, fabric, system = topology.catalog, topology.fabric, topology.system
+    nodes = topology.num_nodes
+    items = [_item(system, "node", "compute node", nodes)]
+    switches = fabric.switches_by_tier()
+    for tier, count in switches.items():
+        if count:
+            items.append(_item(topology.fabric_switch, "switch", tier, count))
+    cables: dict[str, int] = {}
+    copper = optical = transceivers = 0
+    for run in fabric.cables:
+        cable = cable_class(catalog, run.medium, run.bytes_per_s)
+        cables[run.segment] = cables.get(run.segment, 0) + run.count
+        items.append(_item(cable, "cable", run.segment, run.count))
+        if cable.medium == "copper":
+            copper += run.count
+        else:
+            optical += run.count
+            transceivers += run.count * cable.transceivers
+    missing = sorted({f"{i.item} price" for i in items if i.unit_price_usd is None}
+                     | {f"{i.item} power" for i in items if i.unit_power_w is None})
+    capex_known = sum(i.price_usd or 0.0 for i in items)
+    power_known = sum(i.power_w or 0.0 for i in items)
+    notes = ["figures are approximate and dated (see items); node prices include GPUs, NICs and NVSwitch chips"]
+    if topology.nic.id != system.nic:
+        notes.append(f"fabric NIC {topology.nic.id} replaces the system's {system.nic}; the node price is unchanged")
+    if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
+        notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
+                     f" below the switch port rate")
+    if missing:
+        notes.append("totals are None where a price or power is missing: " + ", ".join(missing))
+    return BillOfMaterials(
+        system=system.id,
+        fabric=fabric.description,
+        switch=topology.fabric_switch.id,
+        link=topology.fabric_switch.link,
+        nic=topology.nic.id,
+        nodes=nodes,
+        gpus=topology.num_gpus,
+        nics=nodes * topology.node.nics,
+        nvlink_domain_size=topology.nvlink_domain_size,
+        nvswitch_chips=nodes * topology.node.nvswitch_chips,
+        switches=switches,
+        switches_total=fabric.num_switches,
+        cables=cables,
+        cables_copper=copper,
+        cables_optical=optical,
+        cables_total=copper + optical,
+        transceivers=transceivers,
+        capex_usd=None if any(i.unit_price_usd is None for i in items) else capex_known,
+        capex_known_usd=capex_known,
+        power_w=None if any(i.unit_power_w is None for i in items) else power_known,
+        power_known_w=power_known,
+        missing=missing,
+        bisection_bytes_per_s=fabric.bisection_bytes_per_s,
+        nic_bytes_per_s_per_gpu=topology.nic_bytes_per_s_per_gpu,
+        oversubscription=topology.oversubscription,
+        tiers=topology.tiers,
+        items=items,
+        notes=notes,
+    )

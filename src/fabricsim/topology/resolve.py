@@ -1,0 +1,88 @@
+"""Turn a ClusterSpec's names into catalog entries: the system, the fabric switch and link, and the NIC."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System
+from fabricsim.errors import SpecError, unknown_name_error
+from fabricsim.topology.kinds import ETHERNET, INFINIBAND
+from fabricsim.topology.spec import ClusterSpec
+
+FABRIC_SWITCH_KINDS = ("infiniband", "ethernet")
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """The catalog entries a build uses."""
+
+    system: System
+    switch: Switch
+    link: LinkTech
+    nic: NIC
+    nic_link_bytes_per_s: float
+    """rate of one NIC-to-switch link: the slower of the NIC port and the switch port"""
+
+    @property
+    def link_kind(self) -> int:
+        return INFINIBAND if self.switch.kind == "infiniband" else ETHERNET
+
+
+def fabric_switches(catalog: Catalog) -> dict[str, Switch]:
+    """Catalog switches that can build a scale-out fabric (InfiniBand and Ethernet)."""
+    return {k: s for k, s in catalog.switches.items() if s.kind in FABRIC_SWITCH_KINDS}
+
+
+def resolve_switch(name: str, catalog: Catalog) -> Switch:
+    """A fabric switch from a switch id or a link technology id (the largest-radix switch running that link)."""
+    switches = fabric_switches(catalog)
+    key = name.strip().lower()
+    if key in switches:
+        return switches[key]
+    if key in catalog.switches:
+        raise SpecError(f"{key!r} is a {catalog.switches[key].kind} switch, not a fabric switch; "
+                        f"fabric switches: {', '.join(sorted(switches))}", field="link")
+    if key in catalog.links:
+        link = catalog.links[key]
+        runs = sorted((s for s in switches.values() if s.link == key), key=lambda s: (-s.radix, s.id))
+        if runs:
+            return runs[0]
+        served = sorted({s.link for s in switches.values()})
+        if link.kind not in FABRIC_SWITCH_KINDS:
+            raise SpecError(f"{key!r} is a {link.kind} link, not a fabric link; fabric links: {', '.join(served)}",
+                            field="link")
+        raise SpecError(f"no catalog switch runs {key!r}; links with a switch: {', '.join(served)}", field="link")
+    allowed = sorted({s.link for s in switches.values()} | set(switches))
+    raise unknown_name_error("fabric link or switch", name, allowed, field="link")
+
+
+def resolve_nic(spec: ClusterSpec, system: System, switch: Switch, catalog: Catalog) -> NIC:
+    """The compute NIC: the spec's, else the system's when it speaks the fabric, else the fastest that does.
+
+    "Speaks the fabric" means the NIC's link is of the switch's kind (InfiniBand or Ethernet); among those the
+    fastest not faster than the switch port wins (ties by id). A DGX H100 on Spectrum-4 400GbE gets cx7-eth.
+    """
+    kind = switch.kind
+    if spec.nic is not None:
+        nic = catalog.nic(spec.nic)
+        if catalog.link(nic.link).kind != kind:
+            raise SpecError(f"NIC {nic.id!r} runs {nic.link}, not {kind} like switch {switch.id!r}", field="nic")
+        return nic
+    own = catalog.nic(system.nic)
+    if catalog.link(own.link).kind == kind:
+        return own
+    fits = [n for n in catalog.nics.values()
+            if catalog.link(n.link).kind == kind and n.port_bytes_per_s <= switch.port_bytes_per_s]
+    if not fits:
+        raise SpecError(f"no catalog NIC speaks {kind} at or below {switch.id}'s port rate; "
+                        f"name one with nic", field="nic")
+    return sorted(fits, key=lambda n: (-n.port_bytes_per_s, n.id))[0]
+
+
+def resolve(spec: ClusterSpec, catalog: Catalog) -> Resolved:
+    """Look up every catalog entry a spec names; unknown names raise SpecErrors listing the allowed ones."""
+    system = catalog.system(spec.system)
+    switch = resolve_switch(spec.link, catalog)
+    nic = resolve_nic(spec, system, switch, catalog)
+    return Resolved(system=system, switch=switch, link=catalog.link(switch.link), nic=nic,
+                    nic_link_bytes_per_s=min(nic.port_bytes_per_s, switch.port_bytes_per_s))

@@ -1,0 +1,124 @@
+"""A readable picture of a small cluster: nodes along the bottom, fabric switches in tiers above, cables as lines
+(coloured by rail on rail-optimized fabrics, thicker where a switch pair has more cables). Tori are drawn as their
+switch grid (wrap-around cables omitted), meshes as a circle of nodes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from fabricsim.errors import SpecError
+from fabricsim.topology.kinds import NIC
+from fabricsim.topology.routes import IntArray
+from fabricsim.topology.topology import Topology
+
+MAX_NODES = 256
+MAX_SWITCHES = 600
+
+
+def _positions(topo: Topology) -> tuple[dict[int, tuple[float, float]], list[tuple[float, float]]]:
+    """(x, y) of every NIC and fabric switch endpoint, and of every node box's centre."""
+    n, node = topo.num_nodes, topo.node
+    pos: dict[int, tuple[float, float]] = {}
+    if topo.fabric.kind == "mesh":
+        angle = 2 * np.pi * np.arange(n) / max(n, 1)
+        centres = [(float(6 * np.cos(a)), float(6 * np.sin(a))) for a in angle]
+    else:
+        centres = [(float(i), 0.0) for i in range(n)]
+    nic_ep = np.flatnonzero(topo.endpoint_kind == NIC)
+    for ep in nic_ep:
+        i = int(topo.endpoint_node[ep])
+        j = int(ep) - i * node.num_endpoints - node.gpus
+        cx, cy = centres[i]
+        dx = 0.0 if topo.fabric.kind == "mesh" else (j + 0.5) / node.nics * 0.8 - 0.4
+        pos[int(ep)] = (cx + dx, cy + (0.0 if topo.fabric.kind == "mesh" else 0.35))
+    switches = np.flatnonzero(topo.endpoint_tier >= 0)
+    width = max(n - 1, 1)
+    if topo.fabric.kind == "torus":
+        dims = _torus_dims(topo)
+        for k, ep in enumerate(switches):
+            c0, c1, c2 = k % dims[0], (k // dims[0]) % dims[1], k // (dims[0] * dims[1])
+            gx = c0 + c2 * (dims[0] + 1)
+            span = max(dims[0] * dims[2] + dims[2] - 2, 1)
+            pos[int(ep)] = (gx * width / span, 2.0 + 1.2 * c1)
+    else:
+        for tier in range(len(topo.fabric.tier_names)):
+            eps = switches[topo.endpoint_tier[switches] == tier]
+            for k, ep in enumerate(eps):
+                x = (k + 0.5) * (width + 1) / len(eps) - 0.5 if len(eps) > 1 else width / 2
+                pos[int(ep)] = (x, 2.0 + 2.0 * tier)
+    return pos, centres
+
+
+def _wrap_around(topo: Topology, src: IntArray, dst: IntArray) -> npt.NDArray[np.bool_]:
+    """Which cables of a torus close a ring (switch coordinates more than one step apart)."""
+    if topo.fabric.kind != "torus":
+        return np.zeros(len(src), dtype=bool)
+    dims = np.array(_torus_dims(topo))
+    strides = np.array([1, dims[0], dims[0] * dims[1]])
+    first = topo.num_nodes * topo.node.num_endpoints
+    both = (topo.endpoint_tier[src] >= 0) & (topo.endpoint_tier[dst] >= 0)
+    cs = ((np.maximum(src - first, 0))[:, None] // strides) % dims
+    cd = ((np.maximum(dst - first, 0))[:, None] // strides) % dims
+    wrap: npt.NDArray[np.bool_] = both & (np.abs(cs - cd).sum(axis=1) > 1)
+    return wrap
+
+
+def _torus_dims(topo: Topology) -> tuple[int, int, int]:
+    from fabricsim.topology.torus import near_cube
+
+    return topo.spec.torus_dims or near_cube(topo.fabric.num_switches)
+
+
+def sketch(topo: Topology, path: str | Path) -> None:
+    """Draw the cluster to an image file (format from the suffix: .png, .svg, .pdf)."""
+    if topo.num_nodes > MAX_NODES or topo.fabric.num_switches > MAX_SWITCHES:
+        raise SpecError(f"a sketch draws at most {MAX_NODES} nodes and {MAX_SWITCHES} switches "
+                        f"(this cluster: {topo.num_nodes} nodes, {topo.fabric.num_switches} switches);"
+                        " plot a smaller cluster", field="plot")
+    pos, centres = _positions(topo)
+    fig = Figure(figsize=(min(4 + 0.18 * topo.num_nodes, 40), 6 + 1.2 * len(topo.fabric.tier_names)))
+    ax = fig.add_subplot()
+    first = topo.num_nodes * topo.node.num_links
+    src, dst = topo.link_src[first::2], topo.link_dst[first::2]
+    cap = topo.link_capacity[first::2]
+    rails = np.maximum(topo.endpoint_rail[src], topo.endpoint_rail[dst])
+    colours = [f"C{r % 10}" for r in range(max(topo.fabric.rails, 1))]
+    top = cap.max(initial=1.0)
+    wrap = _wrap_around(topo, src, dst)
+    for a, b, c, r, skip in zip(src, dst, cap, rails, wrap, strict=True):
+        if skip:
+            continue
+        (x0, y0), (x1, y1) = pos[int(a)], pos[int(b)]
+        colour = colours[r] if r >= 0 else "0.45"
+        ax.plot([x0, x1], [y0, y1], color=colour, lw=0.4 + 1.6 * c / top, alpha=0.6, zorder=1)
+    for i, (cx, cy) in enumerate(centres):
+        ax.add_patch(Rectangle((cx - 0.45, cy - 0.3), 0.9, 0.6, facecolor="#dde8f5", edgecolor="0.2", zorder=2))
+        if topo.num_nodes <= 64:
+            ax.text(cx, cy - 0.05, f"n{i}", ha="center", va="center", fontsize=7, zorder=3)
+    for tier, name in enumerate(topo.fabric.tier_names):
+        eps = np.flatnonzero(topo.endpoint_tier == tier)
+        if not len(eps):
+            continue
+        xs = [pos[int(e)][0] for e in eps]
+        ys = [pos[int(e)][1] for e in eps]
+        ax.scatter(xs, ys, s=60, marker="s", color="0.15", zorder=3, label=f"{name} ({len(eps)})")
+    for r in range(topo.fabric.rails):
+        ax.plot([], [], color=colours[r], label=f"rail {r}")
+    bom = topo.bom()
+    ax.set_title(f"{topo.num_nodes} x {topo.system.id} ({topo.num_gpus} GPUs)\n{bom.fabric}\n"
+                 f"switches {bom.switches_total}, cables {bom.cables_total}, "
+                 f"bisection {bom.bisection_bytes_per_s / 1e12:.2f} TB/s", fontsize=10)
+    if topo.fabric.num_switches or topo.fabric.rails:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    if topo.fabric.kind == "torus":
+        ax.text(0.0, -0.9, "wrap-around torus cables not drawn", fontsize=7, color="0.4")
+    ax.set_axis_off()
+    ax.autoscale()
+    fig.tight_layout()
+    fig.savefig(str(path), dpi=110)
