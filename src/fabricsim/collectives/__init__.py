@@ -3,7 +3,7 @@
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import OPS, busbw_factor, check_op, dtype_bytes, in_network_busbw_factor
 from fabricsim.collectives.cost import Cost
-from fabricsim.collectives.group import GroupShape, group_shape, scaled
+from fabricsim.collectives.group import GroupShape, group_shape, group_shape_on, scaled
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule
@@ -26,6 +26,7 @@ __all__ = [
     "choices",
     "dtype_bytes",
     "group_shape",
+    "group_shape_on",
     "in_network_busbw_factor",
     "scaled",
     "schedule",

@@ -8,12 +8,18 @@ the raw line rates.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from math import ceil
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
 
 from fabricsim.catalog import Catalog, LinkTech, Switch, System, default_catalog
 from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.topology import Topology
 
 IntraKind = Literal["nvlink", "pcie", "none"]
 
@@ -144,6 +150,26 @@ def group_shape(
         oversubscription=oversubscription,
         notes=tuple(notes),
     )
+
+
+def group_shape_on(topology: Topology, gpus: Sequence[int] | np.ndarray) -> GroupShape:
+    """Shape of a group of GPUs (global indices) placed on a built topology: its system, fabric link and
+    switches, realised oversubscription and SHARP support."""
+    ids = np.asarray(gpus, dtype=np.int64)
+    if ids.size < 1 or len(np.unique(ids)) != ids.size:
+        raise SpecError("a group needs at least one GPU and no GPU twice", field="gpus")
+    if ids.min() < 0 or ids.max() >= topology.num_gpus:
+        raise SpecError(f"GPU indices must be 0..{topology.num_gpus - 1}", field="gpus")
+    per_node = np.bincount(ids // topology.gpus_per_node)
+    shape = group_shape(
+        topology.system, int(ids.size), ranks_per_node=int(per_node.max()),
+        fabric=topology.fabric_switch.link if topology.fabric_switch.kind in ("infiniband", "ethernet") else None,
+        oversubscription=max(1.0, topology.oversubscription), catalog=topology.catalog,
+    )
+    from dataclasses import replace
+
+    return replace(shape, sharp=bool(topology.sharp and shape.nnodes > 1),
+                   fabric_switch_id=topology.fabric_switch.id)
 
 
 def scaled(shape: GroupShape, *, intra: float = 1.0, net: float = 1.0) -> GroupShape:

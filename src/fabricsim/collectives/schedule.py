@@ -42,6 +42,29 @@ def _ring(ranks: list[int], chunk: float, steps: int, label: str) -> list[Phase]
     return [Phase.of(_ring_pairs(ranks), chunk, f"{label} step {k}") for k in range(steps)]
 
 
+def ring_orders(n: int, p: int, channels: int) -> list[list[int]]:
+    """NCCL-style rings, one per channel: each ring visits a node's ranks consecutively and leaves it from the
+    local rank it will enter the next node on (same rail); channel c starts at local rank c, so the channels
+    cross node boundaries on different rails and together use every NIC."""
+    nodes = _node_groups(n, p)
+    orders = []
+    for c in range(channels):
+        order: list[int] = []
+        start = c % p
+        for node in nodes:
+            size = len(node)
+            order += [node[(start + k) % size] for k in range(size)]
+            start = (start + size - 1) % p
+        orders.append(order)
+    return orders
+
+
+def _multi_ring(n: int, p: int, channels: int, size: float, steps: int) -> list[Phase]:
+    chunk = size / n / channels
+    pairs = [pair for order in ring_orders(n, p, channels) for pair in _ring_pairs(order)]
+    return [Phase.of(pairs, chunk, f"ring step {k} ({channels} channels)") for k in range(steps)]
+
+
 def _node_groups(n: int, p: int) -> list[list[int]]:
     return [list(range(start, min(n, start + p))) for start in range(0, n, p)]
 
@@ -60,18 +83,24 @@ def _merge(phase_lists: list[list[Phase]]) -> list[Phase]:
     return out
 
 
-def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_bytes: float) -> list[Phase]:
-    """The transfers of one collective (`size_bytes` in nccl-tests convention) under `algorithm`."""
+def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_bytes: float,
+             channels: int = 1) -> list[Phase]:
+    """The transfers of one collective (`size_bytes` in nccl-tests convention) under `algorithm`.
+
+    Rings run `channels` rings at once, each carrying 1/channels of the data (NCCL's channels).
+    """
     name = check_op(op)
     n, p, s = nranks, min(ranks_per_node, nranks), float(size_bytes)
     ranks = list(range(n))
     if n < 2:
         raise SpecError("a schedule needs at least 2 ranks", field="nranks")
+    if channels < 1:
+        raise SpecError(f"channels must be at least 1, got {channels}", field="channels")
     if algorithm == "ring":
         if name == "all_reduce":
-            return _ring(ranks, s / n, 2 * (n - 1), "ring")
+            return _multi_ring(n, p, channels, s, 2 * (n - 1))
         if name in ("all_gather", "reduce_scatter"):
-            return _ring(ranks, s / n, n - 1, "ring")
+            return _multi_ring(n, p, channels, s, n - 1)
         if name in ("broadcast", "reduce"):
             return [Phase.of([(r, r + 1)], s, f"chain hop {r}") for r in range(n - 1)]
     if algorithm == "direct":
