@@ -6,6 +6,7 @@ import sys
 
 import typer
 
+from fabricsim.cli.bench_cmd import bench_app
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.output import console
 
@@ -17,6 +18,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("catalog")(catalog_command)
+app.add_typer(bench_app, name="bench")
 
 
 @app.command("demo")
