@@ -290,3 +290,5 @@ def test_cli_parse_errors_are_one_line(runner: CliRunner) -> None:
     assert (missing.exit_code, missing.output) == (2, "error: /nonexistent.log: file not found\n")
     bad_op = runner.invoke(app, ["bench", "parse", str(DATA / "mpirun-tagged-all_gather.log"), "--op", "bogus"])
     assert bad_op.exit_code == 2 and "unknown op 'bogus'" in bad_op.output
+    several = runner.invoke(app, ["bench", "parse", str(_sample_path()), "--op", "all"])
+    assert several.exit_code == 2 and "give one operation" in several.output

@@ -406,8 +406,9 @@ def _settings(text: str, meta: _Meta) -> None:
 def parse_nccl_tests(text: str, *, source: str | None = None, op: str | None = None) -> list[BenchResult]:
     """Every results table in an nccl-tests log, in order.
 
-    ``op`` names the collective when the log does not (older nccl-tests print no binary name); otherwise it is
-    taken from ``# Collective test starting:``, the ``source`` file name, or the columns and busbw/algbw ratio.
+    ``op`` names the collective when the log does not (older nccl-tests print no binary name) and then applies to
+    every table; otherwise each table's op is taken from ``# Collective test starting:``, the ``source`` file
+    name, or the redop/root columns and the busbw/algbw ratio (a SpecError asks for ``op`` when still ambiguous).
     """
     if op is not None:
         op = check_op(op)

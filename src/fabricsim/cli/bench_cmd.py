@@ -27,6 +27,7 @@ from fabricsim.bench import (
     run_memory_bench,
 )
 from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.errors import SpecError
 
 bench_app = typer.Typer(
     name="bench",
@@ -73,7 +74,8 @@ def collective_command(
     """Benchmark collectives over torch.distributed and print nccl-tests' table (or JSON).
 
     With --nprocs N the ranks are spawned here; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR set) this process
-    joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster.
+    joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster. Exit code 1
+    when a rank dies or stops, or when any result element is wrong (the table is printed first).
     """
     config = CollectiveConfig(
         ops=parse_ops(op),
@@ -167,7 +169,10 @@ def parse_command(
     as_json: bool = typer.Option(False, "--json", help="JSON: a list with one object per results table"),
 ) -> None:
     """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw)."""
-    results = parse_nccl_tests_file(log, op=parse_ops([op])[0] if op else None)
+    ops = parse_ops([op]) if op else None
+    if ops is not None and len(ops) != 1:
+        raise SpecError("give one operation (every table of the log is taken to be that one)", field="op")
+    results = parse_nccl_tests_file(log, op=ops[0] if ops else None)
     if as_json:
         print_json([r.model_dump(mode="json") for r in results])
         return
