@@ -6,10 +6,10 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: demo test lint typecheck unit bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'  # bench: torch (CPU build) so CI runs the gloo tests
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -1,0 +1,38 @@
+"""Real measurements: collective benchmarks over torch.distributed (gloo on CPU, NCCL on GPUs) with
+nccl-tests-compatible output, a GPU memory-bandwidth benchmark, and a reader for real nccl-tests logs.
+
+Importing this package does not import torch (the ``bench`` extra is optional); running a benchmark does.
+"""
+
+from fabricsim.bench.config import CollectiveConfig, parse_ops
+from fabricsim.bench.errors import BenchError
+from fabricsim.bench.faults import FAULT_ENV
+from fabricsim.bench.launch import run_collective_bench, torchrun_env
+from fabricsim.bench.memory import MemoryConfig, MemoryResult, MemoryRow, run_memory_bench
+from fabricsim.bench.nccltests import parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_log
+from fabricsim.bench.nccltests_format import format_many, format_nccl_tests
+from fabricsim.bench.rows import DTYPES, BenchResult, BenchRow, DeviceInfo, average_busbw, canonical_dtype
+
+__all__ = [
+    "DTYPES",
+    "FAULT_ENV",
+    "BenchError",
+    "BenchResult",
+    "BenchRow",
+    "CollectiveConfig",
+    "DeviceInfo",
+    "MemoryConfig",
+    "MemoryResult",
+    "MemoryRow",
+    "average_busbw",
+    "canonical_dtype",
+    "format_many",
+    "format_nccl_tests",
+    "parse_nccl_tests",
+    "parse_nccl_tests_file",
+    "parse_nccl_tests_log",
+    "parse_ops",
+    "run_collective_bench",
+    "run_memory_bench",
+    "torchrun_env",
+]

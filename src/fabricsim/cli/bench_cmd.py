@@ -1,0 +1,182 @@
+"""`fabricsim bench`: real measurements (collectives over torch.distributed, GPU memory) and nccl-tests logs.
+
+Bad input exits 2 with one line; a run that fails (a rank died or hung) exits 1 with one line naming the rank;
+results that fail the correctness check are printed and then exit 1, as nccl-tests reports them.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import StrEnum
+
+import typer
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.bench import (
+    BenchError,
+    BenchResult,
+    CollectiveConfig,
+    MemoryConfig,
+    MemoryResult,
+    canonical_dtype,
+    format_many,
+    parse_nccl_tests_file,
+    parse_ops,
+    run_collective_bench,
+    run_memory_bench,
+)
+from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.errors import SpecError
+
+bench_app = typer.Typer(
+    name="bench",
+    help="Real measurements: collective benchmarks (gloo on CPU, NCCL on GPUs), GPU memory, nccl-tests logs.",
+    no_args_is_help=True,
+)
+
+
+class Backend(StrEnum):
+    gloo = "gloo"
+    nccl = "nccl"
+
+
+def _run_failed(message: str) -> None:
+    """A run-time failure (not bad input): one line on stderr, exit code 1."""
+    sys.stderr.write(f"error: {message}\n")
+    raise typer.Exit(code=1)
+
+
+@bench_app.command("collective")
+@spec_errors
+def collective_command(
+    op: list[str] = typer.Option(["all_reduce"], "--op", help="operation(s): repeat, comma-separate, or 'all'"),
+    backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPUs)"),
+    min_size: str = typer.Option("1K", "--min", "--min-bytes", "-b",
+                                 help="smallest size (nccl-tests 'size'), e.g. 8, 1K, 64M"),
+    max_size: str = typer.Option("64M", "--max", "--max-bytes", "-e",
+                                 help="largest size (under torchrun write --max-bytes: torchrun takes --max for "
+                                 "its own --max-restarts)"),
+    step_factor: int = typer.Option(2, "--step-factor", "-f", help="multiply the size by this each step"),
+    warmup: int = typer.Option(5, "--warmup", "-w", help="untimed operations before each measurement"),
+    iters: int = typer.Option(20, "--iters", "-n", help="timed operations per measurement"),
+    dtype: str = typer.Option("float32", "--dtype", "-d", help="float32, float16, bfloat16, float64, int8, uint8, "
+                              "int32, int64 (nccl-tests names such as float, half also work)"),
+    nprocs: int | None = typer.Option(None, "--nprocs", help="spawn this many local ranks (default: 2 for gloo, "
+                                      "every GPU for nccl); leave out under torchrun"),
+    timeout: str = typer.Option("300", "--timeout", help="fail when no rank makes progress for this long "
+                                "(seconds, or 90s, 5m); covers start-up and each measurement"),
+    check: bool = typer.Option(True, "--check/--no-check", help="check every result element (nccl-tests -c)"),
+    master_addr: str = typer.Option("127.0.0.1", "--master-addr", help="rendezvous address for spawned ranks"),
+    master_port: int = typer.Option(0, "--master-port", "--port", help="rendezvous port (0 picks a free one)"),
+    as_json: bool = typer.Option(False, "--json", help="JSON rows (one object; a list for several --op)"),
+) -> None:
+    """Benchmark collectives over torch.distributed and print nccl-tests' table (or JSON).
+
+    With --nprocs N the ranks are spawned here; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR set) this process
+    joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster. Exit code 1
+    when a rank dies or stops, or when any result element is wrong (the table is printed first).
+    """
+    config = CollectiveConfig(
+        ops=parse_ops(op),
+        backend=backend.value,
+        min_bytes=units.parse_size(min_size, field="min"),
+        max_bytes=units.parse_size(max_size, field="max"),
+        step_factor=step_factor,
+        warmup=warmup,
+        iters=iters,
+        dtype=canonical_dtype(dtype),
+        check=check,
+        timeout_s=units.parse_duration(timeout, field="timeout"),
+        nprocs=nprocs,
+        master_addr=master_addr,
+        master_port=master_port,
+    )
+    try:
+        results = run_collective_bench(config)
+    except BenchError as exc:
+        _run_failed(str(exc))
+        return
+    if results is None:
+        return  # a torchrun rank other than 0: rank 0 prints
+    if as_json:
+        dumped = [r.model_dump(mode="json") for r in results]
+        print_json(dumped[0] if len(dumped) == 1 else dumped)
+    else:
+        sys.stdout.write(format_many(results))
+    wrong = sum(r.wrong_total for r in results)
+    if wrong:
+        rows = sum(1 for r in results for row in r.rows if row.wrong)
+        _run_failed(f"{wrong} wrong elements in {rows} results (correctness check failed)")
+
+
+def _memory_table(result: MemoryResult) -> Table:
+    table = Table(title=f"GPU memory bandwidth: {result.device} (GPU {result.device_index})", header_style="bold")
+    for header in ("copy", "size", "time", "GB/s", "HBM traffic GB/s"):
+        table.add_column(header)
+    for row in result.rows:
+        traffic = "-" if row.hbm_traffic_GBps is None else f"{row.hbm_traffic_GBps:.1f}"
+        table.add_row(row.kind, units.format_size(row.size_bytes), units.format_duration(row.time_s),
+                      f"{row.GBps:.1f}", traffic)
+    return table
+
+
+@bench_app.command("memory")
+@spec_errors
+def memory_command(
+    device: int = typer.Option(0, "--device", help="CUDA device index"),
+    min_size: str = typer.Option("1M", "--min", help="smallest copy"),
+    max_size: str = typer.Option("256M", "--max", help="largest copy"),
+    step_factor: int = typer.Option(4, "--step-factor"),
+    warmup: int = typer.Option(3, "--warmup"),
+    iters: int = typer.Option(10, "--iters"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """HBM copy and host<->device (pinned, pageable) bandwidth of one CUDA GPU; without CUDA: no rows, exit 0."""
+    config = MemoryConfig(device=device, min_bytes=units.parse_size(min_size, field="min"),
+                          max_bytes=units.parse_size(max_size, field="max"), step_factor=step_factor,
+                          warmup=warmup, iters=iters)
+    result = run_memory_bench(config)
+    if as_json:
+        print_json(result.model_dump(mode="json", exclude_none=result.reason is not None))
+        return
+    if result.reason:
+        console.print(f"bench memory: {result.reason}")
+        return
+    console.print(_memory_table(result))
+    console.print(f"HBM copy {result.hbm_copy_GBps:.1f} GB/s (traffic {result.hbm_traffic_GBps:.1f} GB/s); "
+                  f"PCIe h2d {result.pcie_h2d_GBps:.1f} GB/s, d2h {result.pcie_d2h_GBps:.1f} GB/s; "
+                  f"PCIe figure for the model: {result.pcie_GBps:.1f} GB/s per direction")
+
+
+def _parsed_table(result: BenchResult) -> Table:
+    where = f"{result.world_size or '?'} ranks" + (f" on {', '.join(result.hosts)}" if result.hosts else "")
+    table = Table(title=f"{result.op} ({result.tool}, {where})", header_style="bold")
+    for header in ("size", "count", "type", "placement", "time", "algbw GB/s", "busbw GB/s", "#wrong"):
+        table.add_column(header)
+    for row in result.rows:
+        table.add_row(units.format_size(row.size_bytes), str(row.count), row.dtype,
+                      "in-place" if row.in_place else "out-of-place", units.format_duration(row.time_s),
+                      f"{row.algbw_GBps:.2f}", f"{row.busbw_GBps:.2f}", "N/A" if row.wrong is None else str(row.wrong))
+    return table
+
+
+@bench_app.command("parse")
+@spec_errors
+def parse_command(
+    log: str = typer.Argument(..., help="nccl-tests output (any *_perf binary, any launcher)"),
+    op: str | None = typer.Option(None, "--op", help="the collective, when the log does not say"),
+    as_json: bool = typer.Option(False, "--json", help="JSON: a list with one object per results table"),
+) -> None:
+    """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw)."""
+    ops = parse_ops([op]) if op else None
+    if ops is not None and len(ops) != 1:
+        raise SpecError("give one operation (every table of the log is taken to be that one)", field="op")
+    results = parse_nccl_tests_file(log, op=ops[0] if ops else None)
+    if as_json:
+        print_json([r.model_dump(mode="json") for r in results])
+        return
+    for result in results:
+        console.print(_parsed_table(result))
+        if result.avg_busbw_GBps is not None:
+            console.print(f"Avg bus bandwidth: {result.avg_busbw_GBps:g} GB/s")
