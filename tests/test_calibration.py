@@ -60,3 +60,46 @@ def test_bad_measurements_raise() -> None:
         calibrate([Measurement("all_reduce", 8, 1, 1024, 0.0)], "dgx-h100")
     with pytest.raises(SpecError, match="unknown parameter"):
         calibrate(synthetic("dgx-h100", [(8, 1)], TRUTH), "dgx-h100", fit=["colour"])
+
+
+DATA = Path(__file__).resolve().parent / "data" / "nccl-tests"
+
+
+def _sample_log() -> Path:
+    shared = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "nccl-tests-logs"
+    name = "h100-2node-16gpu-all_reduce.log"
+    return shared / name if (shared / name).exists() else DATA / name
+
+
+def test_calibrate_cli_on_sample_log_brings_predictions_within_5_percent(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    runner = CliRunner()
+    log = str(_sample_log())
+    overlay = tmp_path / "calib.yaml"
+    result = runner.invoke(app, ["calibrate", log, "--system", "dgx-h100", "--out", str(overlay), "--json"])
+    assert result.exit_code == 0, result.output
+    fit = json.loads(result.output)
+    assert max(abs(r["after_error"]) for r in fit["rows"]) <= 0.05
+    compared = runner.invoke(app, ["compare", log, "--system", "dgx-h100", "--calibration", str(overlay), "--json",
+                                   "--plot", str(tmp_path / "cmp.png")])
+    assert compared.exit_code == 0, compared.output
+    rows = json.loads(compared.output)["rows"]
+    assert len(rows) == 5
+    assert all(abs(r["error"]) <= 0.05 for r in rows)
+    assert (tmp_path / "cmp.png").stat().st_size > 5000
+
+
+def test_calibrate_cli_errors() -> None:
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    runner = CliRunner()
+    assert runner.invoke(app, ["calibrate", "/nonexistent.log", "--system", "dgx-h100"]).exit_code == 2
+    truncated = str(DATA / "truncated-all_reduce.log")
+    assert runner.invoke(app, ["calibrate", truncated, "--system", "dgx-h100"]).exit_code == 2

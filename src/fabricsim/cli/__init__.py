@@ -7,6 +7,7 @@ import sys
 import typer
 
 from fabricsim.cli.bench_cmd import bench_app
+from fabricsim.cli.calibrate_cmd import calibrate_command, compare_command
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.output import console
@@ -27,6 +28,8 @@ app.command("topo")(topo_command)
 app.command("train")(train_command)
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
+app.command("calibrate")(calibrate_command)
+app.command("compare")(compare_command)
 
 
 @app.command("demo")

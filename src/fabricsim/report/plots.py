@@ -64,3 +64,23 @@ def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def plot_compare(rows: list[dict[str, float | int | str]], title: str, path: str | Path) -> Path:
+    """Measured and predicted busbw against size on one chart (log x)."""
+    sizes = [int(r["size_bytes"]) for r in rows]
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    ax.plot(sizes, [float(r["measured_busbw_GBps"]) for r in rows], "o-", label="measured")
+    ax.plot(sizes, [float(r["predicted_busbw_GBps"]) for r in rows], "s--", label="fabricsim")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(sizes, [units.format_size(s) for s in sizes], rotation=45)
+    ax.set_xlabel("message size (nccl-tests 'size')")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
