@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -24,6 +25,20 @@ def read_yaml(text: str, source: str) -> Any:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"not valid YAML: {exc}", source=source) from None
+
+
+def read_spec_file(path: str | Path, what: str = "file") -> Any:
+    """Parse a user's YAML or JSON spec file (by suffix); a missing or malformed file is a SpecError naming it."""
+    p = Path(path)
+    if not p.is_file():
+        raise SpecError(f"{what} not found", source=str(p))
+    text = p.read_text(encoding="utf-8")
+    if p.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"not valid JSON: {exc}", source=str(p)) from None
+    return read_yaml(text, str(p))
 
 
 def validation_message(exc: ValidationError) -> tuple[str, str]:

@@ -14,6 +14,26 @@ from fabricsim.collectives import CollectiveModel, busbw_factor, choices
 from fabricsim.collectives.result import Prediction
 
 
+def _size_axis(ax: Axes, sizes: list[int], title: str, max_ticks: int = 10) -> None:
+    """Log-2 message-size x axis with nccl-tests size labels, busbw y axis, grid and legend."""
+    ax.set_xscale("log", base=2)
+    ticks = sizes[:: max(1, len(sizes) // max_ticks)]
+    ax.set_xticks(ticks, [units.format_size(s) for s in ticks])
+    ax.set_xlabel("message size (nccl-tests 'size')")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+
+
+def _save(fig: Figure, path: str | Path) -> Path:
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
 def plot_collective_sweep(model: CollectiveModel, op: str, prediction: Prediction, path: str | Path) -> Path:
     """busbw against message size (log x): one line per algorithm (its best protocol), the chosen one marked."""
     sizes = [r.size_bytes for r in prediction.rows]
@@ -27,20 +47,9 @@ def plot_collective_sweep(model: CollectiveModel, op: str, prediction: Predictio
     for algo, curve in sorted(by_algo.items()):
         ax.plot(sizes, curve, label=algo, linewidth=1.5, alpha=0.8)
     ax.plot(sizes, [r.busbw_GBps for r in prediction.rows], "k.", markersize=7, label="chosen (auto)")
-    ax.set_xscale("log", base=2)
-    ticks = sizes[:: max(1, len(sizes) // 10)]
-    ax.set_xticks(ticks, [units.format_size(s) for s in ticks])
-    ax.set_xlabel("message size (nccl-tests 'size')")
-    ax.set_ylabel("bus bandwidth (GB/s)")
     a = prediction.assumptions
-    ax.set_title(f"{op} on {a['ranks']} GPUs of {a['system']} ({a['nodes']} node(s))")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    _size_axis(ax, sizes, f"{op} on {a['ranks']} GPUs of {a['system']} ({a['nodes']} node(s))")
+    return _save(fig, path)
 
 
 def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
@@ -59,11 +68,7 @@ def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
     ax.set_title(f"{title}\nstep {prediction.step_time_s:.3g} s, bottleneck: {prediction.bottleneck}")
     ax.legend()
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    return _save(fig, path)
 
 
 def plot_compare(rows: list[dict[str, float | int | str]], title: str, path: str | Path) -> Path:
@@ -72,15 +77,5 @@ def plot_compare(rows: list[dict[str, float | int | str]], title: str, path: str
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     ax.plot(sizes, [float(r["measured_busbw_GBps"]) for r in rows], "o-", label="measured")
     ax.plot(sizes, [float(r["predicted_busbw_GBps"]) for r in rows], "s--", label="fabricsim")
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(sizes, [units.format_size(s) for s in sizes], rotation=45)
-    ax.set_xlabel("message size (nccl-tests 'size')")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+    _size_axis(ax, sizes, title)
+    return _save(fig, path)

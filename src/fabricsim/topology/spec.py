@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fabricsim.catalog.loader import read_yaml, validation_message
+from fabricsim.catalog.loader import read_spec_file, validation_message
 from fabricsim.errors import SpecError
 
 FabricName = Literal["fat-tree", "torus", "mesh"]
@@ -80,15 +79,4 @@ class ClusterSpec(BaseModel):
     @classmethod
     def from_file(cls, path: str | Path) -> ClusterSpec:
         """Load a spec from a YAML or JSON file."""
-        p = Path(path)
-        if not p.is_file():
-            raise SpecError("file not found", source=str(p))
-        text = p.read_text(encoding="utf-8")
-        if p.suffix == ".json":
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"not valid JSON: {exc}", source=str(p)) from None
-        else:
-            data = read_yaml(text, str(p))
-        return cls.parse(data, source=str(p))
+        return cls.parse(read_spec_file(path), source=str(path))

@@ -20,26 +20,25 @@ from fabricsim.workload._validation import spec_error
 DEFAULTS_FILE = "compute.yaml"
 
 
-@lru_cache(maxsize=1)
+@lru_cache(maxsize=4)
+def _packaged_default(key: str) -> Efficiency:
+    """One fallback efficiency from the packaged ``data/compute.yaml``."""
+    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
+    doc = read_yaml(text, DEFAULTS_FILE)
+    try:
+        return Efficiency.model_validate(doc[key])
+    except ValidationError as exc:
+        raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
+
+
 def default_matmul_efficiency() -> Efficiency:
     """The fallback matmul efficiency for GPUs without their own (``data/compute.yaml``)."""
-    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
-    doc = read_yaml(text, DEFAULTS_FILE)
-    try:
-        return Efficiency.model_validate(doc["default_matmul_efficiency"])
-    except ValidationError as exc:
-        raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
+    return _packaged_default("default_matmul_efficiency")
 
 
-@lru_cache(maxsize=1)
 def default_hbm_efficiency() -> Efficiency:
     """The fallback achievable HBM fraction for GPUs without their own (``data/compute.yaml``)."""
-    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
-    doc = read_yaml(text, DEFAULTS_FILE)
-    try:
-        return Efficiency.model_validate(doc["default_hbm_efficiency"])
-    except ValidationError as exc:
-        raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
+    return _packaged_default("default_hbm_efficiency")
 
 
 def hbm_efficiency(gpu: GPU) -> Efficiency:

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fabricsim.catalog.loader import read_yaml
+from fabricsim.catalog.loader import read_spec_file, read_yaml
 from fabricsim.errors import SpecError, unknown_name_error
 from fabricsim.workload._validation import spec_error
 from fabricsim.workload.spec import ModelSpec
@@ -68,19 +66,7 @@ def _looks_like_path(text: str) -> bool:
 
 def load_model_file(path: str | Path) -> ModelSpec:
     """A model spec from a YAML or JSON file; errors name the file and the field."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError("model file not found", source=str(p))
-    text = p.read_text(encoding="utf-8")
-    data: Any
-    if p.suffix.lower() == ".json":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"not valid JSON: {exc}", source=str(p)) from None
-    else:
-        data = read_yaml(text, str(p))
-    return ModelSpec.from_data(data, source=str(p))
+    return ModelSpec.from_data(read_spec_file(path, "model file"), source=str(path))
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
