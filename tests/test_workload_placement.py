@@ -113,3 +113,23 @@ def test_ep_group_outside_domain_is_flagged() -> None:
 
 def test_node_of() -> None:
     assert node_of(np.array([0, 7, 8, 71, 72]), 8).tolist() == [0, 0, 1, 8, 9]
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    tp=st.sampled_from([1, 2, 4, 8]),
+    cp=st.sampled_from([1, 2]),
+    dp=st.sampled_from([1, 2, 4]),
+    pp=st.sampled_from([1, 2]),
+    domain=st.sampled_from([1, 2, 4, 8, 16, 72]),
+    order=st.sampled_from(["tp-cp-ep-dp-pp", "dp-tp-cp-ep-pp", "cp-tp-dp-pp", "tp-pp-dp-cp"]),
+)
+def test_fast_domain_check_agrees_with_full_groups(tp: int, cp: int, dp: int, pp: int, domain: int,
+                                                   order: str) -> None:
+    from fabricsim.workload.placement import _within_domains
+
+    plan = ParallelPlan.build(tp=tp, cp=cp, dp=dp, pp=pp, seq=64, gbs=dp, order=order)
+    placement = place(plan)
+    for kind in ("tp", "cp"):
+        if _within_domains(placement, kind, domain):
+            assert int(domains_spanned(placement.groups(kind), domain).max()) == 1

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from fabricsim.catalog.models import GPU
-from fabricsim.workload.plan import ParallelPlan, stage_layers
+from fabricsim.workload.plan import ParallelPlan, layers_by_stage, stage_layers
 from fabricsim.workload.spec import ModelSpec
 
 WEIGHT_BYTES = 2  # bf16 parameter
@@ -45,19 +45,24 @@ class StageParams:
     largest_expert_layer: float
 
 
-@lru_cache(maxsize=8192)
 def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParams:
     """Parameters on one GPU of pipeline ``stage`` (after TP and EP splits, before ZeRO)."""
-    t, h = plan.tp, model.hidden
+    return _stage_params(model, plan.tp, plan.ep, plan.pp, plan.virtual_stages, stage)
+
+
+@lru_cache(maxsize=8192)
+def _stage_params(model: ModelSpec, tp: int, ep: int, pp: int, virtual_stages: int, stage: int) -> StageParams:
+    """Cached on the only plan fields the result depends on (a sizing search varies the others)."""
+    t, h = tp, model.hidden
     dense = expert = 0.0
     big_dense = big_expert = 0.0
-    for i in stage_layers(model, plan)[stage]:
+    for i in layers_by_stage(model.layers, pp, pp * virtual_stages)[stage]:
         layer = model.attention_params_per_rank(t) + 2 * h
         experts = 0.0
         if model.is_moe_layer(i):
             assert model.moe is not None
             layer += model.moe.shared_experts * model.expert_params() / t + model.router_params()
-            experts = model.moe.experts / plan.ep * model.expert_params() / t
+            experts = model.moe.experts / ep * model.expert_params() / t
         else:
             layer += model.mlp_params() / t
         dense += layer
@@ -65,9 +70,9 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParam
         big_dense, big_expert = max(big_dense, layer), max(big_expert, experts)
     if stage == 0:
         dense += model.vocab * h / t
-    if stage == plan.pp - 1:
+    if stage == pp - 1:
         dense += h  # final norm
-        if not model.tied_embeddings or plan.pp > 1:
+        if not model.tied_embeddings or pp > 1:
             dense += model.vocab * h / t
     return StageParams(dense=dense, expert=expert, largest_dense_layer=big_dense, largest_expert_layer=big_expert)
 

@@ -125,6 +125,19 @@ def leaves_nvlink(groups: NDArray[np.int64], nvlink_domain_gpus: int) -> NDArray
     return domains_spanned(groups, nvlink_domain_gpus) > 1
 
 
+def _within_domains(placement: Placement, kind: GroupKind, nvlink_domain_gpus: int) -> bool:
+    """Fast exact check that no group of a one-dimension kind leaves an NVLink domain: its groups are runs
+    base + k * stride (k < size) inside aligned blocks of stride * size GPUs, so when such a block divides the
+    domain size every group stays in one domain. False means "look at every group"."""
+    sizes = placement.expert_sizes if kind == "ep" else placement.dense_sizes
+    stride = 1
+    for dim in placement.order:
+        if dim == kind:
+            return nvlink_domain_gpus % (stride * sizes.get(dim, 1)) == 0
+        stride *= sizes.get(dim, 1)
+    return False
+
+
 def placement_warnings(placement: Placement, nvlink_domain_gpus: int) -> list[str]:
     """Warnings for TP, CP and EP groups (which communicate in every layer) that span NVLink domains."""
     return list(_placement_warnings(placement.plan, placement.order, nvlink_domain_gpus))
@@ -135,6 +148,8 @@ def _placement_warnings(plan: ParallelPlan, order: tuple[str, ...], nvlink_domai
     placement = Placement(plan=plan, order=order)
     out = []
     for kind in _LATENCY_BOUND:
+        if _within_domains(placement, kind, nvlink_domain_gpus):
+            continue
         groups = placement.groups(kind)
         if groups.shape[1] < 2:
             continue

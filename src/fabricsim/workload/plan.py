@@ -206,11 +206,12 @@ def chunk_layers(layers: int, chunks: int) -> list[range]:
 
 def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[list[int]]:
     """Layer indices on each pipeline stage: chunk k of pp * virtual_stages runs on stage k % pp."""
-    return [list(stage) for stage in _stage_layers(model.layers, plan.pp, plan.chunks)]
+    return [list(stage) for stage in layers_by_stage(model.layers, plan.pp, plan.chunks)]
 
 
 @lru_cache(maxsize=4096)
-def _stage_layers(layers: int, pp: int, chunks: int) -> tuple[tuple[int, ...], ...]:
+def layers_by_stage(layers: int, pp: int, chunks: int) -> tuple[tuple[int, ...], ...]:
+    """Layer indices per stage for ``layers`` layers cut into ``chunks`` chunks over ``pp`` stages (cached)."""
     stages: list[list[int]] = [[] for _ in range(pp)]
     for k, chunk in enumerate(chunk_layers(layers, chunks)):
         stages[k % pp].extend(chunk)
