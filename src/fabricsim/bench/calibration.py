@@ -27,6 +27,7 @@ from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.errors import SpecError
 
 PARAMETERS = ("intra_efficiency", "net_efficiency", "latency_scale")
+PRIOR_WEIGHT = 1e-3  # relative to a log-time residual: breaks ties, never outweighs a measurement
 _BOUNDS = {"intra_efficiency": (0.02, 1.0), "net_efficiency": (0.02, 1.0), "latency_scale": (0.02, 50.0)}
 
 
@@ -150,9 +151,14 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
         p.update({n: float(np.exp(v)) for n, v in zip(names, x, strict=True)})
         return p
 
+    prior = np.log([before[n] for n in names])
+
     def residuals(x: np.ndarray) -> np.ndarray:
+        """Log time errors, plus a weak pull towards the catalog's values so that parameters the data cannot
+        tell apart (e.g. NVLink and network efficiency from one 2-node sweep) stay where the catalog had them."""
         trial = apply_parameters(cat, sysm, fabric, params_of(x))
-        out: np.ndarray = np.log(predict_times(trial, sysm, fabric, measurements) / measured)
+        misfit = np.log(predict_times(trial, sysm, fabric, measurements) / measured)
+        out: np.ndarray = np.concatenate([misfit, PRIOR_WEIGHT * (x - prior)])
         return out
 
     lower = np.log([_BOUNDS[n][0] for n in names])
