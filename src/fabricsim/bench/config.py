@@ -22,6 +22,21 @@ CHUNKED_OPS = frozenset({"all_gather", "reduce_scatter", "all_to_all"})
 HARNESS_DTYPES = ("int8", "uint8", "int32", "int64", "float16", "bfloat16", "float32", "float64")
 
 
+
+def check_sweep(min_bytes: int, max_bytes: int, step_factor: int, warmup: int, iters: int) -> None:
+    """The nccl-tests-style sweep options every benchmark shares (-b, -e, -f, -w, -n), or a SpecError."""
+    if min_bytes < 1:
+        raise SpecError(f"must be at least 1 byte, got {min_bytes}", field="min")
+    if max_bytes < min_bytes:
+        raise SpecError(f"{format_size(max_bytes)} is smaller than min ({format_size(min_bytes)})", field="max")
+    if step_factor < 2:
+        raise SpecError(f"must be at least 2, got {step_factor}", field="step_factor")
+    if warmup < 0:
+        raise SpecError(f"must be 0 or more, got {warmup}", field="warmup")
+    if iters < 1:
+        raise SpecError(f"must be at least 1, got {iters}", field="iters")
+
+
 @dataclass(frozen=True)
 class CollectiveConfig:
     """A validated benchmark request; invalid values raise SpecError naming the option."""
@@ -53,17 +68,7 @@ class CollectiveConfig:
         if dtype not in HARNESS_DTYPES:
             raise SpecError(f"the harness cannot check {dtype}; allowed: {', '.join(HARNESS_DTYPES)}", field="dtype")
         object.__setattr__(self, "dtype", dtype)
-        if self.min_bytes < 1:
-            raise SpecError(f"must be at least 1 byte, got {self.min_bytes}", field="min")
-        if self.max_bytes < self.min_bytes:
-            raise SpecError(f"{format_size(self.max_bytes)} is smaller than min ({format_size(self.min_bytes)})",
-                            field="max")
-        if self.step_factor < 2:
-            raise SpecError(f"must be at least 2, got {self.step_factor}", field="step_factor")
-        if self.warmup < 0:
-            raise SpecError(f"must be 0 or more, got {self.warmup}", field="warmup")
-        if self.iters < 1:
-            raise SpecError(f"must be at least 1, got {self.iters}", field="iters")
+        check_sweep(self.min_bytes, self.max_bytes, self.step_factor, self.warmup, self.iters)
         if self.root < 0:
             raise SpecError(f"must be a rank (0 or more), got {self.root}", field="root")
         if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):

@@ -18,8 +18,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricsim.bench._torch import require_torch
+from fabricsim.bench.config import check_sweep
 from fabricsim.errors import SpecError
-from fabricsim.units import format_size
 
 CopyKind = Literal["d2d", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable"]
 KINDS: tuple[CopyKind, ...] = ("d2d", "h2d_pinned", "h2d_pageable", "d2h_pinned", "d2h_pageable")
@@ -39,17 +39,7 @@ class MemoryConfig:
     def __post_init__(self) -> None:
         if self.device < 0:
             raise SpecError(f"must be a GPU index (0 or more), got {self.device}", field="device")
-        if self.min_bytes < 1:
-            raise SpecError(f"must be at least 1 byte, got {self.min_bytes}", field="min")
-        if self.max_bytes < self.min_bytes:
-            raise SpecError(f"{format_size(self.max_bytes)} is smaller than min ({format_size(self.min_bytes)})",
-                            field="max")
-        if self.step_factor < 2:
-            raise SpecError(f"must be at least 2, got {self.step_factor}", field="step_factor")
-        if self.warmup < 0:
-            raise SpecError(f"must be 0 or more, got {self.warmup}", field="warmup")
-        if self.iters < 1:
-            raise SpecError(f"must be at least 1, got {self.iters}", field="iters")
+        check_sweep(self.min_bytes, self.max_bytes, self.step_factor, self.warmup, self.iters)
 
     def sizes(self) -> list[int]:
         out, size = [], self.min_bytes
