@@ -126,10 +126,10 @@ def test_node_of() -> None:
 )
 def test_fast_domain_check_agrees_with_full_groups(tp: int, cp: int, dp: int, pp: int, domain: int,
                                                    order: str) -> None:
-    from fabricsim.workload.placement import _within_domains
+    from fabricsim.workload.placement import groups_aligned
 
     plan = ParallelPlan.build(tp=tp, cp=cp, dp=dp, pp=pp, seq=64, gbs=dp, order=order)
     placement = place(plan)
     for kind in ("tp", "cp"):
-        if _within_domains(placement, kind, domain):
+        if groups_aligned(placement, kind, domain):
             assert int(domains_spanned(placement.groups(kind), domain).max()) == 1

@@ -125,17 +125,29 @@ def leaves_nvlink(groups: NDArray[np.int64], nvlink_domain_gpus: int) -> NDArray
     return domains_spanned(groups, nvlink_domain_gpus) > 1
 
 
-def _within_domains(placement: Placement, kind: GroupKind, nvlink_domain_gpus: int) -> bool:
-    """Fast exact check that no group of a one-dimension kind leaves an NVLink domain: its groups are runs
-    base + k * stride (k < size) inside aligned blocks of stride * size GPUs, so when such a block divides the
-    domain size every group stays in one domain. False means "look at every group"."""
+def groups_aligned(placement: Placement, kind: GroupKind, block_gpus: int) -> bool:
+    """Fast exact check that no group of a one-dimension kind (tp, cp, ep) leaves an aligned block of
+    ``block_gpus`` GPUs (an NVLink domain, a node): its groups are runs base + k * stride (k < size) inside
+    aligned blocks of stride * size GPUs, so when such a block divides ``block_gpus`` every group stays in one.
+    False means "look at every group"."""
     sizes = placement.expert_sizes if kind == "ep" else placement.dense_sizes
     stride = 1
     for dim in placement.order:
         if dim == kind:
-            return nvlink_domain_gpus % (stride * sizes.get(dim, 1)) == 0
+            return block_gpus % (stride * sizes.get(dim, 1)) == 0
         stride *= sizes.get(dim, 1)
     return False
+
+
+def widest_group(placement: Placement, kind: GroupKind, gpus_per_node: int) -> NDArray[np.int64]:
+    """The group of ``kind`` that spans the most nodes (the one that sets the pace of a layer's collectives);
+    the first group when the layout is aligned to nodes, so this stays O(group size) in the common case."""
+    if kind in ("tp", "cp", "ep") and not groups_aligned(placement, kind, gpus_per_node):
+        groups = placement.groups(kind)
+        spans = domains_spanned(groups, gpus_per_node)
+        widest: NDArray[np.int64] = groups[int(np.argmax(spans))]
+        return widest
+    return placement.first_group(kind)
 
 
 def placement_warnings(placement: Placement, nvlink_domain_gpus: int) -> list[str]:
@@ -148,7 +160,7 @@ def _placement_warnings(plan: ParallelPlan, order: tuple[str, ...], nvlink_domai
     placement = Placement(plan=plan, order=order)
     out = []
     for kind in _LATENCY_BOUND:
-        if _within_domains(placement, kind, nvlink_domain_gpus):
+        if groups_aligned(placement, kind, nvlink_domain_gpus):
             continue
         groups = placement.groups(kind)
         if groups.shape[1] < 2:

@@ -28,7 +28,7 @@ from fabricsim.errors import SpecError
 from fabricsim.workload.compute import achievable_flops_per_s, hbm_efficiency
 from fabricsim.workload.flops import forward_flops, stage_microbatch_flops, step_flops
 from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
-from fabricsim.workload.placement import Placement, place, placement_warnings
+from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
 from fabricsim.workload.plan import ParallelPlan, check_plan, stage_layers
 from fabricsim.workload.spec import ModelSpec
 from fabricsim.workload.traffic import grad_accumulation_bytes, layer_forward_bytes, optimizer_bytes
@@ -159,9 +159,13 @@ class _LayerComms:
 
 def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
     cat = cluster.catalog
+
+    def widest(kind: str) -> GroupShape | None:
+        return _group_shape(cluster, widest_group(placement, kind, cluster.system.gpus_per_node))
+
     act = plan.mbs * plan.seq / plan.cp * model.hidden * ACT_BYTES
     tp = (0.0, "nvlink")
-    tp_shape = _group_shape(cluster, placement.first_group("tp"))
+    tp_shape = widest("tp")
     if tp_shape is not None:
         if plan.sequence_parallel:
             t_ag, kind = _comm(tp_shape, "all_gather", act, cat)
@@ -172,13 +176,13 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
             tp = (2 * t_ar, kind)
     ep = (0.0, "nvlink")
     if model.moe is not None and plan.ep > 1:
-        t_a2a, kind = _comm(_group_shape(cluster, placement.first_group("ep")), "all_to_all",
+        t_a2a, kind = _comm(widest("ep"), "all_to_all",
                             act / plan.tp * model.moe.top_k, cat)
         ep = (2 * t_a2a, kind)
     cp = (0.0, "nvlink")
     if plan.cp > 1:
         kv_block = 2 * plan.mbs * plan.seq / plan.cp * model.kv_dim * ACT_BYTES / plan.tp
-        cp = _comm(_group_shape(cluster, placement.first_group("cp")), "send_recv", kv_block, cat)
+        cp = _comm(widest("cp"), "send_recv", kv_block, cat)
     pp = (0.0, "nvlink")
     if plan.pp > 1:
         pp_shape = _group_shape(cluster, placement.first_group("pp"))
