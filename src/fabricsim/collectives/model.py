@@ -14,13 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, Tuning, default_catalog
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.cost import Cost
 from fabricsim.collectives.group import GroupShape
 from fabricsim.collectives.result import CollectiveRow, Prediction
-from fabricsim.errors import SpecError
+from fabricsim.errors import SpecError, unknown_name_error
 
 PROTOCOLS = ("LL", "LL128", "Simple")
 
@@ -35,8 +36,6 @@ class Choice:
 def check_algorithm(name: str) -> str:
     key = name.strip().lower().replace("-", "_")
     if key != "auto" and key not in ALGORITHMS:
-        from fabricsim.errors import unknown_name_error
-
         raise unknown_name_error("algorithm", name, ["auto", *ALGORITHMS], field="--algo")
     return key
 
@@ -65,19 +64,23 @@ def _candidates(op: str, shape: GroupShape, algo: str, proto: str) -> list[tuple
 
 
 @lru_cache(maxsize=65536)
-def _choices_cached(op: str, shape: GroupShape, algo: str, proto: str, tuning_key: int) -> tuple[Choice, ...]:
-    tuning = _TUNINGS[tuning_key]
-    return tuple(Choice(a.name, p, a.cost(op, shape, p, tuning)) for a, p in _candidates(op, shape, algo, proto))
-
-
-_TUNINGS: dict[int, Tuning] = {}
+def _choices_cached(op: str, shape: GroupShape, algo: str, proto: str,
+                    tuning: ByIdentity[Tuning]) -> tuple[Choice, ...]:
+    return tuple(Choice(a.name, p, a.cost(op, shape, p, tuning.value))
+                 for a, p in _candidates(op, shape, algo, proto))
 
 
 def choices(op: str, shape: GroupShape, tuning: Tuning, algo: str = "auto", proto: str = "auto") -> tuple[Choice, ...]:
-    """Every (algorithm, protocol) that may run `op` on `shape`, with its cost (cached per shape)."""
-    key = id(tuning)
-    _TUNINGS.setdefault(key, tuning)
-    return _choices_cached(check_op(op), shape, check_algorithm(algo), proto, key)
+    """Every (algorithm, protocol) that may run `op` on `shape`, with its cost (cached per shape and tuning)."""
+    return _choices_cached(check_op(op), shape, check_algorithm(algo), proto, ByIdentity(tuning))
+
+
+def _time_table(opts: Sequence[Choice], sizes: np.ndarray) -> np.ndarray:
+    """Time of every option (rows) at every size (columns)."""
+    lat = np.array([c.cost.latency_s for c in opts])
+    per_byte = np.array([c.cost.total_per_byte_s for c in opts])
+    table: np.ndarray = lat[:, None] + per_byte[:, None] * sizes[None, :]
+    return table
 
 
 def best(options: Sequence[Choice], size_bytes: float) -> Choice:
@@ -103,10 +106,7 @@ class CollectiveModel:
     def times_s(self, op: str, sizes: Iterable[float], algo: str = "auto", proto: str = "auto") -> np.ndarray:
         """Vectorised best time for many sizes."""
         opts = choices(op, self.shape, self.tuning, algo, proto)
-        s = np.asarray(list(sizes), dtype=np.float64)
-        lat = np.array([c.cost.latency_s for c in opts])
-        per_byte = np.array([c.cost.total_per_byte_s for c in opts])
-        times: np.ndarray = (lat[:, None] + per_byte[:, None] * s[None, :]).min(axis=0)
+        times: np.ndarray = _time_table(opts, np.asarray(list(sizes), dtype=np.float64)).min(axis=0)
         return times
 
     def predict(
@@ -116,10 +116,7 @@ class CollectiveModel:
         name = check_op(op)
         opts = choices(name, self.shape, self.tuning, algo, proto)
         size_list = [int(s) for s in sizes]
-        s = np.asarray(size_list, dtype=np.float64)
-        lat = np.array([c.cost.latency_s for c in opts])
-        per_byte = np.array([c.cost.total_per_byte_s for c in opts])
-        table = lat[:, None] + per_byte[:, None] * s[None, :]
+        table = _time_table(opts, np.asarray(size_list, dtype=np.float64))
         pick = table.argmin(axis=0)
         factor = busbw_factor(name, self.shape.nranks)
         elem = dtype_bytes(dtype)

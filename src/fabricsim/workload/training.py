@@ -22,6 +22,7 @@ from math import ceil
 
 import numpy as np
 
+from fabricsim.caching import ByIdentity
 from fabricsim.catalog import GPU, Catalog, System, default_catalog
 from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
 from fabricsim.errors import SpecError
@@ -121,21 +122,17 @@ def _group_shape(cluster: Cluster, row: np.ndarray) -> GroupShape | None:
     return _cached_shape(cluster, len(row), int(per_node.max()))
 
 
-_SHAPES: dict[tuple[object, ...], tuple[Catalog, GroupShape]] = {}
-
-
 def _cached_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
-    """Group shapes cached per catalog object (held in the entry, so its id cannot be reused while cached)."""
-    key = (id(cluster.catalog), cluster.system.id, cluster.fabric, cluster.oversubscription, nranks, ppn)
-    hit = _SHAPES.get(key)
-    if hit is not None and hit[0] is cluster.catalog:
-        return hit[1]
-    shape = group_shape(cluster.system, nranks, ranks_per_node=ppn, fabric=cluster.fabric,
-                        oversubscription=cluster.oversubscription, catalog=cluster.catalog)
-    if len(_SHAPES) > 65536:
-        _SHAPES.clear()
-    _SHAPES[key] = (cluster.catalog, shape)
-    return shape
+    """Group shapes cached per catalog, system, fabric and group layout (clusters built alike share them)."""
+    return _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription,
+                  nranks, ppn)
+
+
+@lru_cache(maxsize=65536)
+def _shape(catalog: ByIdentity[Catalog], system: System, fabric: str | None, oversubscription: float,
+           nranks: int, ppn: int) -> GroupShape:
+    return group_shape(system, nranks, ranks_per_node=ppn, fabric=fabric, oversubscription=oversubscription,
+                       catalog=catalog.value)
 
 
 def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> tuple[float, str]:
