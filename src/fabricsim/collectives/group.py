@@ -9,7 +9,7 @@ the raw line rates.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 from typing import TYPE_CHECKING, Literal
 
@@ -166,16 +166,12 @@ def group_shape_on(topology: Topology, gpus: Sequence[int] | np.ndarray) -> Grou
         fabric=topology.fabric_switch.link if topology.fabric_switch.kind in ("infiniband", "ethernet") else None,
         oversubscription=max(1.0, topology.oversubscription), catalog=topology.catalog,
     )
-    from dataclasses import replace
-
     return replace(shape, sharp=bool(topology.sharp and shape.nnodes > 1),
                    fabric_switch_id=topology.fabric_switch.id)
 
 
 def scaled(shape: GroupShape, *, intra: float = 1.0, net: float = 1.0) -> GroupShape:
     """The same group with its intra-node and network rates multiplied (what-if analyses, property tests)."""
-    from dataclasses import replace
-
     return replace(
         shape,
         intra_bytes_per_s=shape.intra_bytes_per_s * intra,

@@ -56,6 +56,14 @@ def _routes(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, nbytes: 
     return routes.links, routes.flow_of_entry(), b, routes.indptr
 
 
+def _path_latency(topology: Topology, links: npt.NDArray[np.int64], flow: npt.NDArray[np.int64],
+                  flows: int) -> npt.NDArray[np.float64]:
+    """Summed link latency of every flow's path."""
+    out: npt.NDArray[np.float64] = np.bincount(flow, weights=topology.link_latency[links], minlength=flows).astype(
+        np.float64, copy=False)
+    return out
+
+
 def _empty() -> PhaseTiming:
     return PhaseTiming(0.0, -1, "none")
 
@@ -71,8 +79,7 @@ class AnalyticalNetwork:
         cap = topology.link_capacity[links]
         slowest = np.full(len(b), np.inf)
         np.minimum.at(slowest, flow, cap)
-        latency = np.bincount(flow, weights=topology.link_latency[links], minlength=len(b))
-        times = latency + b / slowest
+        times = _path_latency(topology, links, flow, len(b)) + b / slowest
         worst = int(np.argmax(times))
         path = links[indptr[worst]:indptr[worst + 1]]
         link = int(path[np.argmin(topology.link_capacity[path])]) if len(path) else -1
@@ -91,7 +98,7 @@ class LinkLoadNetwork:
         load = np.bincount(links, weights=b[flow], minlength=topology.num_links)
         drain = load / topology.link_capacity
         busiest = int(np.argmax(drain))
-        latency = np.bincount(flow, weights=topology.link_latency[links], minlength=len(b)).max()
+        latency = _path_latency(topology, links, flow, len(b)).max()
         return PhaseTiming(float(drain[busiest] + latency), busiest, link_kind_name(int(topology.link_kind[busiest])))
 
 

@@ -34,10 +34,10 @@ def tolerance_for_size(size_bytes: int) -> float:
 
 def run_collective_case(case: dict[str, Any], catalog: Catalog | None = None) -> CaseResult:
     cat = catalog or default_catalog()
-    shape = group_shape(case["system"], int(case["gpus"]), catalog=cat)
-    if int(case.get("nodes", shape.nnodes)) != shape.nnodes:
-        shape = group_shape(case["system"], int(case["gpus"]), ranks_per_node=int(case["gpus"]) // int(case["nodes"]),
-                            catalog=cat)
+    gpus = int(case["gpus"])
+    nodes = case.get("nodes")  # the GPUs spread evenly over the case's nodes; whole nodes first when not given
+    per_node = None if nodes is None else -(-gpus // int(nodes))
+    shape = group_shape(case["system"], gpus, ranks_per_node=per_node, catalog=cat)
     model = CollectiveModel(shape, catalog=cat)
     row = model.predict(case["op"], [int(case["size_bytes"])], algo=case.get("algo", "auto")).rows[0]
     measured = float(case["busbw_GBps"])
