@@ -22,6 +22,10 @@ def run_all(calibration: list[str]) -> tuple[list[CaseResult], list[str]]:
     return results, [origin_c, origin_t]
 
 
+def _error_stats(errors: list[float]) -> dict[str, float]:
+    return {"cases": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
+
+
 @spec_errors
 def validate_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
@@ -36,10 +40,8 @@ def validate_command(
         "median_abs_error": statistics.median(errors) if errors else 0.0,
         "worst_abs_error": max(errors) if errors else 0.0,
         "worst_case": max(results, key=lambda r: abs(r.error)).id if results else None,
-        "by_kind": {kind: {"cases": len(errs), "median_abs_error": statistics.median(errs),
-                           "worst_abs_error": max(errs)}
-                    for kind in sorted({r.kind for r in results})
-                    for errs in [[abs(r.error) for r in results if r.kind == kind]]},
+        "by_kind": {kind: _error_stats([abs(r.error) for r in results if r.kind == kind])
+                    for kind in sorted({r.kind for r in results})},
         "sources": origins,
     }
     if as_json:
