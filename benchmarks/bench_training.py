@@ -20,7 +20,7 @@ PLANS = [ParallelPlan.build(gpus=16384, tp=8, pp=16, seq=8192, gbs=1024 + 128 * 
 
 
 def evaluate(plan: ParallelPlan) -> float:
-    return predict_training(MODEL, plan, CLUSTER, flash_attention=True).step_time_s
+    return predict_training(MODEL, plan, CLUSTER).step_time_s
 
 
 def test_plan_evaluation(benchmark: object) -> None:

@@ -17,7 +17,7 @@ GIB = 2**30
 
 
 def plan(**kw: Any) -> ParallelPlan:
-    base: dict[str, Any] = {"dp": 1, "seq": 2048, "gbs": 64}
+    base: dict[str, Any] = {"dp": 1, "seq": 2048, "gbs": 64, "flash_attention": False}  # Korthikanti: unfused
     base.update(kw)
     return ParallelPlan.build(**base)
 

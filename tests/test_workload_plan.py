@@ -17,9 +17,11 @@ def test_defaults() -> None:
     p = ParallelPlan.build(**BASE)
     assert p.mbs == DEFAULT_MBS == 1
     assert p.schedule == "1f1b" and p.virtual_stages == 1
-    assert p.recompute == "none" and p.zero == 0
+    assert p.recompute == "none" and p.zero == 1
     assert p.sequence_parallel is True
-    assert p.overlap_grad_reduce is False and p.overlap_param_gather is False
+    assert p.overlap_grad_reduce is True and p.overlap_param_gather is True
+    assert p.flash_attention is True and p.tp_comm_overlap is False
+    assert p.precision == "bf16" and p.kernels == "fused" and p.pp_layout is None
     assert p.order == "tp-cp-ep-dp-pp"
     assert p.world_size == 1024
     assert p.microbatches == 1024 // 32
@@ -92,8 +94,9 @@ def test_uneven_layers_warn_and_too_many_stages_fail() -> None:
     big = load_model("llama3-405b")  # 126 layers
     plan = ParallelPlan.build(tp=8, pp=16, dp=8, seq=8192, gbs=2048)
     warnings = check_plan(big, plan)
-    assert any("layers (126) not divisible by pp*virtual_stages = 16*1 = 16" in w for w in warnings)
-    assert sorted({len(s) for s in stage_layers(big, plan)}) == [7, 8]
+    assert any("layers (126) on pp = 16: stages hold 7 or 8 layers" in w for w in warnings)
+    counts = [len(s) for s in stage_layers(big, plan)]
+    assert counts == [7] + [8] * 14 + [7]  # Llama 3 405B: first and last stage one layer lighter
     tiny = load_model("gpt-1.7b")  # 24 layers
     with pytest.raises(SpecError, match=r"layers \(24\) must be at least pp\*virtual_stages = 8\*4 = 32"):
         check_plan(tiny, ParallelPlan.build(pp=8, virtual_stages=4, dp=1, seq=2048, gbs=64))

@@ -56,6 +56,12 @@ class GPU(Priced):
     matmul_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of bf16_flops_per_s on large BF16 GEMMs; None: workload default"
     )
+    fp8_matmul_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp8_flops_per_s on FP8 training GEMMs; None: workload default"
+    )
+    attention_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of bf16_flops_per_s in fused attention (fwd+bwd); None: default"
+    )
     hbm_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
     )

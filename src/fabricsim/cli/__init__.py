@@ -43,7 +43,7 @@ def demo_command() -> None:
     console.print(catalog_table(catalog, Category.systems))
     model = load_model("llama3-70b")
     plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, recompute="selective")
-    pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")), flash_attention=True)
+    pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")))
     title = "demo: llama3-70b on 512 H100 (64 x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, flash attention"
     console.print(render_training(pred, title))
     for line in summary_lines(pred):

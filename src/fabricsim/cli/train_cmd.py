@@ -12,7 +12,7 @@ from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.workload import load_model
-from fabricsim.workload.runspec import plan_and_options
+from fabricsim.workload.runspec import build_plan, parse_layout
 from fabricsim.workload.training import LAYERS, Cluster, TrainingPrediction, predict_training
 
 
@@ -58,9 +58,21 @@ def train_command(
     mbs: int | None = typer.Option(None, "--mbs", help="micro-batch (sequences); default 1"),
     vpp: int = typer.Option(1, "--vpp", help="virtual pipeline stages (interleaved 1F1B when > 1)"),
     recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
-    zero: int = typer.Option(0, "--zero", help="ZeRO stage 0-3 (3 = FSDP)"),
-    flash_attn: bool = typer.Option(False, "--flash-attn", help="fused attention (no materialised scores)"),
-    overlap_grad_reduce: bool = typer.Option(False, "--overlap-grad-reduce"),
+    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP)"),
+    precision: str = typer.Option("bf16", "--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)"),
+    kernels: str = typer.Option("fused", "--kernels", help="element-wise kernels: fused (Megatron/TE) or eager"),
+    pp_layout: str | None = typer.Option(None, "--pp-layout",
+                                         help="layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)"),
+    flash_attn: bool = typer.Option(True, "--flash-attn/--no-flash-attn",
+                                    help="fused attention (no materialised scores)"),
+    sequence_parallel: bool | None = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
+                                                  help="Megatron sequence parallelism [default: on when tp > 1]"),
+    overlap_grad_reduce: bool = typer.Option(True, "--overlap-grad-reduce/--no-overlap-grad-reduce",
+                                             help="reduce gradients during the backward pass"),
+    overlap_param_gather: bool = typer.Option(True, "--overlap-param-gather/--no-overlap-param-gather",
+                                              help="gather updated parameters during the next forward"),
+    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
+                                         help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)"),
     fabric: str | None = typer.Option(None, "--ib", help="network (ndr, hdr, xdr, eth-400g...)"),
     oversubscription: float = typer.Option(1.0, "--oversubscription"),
     as_json: bool = typer.Option(False, "--json"),
@@ -72,10 +84,13 @@ def train_command(
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
-                              "overlap_grad_reduce": overlap_grad_reduce, "flash_attention": flash_attn}
-    plan, options = plan_and_options(fields)
+                              "precision": precision, "kernels": kernels, "pp_layout": parse_layout(pp_layout),
+                              "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
+                              "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
+                              "tp_comm_overlap": tp_comm_overlap}
+    plan = build_plan(fields)
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
-    pred = predict_training(spec, plan, cluster, **options)
+    pred = predict_training(spec, plan, cluster)
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown
 
@@ -84,7 +99,8 @@ def train_command(
         print_json(pred.to_json())
         return
     title = (f"{spec.name} on {plan.world_size} GPUs ({pred.nodes} x {system}): tp={plan.tp} pp={plan.pp} "
-             f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}")
+             f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
+             f"{plan.precision}")
     console.print(render_training(pred, title))
     for line in summary_lines(pred):
         console.print(line)

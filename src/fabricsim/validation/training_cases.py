@@ -8,7 +8,7 @@ from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
 from fabricsim.validation.collective_cases import CaseResult
 from fabricsim.workload import ModelSpec
-from fabricsim.workload.runspec import parse_extra, plan_and_options
+from fabricsim.workload.runspec import build_plan, parse_extra
 from fabricsim.workload.training import Cluster, TrainingPrediction, predict_training
 
 TRAINING_TOLERANCE = 0.15
@@ -25,9 +25,9 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> Traini
         raise SpecError(f"unknown run fields {sorted(unknown)}; allowed: {', '.join(RUN_FIELDS)}",
                         field=f"{case.get('id')}.run")
     fields: dict[str, Any] = {**run, **parse_extra(list(extra))}
-    plan, options = plan_and_options(fields)
+    plan = build_plan(fields)
     model = ModelSpec.from_data(case["model"], source=str(case.get("id")))
-    return predict_training(model, plan, Cluster(cat.system(case["system"]), catalog=cat), **options)
+    return predict_training(model, plan, Cluster(cat.system(case["system"]), catalog=cat))
 
 
 def run_training_case(case: dict[str, Any], catalog: Catalog | None = None) -> CaseResult:

@@ -8,10 +8,12 @@ validation cases.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 from importlib import resources
 
 from pydantic import ValidationError
 
+from fabricsim import units
 from fabricsim.catalog.loader import read_yaml
 from fabricsim.catalog.models import GPU, Efficiency
 from fabricsim.errors import SpecError
@@ -20,13 +22,17 @@ from fabricsim.workload._validation import spec_error
 DEFAULTS_FILE = "compute.yaml"
 
 
-@lru_cache(maxsize=4)
+@lru_cache(maxsize=1)
+def _defaults_document() -> Any:
+    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
+    return read_yaml(text, DEFAULTS_FILE)
+
+
+@lru_cache(maxsize=8)
 def _packaged_default(key: str) -> Efficiency:
     """One fallback efficiency from the packaged ``data/compute.yaml``."""
-    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
-    doc = read_yaml(text, DEFAULTS_FILE)
     try:
-        return Efficiency.model_validate(doc[key])
+        return Efficiency.model_validate(_defaults_document()[key])
     except ValidationError as exc:
         raise spec_error(exc, Efficiency, DEFAULTS_FILE) from None
 
@@ -39,6 +45,47 @@ def default_matmul_efficiency() -> Efficiency:
 def default_hbm_efficiency() -> Efficiency:
     """The fallback achievable HBM fraction for GPUs without their own (``data/compute.yaml``)."""
     return _packaged_default("default_hbm_efficiency")
+
+
+def default_fp8_matmul_efficiency() -> Efficiency:
+    """The fallback FP8 GEMM efficiency for FP8 GPUs without their own (``data/compute.yaml``)."""
+    return _packaged_default("default_fp8_matmul_efficiency")
+
+
+def default_attention_efficiency() -> Efficiency:
+    """The fallback fused-attention efficiency for GPUs without their own (``data/compute.yaml``)."""
+    return _packaged_default("default_attention_efficiency")
+
+
+@lru_cache(maxsize=1)
+def kernel_gap_s() -> float:
+    """Seconds lost per kernel launched back to back (``data/compute.yaml``, ``kernel_gap.seconds``)."""
+    return units.parse_duration(str(_defaults_document()["kernel_gap"]["seconds"]))
+
+
+def fp8_matmul_efficiency(gpu: GPU) -> Efficiency:
+    """The GPU's achievable fraction of its FP8 peak on training GEMMs (or the default)."""
+    if gpu.fp8_flops_per_s is None:
+        raise SpecError(f"{gpu.id} has no FP8 tensor cores; use --precision bf16", field="--precision")
+    return gpu.fp8_matmul_efficiency if gpu.fp8_matmul_efficiency is not None else default_fp8_matmul_efficiency()
+
+
+def attention_efficiency(gpu: GPU) -> Efficiency:
+    """The GPU's achievable fraction of its BF16 peak in fused attention, forward and backward (or the default)."""
+    return gpu.attention_efficiency if gpu.attention_efficiency is not None else default_attention_efficiency()
+
+
+def gemm_flops_per_s(gpu: GPU, precision: str) -> float:
+    """FLOP/s of the weight GEMMs at ``precision`` ('bf16' or 'fp8')."""
+    if precision == "fp8":
+        assert gpu.fp8_flops_per_s is not None or fp8_matmul_efficiency(gpu)  # raises for GPUs without FP8
+        return float(gpu.fp8_flops_per_s or 0.0) * fp8_matmul_efficiency(gpu).value
+    return achievable_flops_per_s(gpu)
+
+
+def attention_flops_per_s(gpu: GPU) -> float:
+    """FLOP/s of fused attention kernels (BF16 in every precision recipe)."""
+    return gpu.bf16_flops_per_s * attention_efficiency(gpu).value
 
 
 def hbm_efficiency(gpu: GPU) -> Efficiency:

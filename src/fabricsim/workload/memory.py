@@ -13,7 +13,11 @@ arXiv:2205.05198, sec. 4 and Table 2), per layer and micro-batch, 16-bit values 
 sbh (34 + 5 a s / h) without parallelism; sbh/t (34 + 5as/h) with TP + sequence parallelism; sbh (10 + 24/t +
 5as/(ht)) with TP alone; selective recompute drops the 5as/h score term; full recompute keeps only the layer input,
 2 sbh (Table 2; here 2 sbh / t with sequence parallelism, where Megatron keeps that input sequence-sharded).
-FlashAttention never stores the 5as/h scores either, so "selective" is also the figure for such kernels. The 34
+Fused (flash) attention never stores the 5as/h scores either (it recomputes them in the backward from Q, K, V and
+a 4-byte log-sum-exp per row, Dao et al. 2022 sec. 3.1), so it keeps only that statistic. With FP8
+(TransformerEngine) the inputs of the weight GEMMs (QKV, projection, both MLP GEMMs) are saved in FP8, one byte
+each, and weights are cast to FP8 (with their transpose) as their layer runs (TE's default
+``fp8_model_params=False``): the layer computing and the one prefetched hold such copies. The 34
 is generalised here to GQA (K and V replicated when tp > kv_heads), other MLP widths, gated MLPs and MoE; it is
 exact for multi-head attention with an ungated 4h MLP. CP divides the sequence. Pipeline stage p holds
 ``plan.microbatches_in_flight(p)`` micro-batches. Not counted: CUDA context, NCCL and allocator buffers,
@@ -26,10 +30,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from fabricsim.catalog.models import GPU
-from fabricsim.workload.plan import ParallelPlan, layers_by_stage, stage_layers
+from fabricsim.workload.plan import ParallelPlan, layers_by_stage, stage_layers, stage_layout
 from fabricsim.workload.spec import ModelSpec
 
 WEIGHT_BYTES = 2  # bf16 parameter
+FP8_WEIGHT_BYTES = 1  # TransformerEngine's FP8 copy (and its transpose) of a weight (precision fp8)
+LSE_BYTES = 4  # fused attention's fp32 log-sum-exp per query row and head
 GRAD_BYTES = 2  # bf16 gradient
 OPTIMIZER_BYTES = 12  # fp32 master weight + Adam momentum + variance
 GIB = 2**30
@@ -47,16 +53,18 @@ class StageParams:
 
 def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParams:
     """Parameters on one GPU of pipeline ``stage`` (after TP and EP splits, before ZeRO)."""
-    return _stage_params(model, plan.tp, plan.ep, plan.pp, plan.virtual_stages, stage)
+    return _stage_params(model, plan.tp, plan.ep, stage_layout(model, plan), plan.virtual_stages, stage)
 
 
 @lru_cache(maxsize=8192)
-def _stage_params(model: ModelSpec, tp: int, ep: int, pp: int, virtual_stages: int, stage: int) -> StageParams:
+def _stage_params(model: ModelSpec, tp: int, ep: int, layout: tuple[int, ...], virtual_stages: int,
+                  stage: int) -> StageParams:
     """Cached on the only plan fields the result depends on (a sizing search varies the others)."""
     t, h = tp, model.hidden
+    pp = len(layout)
     dense = expert = 0.0
     big_dense = big_expert = 0.0
-    for i in layers_by_stage(model.layers, pp, pp * virtual_stages)[stage]:
+    for i in layers_by_stage(layout, virtual_stages)[stage]:
         layer = model.attention_params_per_rank(t) + 2 * h
         experts = 0.0
         if model.is_moe_layer(i):
@@ -95,9 +103,10 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> 
     if plan.recompute == "full":
         return 2 * sbh / (t if sp else 1)
     r = model.kv_dim / h
-    mlp_coeff = 6 if model.gated_mlp else 4  # stored (f/h)-wide tensors x 2 bytes
-    replicated = 2 + 1 + 4 + 2 + 1  # QKV input, attention dropout mask, two norm inputs, MLP input, MLP mask
-    split = 4 + 4 * r * model.kv_replication(t)  # Q, K, V (replicated when tp > kv_heads), projection input
+    gemm_in = 1 if plan.precision == "fp8" else 2  # bytes of a saved weight-GEMM input
+    mlp_coeff = (4 if model.gated_mlp else 2) + gemm_in  # activation input (bf16) + second GEMM's input, x f/h
+    replicated = 2 * gemm_in + 1 + 4 + 1  # QKV and MLP inputs, attention dropout mask, two norm inputs, MLP mask
+    split = 2 + gemm_in + 4 * r * model.kv_replication(t)  # Q, projection input, K and V (replicated if tp > kv)
     if model.is_moe_layer(index):
         assert model.moe is not None
         per_token_experts = model.moe.top_k + model.moe.shared_experts
@@ -105,7 +114,12 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> 
         replicated += 2 * model.moe.top_k  # each token's copy dispatched to its top_k experts
     else:
         split += mlp_coeff * model.ffn_hidden / h
-    scores = 0.0 if plan.recompute == "selective" else 5.0 * model.heads * s_local * plan.seq * plan.mbs
+    if plan.recompute == "selective":
+        scores = 0.0
+    elif plan.flash_attention:
+        scores = LSE_BYTES * model.heads * s_local * plan.mbs
+    else:
+        scores = 5.0 * model.heads * s_local * plan.seq * plan.mbs
     if sp:
         return (sbh * (replicated + split) + scores) / t
     return sbh * (replicated + split / t) + scores / t
@@ -175,6 +189,8 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: int, capacity_byte
     if z >= 3:
         weights += WEIGHT_BYTES * (_gather_buffer(p.dense, p.largest_dense_layer, ds)
                                    + _gather_buffer(p.expert, p.largest_expert_layer, es))
+    if plan.precision == "fp8":  # the FP8 copy and transpose of the layer computing and the one prefetched
+        weights += FP8_WEIGHT_BYTES * 2 * (2 * p.largest_dense_layer + 2 * p.largest_expert_layer)
     return MemoryReport(
         stage=stage,
         weights_bytes=weights,

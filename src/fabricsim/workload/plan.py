@@ -5,17 +5,28 @@ tp * cp * dp GPUs of a pipeline stage into expert-TP (= tp) x ep x expert-DP, so
 Micro-batches per step: m = gbs / (mbs * dp).
 
 Defaults (each the framework's own default or documented practice, nothing tuned per case):
+Defaults are what today's Megatron-Core / NeMo training recipes run (NVIDIA/NeMo nemo/collections/llm/recipes:
+``MegatronMixedPrecision`` bf16, ``use_distributed_optimizer=True``, ``overlap_grad_reduce=True``,
+``overlap_param_gather=True``, TransformerEngine fused attention, ``sequence_parallel`` with tp > 1); each has an
+explicit switch, so a 2021-era run states ``flash_attention=False, zero=0, overlap_*=False``:
 - ``mbs`` = 1, as NVIDIA/Megatron-LM's examples/gpt3/train_gpt3_175b_distributed.sh (--micro-batch-size 1 with
   TP 8, PP 16); it is always valid, so gbs need only be divisible by dp.
 - ``schedule``: "interleaved" when virtual_stages > 1, else "1f1b".
-- ``recompute`` = "none" and ``zero`` = 0, Megatron-LM's argument defaults.
+- ``recompute`` = "none"; ``zero`` = 1 (distributed optimizer: optimizer state sharded over data parallelism).
+- ``precision`` = "bf16"; "fp8" runs the weight GEMMs in FP8 as TransformerEngine does (BF16 elsewhere).
+- ``flash_attention`` on (fused attention: no materialised scores, causal block skipping).
+- ``kernels`` = "fused": norms, bias-dropout-add and activations fused as Megatron-Core/TE run them; "eager" is
+  PyTorch eager mode (torchtitan without torch.compile), one kernel per element-wise op.
 - ``sequence_parallel``: on when tp > 1 (Korthikanti et al. 2022; Megatron-Core recipes).
-- ``overlap_grad_reduce`` and ``overlap_param_gather`` off, as Megatron-LM's --overlap-grad-reduce and
-  --overlap-param-gather flags default.
+- ``overlap_grad_reduce`` and ``overlap_param_gather`` on; ``tp_comm_overlap`` off (Megatron-Core's default; NeMo
+  turns it on per recipe, e.g. its large-model H100 performance configurations).
 
-Layers need not divide evenly over pp * virtual_stages: the model is cut into pp * virtual_stages consecutive
-chunks as evenly as possible (the first chunks take one extra layer), chunk k runs on stage k % pp, and
-``check_plan`` warns, since the largest stage then sets the pace.
+Layers need not divide evenly over pp * virtual_stages. ``pp_layout`` gives the layers of each stage explicitly
+(``7,8,...,8,7``: Llama 3 405B ran 126 layers on pp=16 with the first and last stage one layer lighter, Dubey et
+al. 2024 sec. 3.3.2); without it, stages get ceil(layers / pp) layers and the shortfall is taken from the first
+and last stages alternately (they also carry the embedding and the LM head). A stage's layers are cut into
+virtual_stages consecutive chunks (the first chunks take the extra); chunk j of the model runs on stage j % pp.
+``check_plan`` warns when stages are uneven, since the largest stage sets the pace.
 """
 
 from __future__ import annotations
@@ -33,8 +44,12 @@ DEFAULT_MBS = 1
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"
 DIMENSIONS = ("tp", "cp", "ep", "dp", "pp")
 
+DEFAULT_ZERO = 1
+
 Schedule = Literal["1f1b", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
+Precision = Literal["bf16", "fp8"]
+Kernels = Literal["fused", "eager"]
 
 
 def _as_int(value: Any) -> int | None:
@@ -79,10 +94,16 @@ class ParallelPlan(BaseModel):
     virtual_stages: int = Field(1, ge=1, description="model chunks per pipeline stage (interleaved 1F1B)")
     schedule: Schedule = Field(description="'1f1b', or 'interleaved' (default when virtual_stages > 1)")
     recompute: Recompute = "none"
-    zero: int = Field(0, ge=0, le=3, description="ZeRO stage: 1 shards optimizer, 2 +grads, 3 (FSDP) +weights")
+    zero: int = Field(DEFAULT_ZERO, ge=0, le=3,
+                      description="ZeRO stage: 1 shards optimizer (distributed optimizer), 2 +grads, 3 (FSDP) +weights")
+    precision: Precision = Field("bf16", description="'bf16', or 'fp8' (TransformerEngine FP8 GEMMs)")
+    flash_attention: bool = Field(True, description="fused attention kernels (no materialised scores)")
+    kernels: Kernels = Field("fused", description="element-wise kernels: 'fused' (Megatron/TE) or 'eager' (PyTorch)")
     sequence_parallel: bool = Field(description="Megatron sequence parallelism; default on when tp > 1")
-    overlap_grad_reduce: bool = False
-    overlap_param_gather: bool = False
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    tp_comm_overlap: bool = Field(False, description="overlap TP collectives with the GEMMs (TE userbuffers)")
+    pp_layout: tuple[int, ...] | None = Field(None, description="layers per pipeline stage (sums to the layers)")
     order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
 
     @model_validator(mode="before")
@@ -136,6 +157,12 @@ class ParallelPlan(BaseModel):
         parse_order(self.order)
         if self.ep > 1 and "ep" not in parse_order(self.order):
             raise SpecError(f"{self.order!r} must name ep when ep > 1", field="order")
+        if self.pp_layout is not None:
+            if len(self.pp_layout) != self.pp:
+                raise SpecError(f"gives {len(self.pp_layout)} stages, pp is {self.pp}", field="pp_layout")
+            if min(self.pp_layout) < self.virtual_stages:
+                raise SpecError(f"every stage needs at least virtual_stages = {self.virtual_stages} layers",
+                                field="pp_layout")
         return self
 
     @classmethod
@@ -204,17 +231,52 @@ def chunk_layers(layers: int, chunks: int) -> list[range]:
     return out
 
 
+def auto_layout(layers: int, pp: int) -> tuple[int, ...]:
+    """Layers per stage: ceil(layers / pp) each, the shortfall taken from the first and last stages alternately
+    (0, pp-1, 1, pp-2, ...): the end stages also carry the embedding and the LM head."""
+    if layers < pp:
+        raise SpecError(f"layers ({layers}) must be at least pp ({pp})", field="pp")
+    per = -(-layers // pp)
+    counts = [per] * pp
+    order = [i for pair in zip(range(pp), range(pp - 1, -1, -1), strict=True) for i in pair]
+    order = list(dict.fromkeys(order))
+    short, k = per * pp - layers, 0
+    while short > 0:
+        stage = order[k % pp]
+        if counts[stage] > 1:
+            counts[stage] -= 1
+            short -= 1
+        k += 1
+    return tuple(counts)
+
+
+def stage_layout(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
+    """Layers per pipeline stage: the plan's ``pp_layout``, else ``auto_layout``."""
+    layout = plan.pp_layout or auto_layout(model.layers, plan.pp)
+    if sum(layout) != model.layers:
+        raise SpecError(f"{','.join(map(str, layout))} sums to {sum(layout)} layers; the model has {model.layers}",
+                        field="pp_layout")
+    return layout
+
+
 def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[list[int]]:
-    """Layer indices on each pipeline stage: chunk k of pp * virtual_stages runs on stage k % pp."""
-    return [list(stage) for stage in layers_by_stage(model.layers, plan.pp, plan.chunks)]
+    """Layer indices on each pipeline stage: chunk j of pp * virtual_stages runs on stage j % pp."""
+    return [list(stage) for stage in layers_by_stage(stage_layout(model, plan), plan.virtual_stages)]
 
 
 @lru_cache(maxsize=4096)
-def layers_by_stage(layers: int, pp: int, chunks: int) -> tuple[tuple[int, ...], ...]:
-    """Layer indices per stage for ``layers`` layers cut into ``chunks`` chunks over ``pp`` stages (cached)."""
+def layers_by_stage(layout: tuple[int, ...], virtual_stages: int) -> tuple[tuple[int, ...], ...]:
+    """Layer indices per stage for per-stage layer counts ``layout``, each stage cut into ``virtual_stages``
+    chunks; model chunk j (in layer order) is chunk j // pp of stage j % pp (cached)."""
+    pp = len(layout)
+    per_chunk = [[len(r) for r in chunk_layers(n, virtual_stages)] for n in layout]
     stages: list[list[int]] = [[] for _ in range(pp)]
-    for k, chunk in enumerate(chunk_layers(layers, chunks)):
-        stages[k % pp].extend(chunk)
+    start = 0
+    for j in range(pp * virtual_stages):
+        stage, v = j % pp, j // pp
+        size = per_chunk[stage][v]
+        stages[stage].extend(range(start, start + size))
+        start += size
     return tuple(tuple(stage) for stage in stages)
 
 
@@ -242,11 +304,10 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
     if model.layers < plan.chunks:
         raise SpecError(f"layers ({model.layers}) must be at least pp*virtual_stages = {plan.pp}*"
                         f"{plan.virtual_stages} = {plan.chunks}", field="pp")
-    if model.layers % plan.chunks:
-        sizes = sorted({len(s) for s in stage_layers(model, plan)})
-        warnings.append(f"layers ({model.layers}) not divisible by pp*virtual_stages = {plan.pp}*"
-                        f"{plan.virtual_stages} = {plan.chunks}: stages hold {' or '.join(map(str, sizes))} layers; "
-                        "the largest stage sets the pace")
+    sizes = sorted({len(s) for s in stage_layers(model, plan)})
+    if len(sizes) > 1:
+        warnings.append(f"layers ({model.layers}) on pp = {plan.pp}: stages hold {' or '.join(map(str, sizes))} "
+                        "layers; the largest stage sets the pace")
     if plan.schedule == "interleaved" and plan.microbatches % plan.pp:
         warnings.append(f"micro-batches ({plan.microbatches}) not a multiple of pp ({plan.pp}): Megatron-LM's "
                         "interleaved schedule has required this")

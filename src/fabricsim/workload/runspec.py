@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from fabricsim.errors import SpecError
 from fabricsim.workload.plan import ParallelPlan
 
-# Flags a validation case's `extra` list may carry, and the plan field or run option each sets.
-EXTRA_FLAGS: dict[str, tuple[str, type]] = {
+# Flags a validation case's `extra` list may carry, and the plan field each sets.
+EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--recompute": ("recompute", str),
     "--mbs": ("mbs", int),
     "--zero": ("zero", int),
@@ -16,14 +17,36 @@ EXTRA_FLAGS: dict[str, tuple[str, type]] = {
     "--ep": ("ep", int),
     "--vpp": ("virtual_stages", int),
     "--order": ("order", str),
+    "--precision": ("precision", str),
+    "--kernels": ("kernels", str),
+    "--pp-layout": ("pp_layout", lambda text: parse_layout(text)),
+}
+# Boolean switches: each has an on and an off form.
+SWITCHES: dict[str, str] = {
+    "flash-attn": "flash_attention",
+    "sequence-parallel": "sequence_parallel",
+    "overlap-grad-reduce": "overlap_grad_reduce",
+    "overlap-param-gather": "overlap_param_gather",
+    "tp-comm-overlap": "tp_comm_overlap",
 }
 SWITCH_FLAGS: dict[str, tuple[str, bool]] = {
-    "--flash-attn": ("flash_attention", True),
-    "--overlap-grad-reduce": ("overlap_grad_reduce", True),
-    "--overlap-param-gather": ("overlap_param_gather", True),
-    "--no-sequence-parallel": ("sequence_parallel", False),
+    **{f"--{flag}": (name, True) for flag, name in SWITCHES.items()},
+    **{f"--no-{flag}": (name, False) for flag, name in SWITCHES.items()},
 }
-RUN_OPTIONS = ("flash_attention",)
+
+
+def parse_layout(text: str | None) -> tuple[int, ...] | None:
+    """`'7,8,8,7'` -> (7, 8, 8, 7): layers per pipeline stage; None or '' -> None (automatic layout)."""
+    if text is None or not text.strip():
+        return None
+    try:
+        counts = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise SpecError(f"{text!r} is not a comma-separated list of layer counts (e.g. 7,8,8,7)",
+                        field="--pp-layout") from None
+    if min(counts) < 1:
+        raise SpecError(f"every stage needs at least one layer, got {text!r}", field="--pp-layout")
+    return counts
 
 
 def parse_extra(extra: list[str]) -> dict[str, Any]:
@@ -41,7 +64,7 @@ def parse_extra(extra: list[str]) -> dict[str, Any]:
             try:
                 out[name] = kind(extra[i + 1])
             except ValueError:
-                raise SpecError(f"{extra[i + 1]!r} is not a valid {kind.__name__}", field=flag) from None
+                raise SpecError(f"{extra[i + 1]!r} is not a valid value", field=flag) from None
             i += 2
         else:
             allowed = ", ".join([*EXTRA_FLAGS, *SWITCH_FLAGS])
@@ -49,8 +72,6 @@ def parse_extra(extra: list[str]) -> dict[str, Any]:
     return out
 
 
-def plan_and_options(fields: dict[str, Any]) -> tuple[ParallelPlan, dict[str, Any]]:
-    """Split run fields into a validated ParallelPlan and the run options that are not plan fields."""
-    plan_fields = {k: v for k, v in fields.items() if k not in RUN_OPTIONS and v is not None}
-    options = {k: fields[k] for k in RUN_OPTIONS if k in fields}
-    return ParallelPlan.build(**plan_fields), options
+def build_plan(fields: dict[str, Any]) -> ParallelPlan:
+    """A validated ParallelPlan from run fields (None means: the plan's default)."""
+    return ParallelPlan.build(**{k: v for k, v in fields.items() if v is not None})

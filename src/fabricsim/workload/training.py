@@ -2,16 +2,20 @@
 the pipeline schedule and the overlap frameworks do, into a per-layer (link kind) breakdown.
 
 Per micro-batch on the slowest pipeline stage:
-- compute: the stage's hardware FLOPs at the GPU's achievable matmul rate;
-- hbm: element-wise traffic (``traffic``) at the GPU's achievable HBM bandwidth;
-- TP: with sequence parallelism 2 all-gathers + 2 reduce-scatters per layer forward and again backward (and in
-  the recomputed forward); without it 2 all-reduces each; exposed (Megatron does not overlap them by default);
+- compute: weight GEMMs at the plan precision's achievable rate (BF16, or FP8 as TransformerEngine runs them),
+  fused attention at the attention kernels' own rate with causal block skipping (unfused: batched matmuls over
+  the full score matrix), the LM head in BF16, and a launch gap per kernel;
+- hbm: element-wise traffic (``traffic``, FP8 casts included) at the GPU's achievable HBM bandwidth;
+- TP: with sequence parallelism 2 all-gathers (FP8 under FP8) + 2 reduce-scatters per layer forward and again
+  backward (and in the recomputed forward); without it 2 all-reduces each; exposed unless ``tp_comm_overlap``
+  hides them under the layer's GEMMs;
 - EP: all-to-all dispatch + combine per MoE layer, forward and backward, exposed;
 - CP: ring exchange of K and V blocks per layer, overlapped with the attention compute;
 - PP: the activation (forward) and its gradient (backward) to the neighbour stage, 1/tp of it with sequence
-  parallelism, exposed.
-Step = (m + (pp - 1) / v) x micro-batch time (1F1B / interleaved bubble), + the data-parallel gradient sync that
-the last micro-batch's backward cannot hide, + the optimizer update.
+  parallelism, exposed;
+- ZeRO-3 / FSDP: per-layer weight gathers and gradient reduce-scatters, prefetched under each layer's compute.
+Step = (m + (pp - 1) / v) x micro-batch time (1F1B / interleaved bubble), + the data-parallel gradient sync and
+parameter gather that the backward and forward windows cannot hide, + the optimizer update.
 """
 
 from __future__ import annotations
@@ -26,16 +30,33 @@ from fabricsim.caching import ByIdentity
 from fabricsim.catalog import GPU, Catalog, System, default_catalog
 from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
 from fabricsim.errors import SpecError
-from fabricsim.workload.compute import achievable_flops_per_s, hbm_efficiency
-from fabricsim.workload.flops import forward_flops, stage_microbatch_flops, step_flops
+from fabricsim.workload.compute import (
+    achievable_flops_per_s,
+    attention_flops_per_s,
+    gemm_flops_per_s,
+    hbm_efficiency,
+    kernel_gap_s,
+)
+from fabricsim.workload.flops import forward_flops, step_flops
 from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
 from fabricsim.workload.plan import ParallelPlan, check_plan, stage_layers
 from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.traffic import grad_accumulation_bytes, layer_forward_bytes, optimizer_bytes
+from fabricsim.workload.traffic import (
+    fp8_cast_bytes,
+    grad_accumulation_bytes,
+    layer_forward_bytes,
+    optimizer_bytes,
+)
 
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "pipeline_bubble")
 ACT_BYTES = 2  # bf16 activations
+FP8_BYTES = 1
+# Kernels of one transformer layer's forward in Megatron-Core with TransformerEngine: norm, QKV GEMM, RoPE,
+# attention, projection GEMM, bias-dropout-add, norm, two MLP GEMMs, activation, bias-dropout-add, + TP
+# collectives; FP8 adds a quantise kernel per GEMM input. Backward and recompute launch as many per pass.
+KERNELS_PER_LAYER_FORWARD = 12
+FP8_CAST_KERNELS_PER_LAYER = 4
 MAIN_GRAD_BYTES = 4  # Megatron reduces bf16-trained gradients in fp32 (accumulate_allreduce_grads_in_fp32)
 PARAM_BYTES = 2
 DDP_BUCKET_PARAMS = 40_000_000  # Megatron-LM DDP bucket size (parameters)
@@ -165,7 +186,9 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
     tp_shape = widest("tp")
     if tp_shape is not None:
         if plan.sequence_parallel:
-            t_ag, kind = _comm(tp_shape, "all_gather", act, cat)
+            # TransformerEngine gathers the FP8-cast input under FP8 (1 byte/element); reduce-scatters stay bf16.
+            gathered = act * (FP8_BYTES / ACT_BYTES if plan.precision == "fp8" else 1.0)
+            t_ag, kind = _comm(tp_shape, "all_gather", gathered, cat)
             t_rs, _ = _comm(tp_shape, "reduce_scatter", act, cat)
             tp = (2 * (t_ag + t_rs), kind)
         else:
@@ -188,45 +211,138 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
     return _LayerComms(tp, ep, cp, pp)
 
 
+@dataclass(frozen=True)
+class _StageCompute:
+    """Seconds of one micro-batch's work on one GPU of a stage, by pass (forward, backward, recompute)."""
+
+    gemm_fwd_s: float  # weight GEMMs of the transformer layers, one forward
+    attention_fwd_s: float  # QK^T and AV, one forward
+    head_fwd_s: float  # LM head (last stage), one forward
+    kernel_gaps_s: float  # launch gaps of every kernel of the micro-batch
+    recompute_gemm: float  # forwards of the weight GEMMs recomputed (0 or 1)
+    recompute_attention: float  # forwards of attention recomputed (0 or 1)
+
+    @property
+    def forward_s(self) -> float:
+        return self.gemm_fwd_s + self.attention_fwd_s + self.head_fwd_s
+
+    @property
+    def backward_s(self) -> float:
+        """Backward (2x forward FLOPs) plus what recompute repeats inside it."""
+        return (2.0 * self.forward_s + self.recompute_gemm * self.gemm_fwd_s
+                + self.recompute_attention * self.attention_fwd_s)
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.kernel_gaps_s
+
+
+def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], last: bool) -> _StageCompute:
+    """Matmul time of one micro-batch on a stage: weight GEMMs at the plan precision's achievable rate, fused
+    attention at the attention kernels' rate (causal: block skipping halves it) or, unfused, as batched matmuls at
+    the BF16 GEMM rate, the LM head in BF16 (Megatron keeps its output layer out of FP8)."""
+    share = plan.tp * plan.cp
+    fwd = forward_flops(model, plan.mbs, plan.seq, layers=layers, lm_head=last, causal=plan.flash_attention)
+    kv_extra = (model.kv_replication(plan.tp) - 1) * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim
+    gemm_flops = fwd.linear / share + kv_extra * len(layers) / share
+    bf16 = achievable_flops_per_s(gpu)
+    attention_rate = attention_flops_per_s(gpu) if plan.flash_attention else bf16
+    kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if plan.precision == "fp8" else 0)
+    passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
+    return _StageCompute(
+        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, plan.precision),
+        attention_fwd_s=fwd.attention / share / attention_rate,
+        head_fwd_s=fwd.lm_head / share / bf16,
+        kernel_gaps_s=kernels * passes * len(layers) * kernel_gap_s(),
+        recompute_gemm=1.0 if plan.recompute == "full" else 0.0,
+        recompute_attention=0.0 if plan.recompute == "none" else 1.0,
+    )
+
+
 def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
-                layers: list[int], flash_attention: bool) -> tuple[Breakdown, float]:
+                layers: list[int]) -> tuple[Breakdown, _StageCompute]:
     """Breakdown of one micro-batch (forward + backward, with recompute) on one GPU of ``stage``; also returns
-    the backward compute time (the window in which gradient reduction can hide)."""
+    its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
     gpu = cluster.catalog.gpu(cluster.system.gpu)
     out = Breakdown()
-    flops = stage_microbatch_flops(model, plan, stage)
-    rate = achievable_flops_per_s(gpu)
-    out.add("compute", flops.hardware_flops / rate)
-    fwd_bytes = sum(layer_forward_bytes(model, plan, i, flash_attention=flash_attention) for i in layers)
+    work = _stage_compute(model, plan, gpu, layers, stage == plan.pp - 1)
+    out.add("compute", work.total_s)
+    fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
+    casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
+                + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     held = stage_params(model, plan, stage)
-    out.add("hbm", (fwd_bytes * (3.0 + recompute_passes) + grad_accumulation_bytes(held.dense + held.expert))
+    out.add("hbm", (fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert))
             / hbm_rate)
     passes = 2.0 + recompute_passes  # forward, backward (same collectives), recomputed forward
     t_tp, kind = comms.tp_per_layer_pass
-    out.add(kind, t_tp * len(layers) * passes)
+    if t_tp > 0:
+        per_layer_pass = t_tp
+        hidden = 0.0
+        if plan.tp_comm_overlap:  # TE userbuffers: chunked AG/RS pipelined with the layer's GEMMs
+            gemm_per_layer_pass = work.gemm_fwd_s / len(layers) * (3.0 + recompute_passes) / passes
+            hidden = min(per_layer_pass, gemm_per_layer_pass)
+        out.add(kind, (per_layer_pass - hidden) * len(layers) * passes, hidden * len(layers) * passes)
     if model.moe is not None and plan.ep > 1:
         t_ep, kind = comms.ep_per_layer_pass
         out.add(kind, t_ep * sum(1 for i in layers if model.is_moe_layer(i)) * passes)
     if plan.cp > 1:
         t_step, kind = comms.cp_per_layer_step
         t_cp = t_step * (plan.cp - 1) * len(layers) * (passes + 1.0)  # backward also returns dK, dV
-        attention = forward_flops(model, plan.mbs, plan.seq, layers=layers, lm_head=False).attention
-        attention_s = attention * (3.0 + recompute_passes) / (plan.tp * plan.cp) / rate
+        attention_s = work.attention_fwd_s * (3.0 + work.recompute_attention)
         hidden = min(t_cp, attention_s)
         out.add(kind, t_cp - hidden, hidden)
     if plan.pp > 1:
         t_p2p, kind = comms.pp_per_send
         out.add(kind, 2 * t_p2p * plan.virtual_stages)
-    return out, flops.backward / rate
+    if plan.zero >= 3:
+        out = out.plus(_fsdp_layers(model, plan, cluster, stage, layers, work))
+    return out, work
+
+
+def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int, layers: list[int],
+                 work: _StageCompute) -> Breakdown:
+    """ZeRO-3 / FSDP, per micro-batch: each layer's weights are all-gathered before its forward and again before
+    its backward (and before its recomputed forward: the weights were freed after the forward, ZeRO-3 as in
+    DeepSpeed), and its gradients reduce-scattered after its backward. The next layer's gather is prefetched
+    under the current layer's compute, so per layer only what exceeds that layer's compute is exposed, and the
+    first layer's gather of each pass is exposed whole."""
+    out = Breakdown()
+    params = stage_params(model, plan, stage)
+    n = max(1, len(layers))
+    for count, group_kind, shards in ((params.dense, "dp_cp", plan.dp * plan.cp),
+                                      (params.expert, "edp", plan.expert_dp)):
+        if count <= 0 or shards < 2:
+            continue
+        shape = _group_shape(cluster, place(plan).first_group(group_kind))
+        per_layer = count / n
+        t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
+        t_rs, _ = _comm(shape, "reduce_scatter", per_layer * MAIN_GRAD_BYTES, cluster.catalog)
+        fwd_layer = work.forward_s / n
+        bwd_layer = work.backward_s / n
+        gathers_bwd = 2.0 if plan.recompute == "full" else 1.0
+        fwd_exposed = max(0.0, t_gather - fwd_layer) * (n - 1) + t_gather
+        bwd_comm = gathers_bwd * t_gather + t_rs
+        bwd_exposed = max(0.0, bwd_comm - bwd_layer) * (n - 1) + t_gather
+        total = n * (t_gather + bwd_comm)
+        exposed = min(total, fwd_exposed + bwd_exposed)
+        out.add(link, exposed, total - exposed)
+    return out
 
 
 def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement, stage: int,
-                   window_s: float) -> Breakdown:
-    """Data-parallel gradient reduction (and ZeRO parameter gathers) once per step."""
+                   work: _StageCompute) -> Breakdown:
+    """Data-parallel gradient reduction and (ZeRO-1/2) parameter all-gather, once per step.
+
+    With overlap, the reduction of each bucket runs during the last micro-batch's backward (only what exceeds
+    that window, and at least the last bucket, is exposed), and the parameter gather of the distributed
+    optimizer during the next step's first forward. ZeRO-3 moves its traffic into every micro-batch
+    (``_fsdp_layers``)."""
     cat = cluster.catalog
     out = Breakdown()
+    if plan.zero >= 3:
+        return out
     params = stage_params(model, plan, stage)
     for kind_name, count, shards in (("dp_cp", params.dense, plan.dp * plan.cp), ("edp", params.expert,
                                                                                    plan.expert_dp)):
@@ -234,22 +350,18 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
             continue
         shape = _group_shape(cluster, placement.first_group(kind_name))
         grads = count * MAIN_GRAD_BYTES
+        last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
         if plan.zero == 0:
             t, link = _comm(shape, "all_reduce", grads, cat)
             gather = 0.0
         else:
             t, link = _comm(shape, "reduce_scatter", grads, cat)
             gather, _ = _comm(shape, "all_gather", count * PARAM_BYTES, cat)
-            if plan.zero >= 3:
-                gather *= 2 * plan.microbatches  # FSDP gathers weights for every forward and backward
-        if plan.overlap_grad_reduce:
-            last_bucket = t * min(1.0, DDP_BUCKET_PARAMS / count)
-            exposed = max(t - window_s, last_bucket)
-        else:
-            exposed = t
+        exposed = max(t - work.backward_s, t * last_bucket) if plan.overlap_grad_reduce else t
         out.add(link, exposed, t - exposed)
-        hidden_gather = gather if plan.zero >= 3 or plan.overlap_param_gather else 0.0
-        out.add(link, gather - hidden_gather, hidden_gather)
+        gather_exposed = (max(gather - work.forward_s, gather * last_bucket) if plan.overlap_param_gather
+                          else gather)
+        out.add(link, gather_exposed, gather - gather_exposed)
     return out
 
 
@@ -267,9 +379,7 @@ def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -
     return max(reports, key=lambda r: r.total_bytes)
 
 
-def predict_training(
-    model: ModelSpec, plan: ParallelPlan, cluster: Cluster, *, flash_attention: bool = False
-) -> TrainingPrediction:
+def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> TrainingPrediction:
     """Step time, throughput, memory and the per-layer breakdown of one training step."""
     warnings = list(check_plan(model, plan))
     sysm = cluster.system
@@ -280,7 +390,7 @@ def predict_training(
     placement = place(plan)
     warnings += placement_warnings(placement, sysm.nvlink_domain_gpus)
 
-    by_signature: dict[tuple[int, int, bool, bool], tuple[Breakdown, float]] = {}
+    by_signature: dict[tuple[int, int, bool, bool], tuple[Breakdown, _StageCompute]] = {}
     layers_by_stage = stage_layers(model, plan)
     comms = _layer_comms(model, plan, cluster, placement)
     moe_flags = _moe_flags(model)
@@ -288,8 +398,8 @@ def predict_training(
         layers = layers_by_stage[s]
         key = (len(layers), sum(moe_flags[i] for i in layers), s == 0, s == plan.pp - 1)
         if key not in by_signature:
-            by_signature[key] = _microbatch(model, plan, cluster, comms, s, layers, flash_attention)
-    mb, backward_window = max(by_signature.values(), key=lambda r: r[0].exposed_total)
+            by_signature[key] = _microbatch(model, plan, cluster, comms, s, layers)
+    mb, work = max(by_signature.values(), key=lambda r: r[0].exposed_total)
     m, v = plan.microbatches, plan.virtual_stages
     steady = mb.scaled(float(m))
     bubble_s = (plan.pp - 1) / v * mb.exposed_total
@@ -298,7 +408,7 @@ def predict_training(
 
     candidates = sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
     worst_params = max(candidates, key=lambda s: stage_params(model, plan, s).dense)
-    total = total.plus(_gradient_sync(model, plan, cluster, placement, worst_params, backward_window))
+    total = total.plus(_gradient_sync(model, plan, cluster, placement, worst_params, work))
     p = stage_params(model, plan, worst_params)
     owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
                                                                                  else 1)
@@ -306,7 +416,8 @@ def predict_training(
     total.add("hbm", optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value))
 
     step_time = total.exposed_total
-    flops = step_flops(model, plan)
+    flops = step_flops(model, plan, causal=plan.flash_attention)
+    model_flops = step_flops(model, plan).model_flops  # MFU convention: attention unmasked (Megatron, PaLM)
     mem = _memory(model, plan, gpu, candidates)
     if not mem.fits:
         warnings.append(mem.summary())
@@ -315,7 +426,7 @@ def predict_training(
         step_time_s=step_time,
         tokens_per_s=plan.tokens_per_step() / step_time,
         tflops_per_gpu=flops.hardware_flops / step_time / gpus / 1e12,
-        mfu=flops.model_flops / (step_time * gpus * gpu.bf16_flops_per_s),
+        mfu=model_flops / (step_time * gpus * gpu.bf16_flops_per_s),
         memory=mem,
         breakdown=total,
         bottleneck=bottleneck,
