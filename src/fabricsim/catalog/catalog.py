@@ -56,6 +56,11 @@ class Catalog(BaseModel):
         result: Tuning = self._get("tunings", "tuning", tuning_id)
         return result
 
+    def nvlink_bytes_per_s(self, gpu: GPU | str) -> float | None:
+        """Per-GPU NVLink bandwidth, both directions summed (1.8e12 on B200, 9e11 on H100); None without NVLink."""
+        entry = self.gpu(gpu) if isinstance(gpu, str) else gpu
+        return entry.nvlink_bytes_per_s(self.link(entry.nvlink) if entry.nvlink else None)
+
     def links_of_kind(self, kind: str) -> list[LinkTech]:
         return [link for link in self.links.values() if link.kind == kind]
 
@@ -103,6 +108,14 @@ class Catalog(BaseModel):
                 raise SpecError("an NVSwitch system needs an nvswitch entry and an NVLink GPU", field=where)
             if sysm.nvlink_domain_gpus > 1 and sysm.intra != "nvswitch":
                 raise SpecError("only NVSwitch systems have an NVLink domain above 1 GPU", field=where)
+            if sysm.nvlink_bridge_gpus is not None:
+                bridge = sysm.nvlink_bridge_gpus
+                if sysm.intra != "pcie" or self.gpus[sysm.gpu].nvlink is None:
+                    raise SpecError("NVLink bridges need a pcie system and an NVLink GPU",
+                                    field=f"{where}.nvlink_bridge_gpus")
+                if sysm.gpus_per_node % bridge:
+                    raise SpecError(f"gpus_per_node {sysm.gpus_per_node} is not a multiple of {bridge}",
+                                    field=f"{where}.nvlink_bridge_gpus")
 
 
 CATEGORY_MODELS: dict[str, type[BaseModel]] = {

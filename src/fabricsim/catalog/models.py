@@ -66,6 +66,15 @@ class GPU(Priced):
         None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
     )
 
+    def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:
+        """NVLink bandwidth of this GPU, both directions summed: links x ``link.bytes_per_s`` (per direction) x 2.
+
+        ``link`` is the catalog entry named by ``self.nvlink``; None (no NVLink) gives None.
+        """
+        if self.nvlink is None or link is None:
+            return None
+        return 2 * self.nvlink_links * link.bytes_per_s
+
 
 class LinkTech(Entry):
     """One link technology; ``bytes_per_s`` is per direction for one unit (NVLink link, PCIe x16, 4x port)."""
@@ -131,6 +140,12 @@ class System(Priced):
     cpu_gpu_link: str | None = Field(None, description="link technology id of a direct CPU-GPU link (NVLink-C2C)")
     rails: int | None = Field(None, ge=1, description="rails of a rail-optimized fabric (default: nics_per_node);"
                               " NIC i of a node sits on rail i % rails")
+    nvlink_bridge_gpus: int | None = Field(
+        None, ge=2,
+        description="GPUs joined by NVLink bridges in groups of this size (2: H100 NVL pairs), GPU g in group"
+                    " g // nvlink_bridge_gpus, each GPU's NVLink links all within its group; intra stays pcie"
+                    " between groups and nvlink_domain_gpus stays 1 (a bridge is not a switched NVLink domain);"
+                    " None: no bridges")
     rack_units: int | None = None
 
 

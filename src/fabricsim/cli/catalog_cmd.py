@@ -52,8 +52,7 @@ COLUMNS: dict[Category, list[Column]] = {
                                            + ("" if m.verified else " [yellow](unverified)[/]"))),
         ("TDP", lambda e, c: _watts(e.tdp_w)),
         ("NVLink", lambda e, c: f"{e.nvlink} x{e.nvlink_links}" if e.nvlink else "-"),
-        ("NVLink/GPU (both dirs)", lambda e, c: units.format_rate(
-            2 * e.nvlink_links * c.link(e.nvlink).bytes_per_s) if e.nvlink else "-"),
+        ("NVLink/GPU (both dirs)", lambda e, c: _opt(c.nvlink_bytes_per_s(e), units.format_rate)),
         ("price", lambda e, c: _usd(e.price_usd)),
         ("verified", lambda e, c: _verified(e)),
     ],
@@ -101,7 +100,8 @@ COLUMNS: dict[Category, list[Column]] = {
         ("GPU", lambda e, c: e.gpu),
         ("GPUs/node", lambda e, c: str(e.gpus_per_node)),
         ("intra-node", lambda e, c: e.intra),
-        ("NVLink domain", lambda e, c: str(e.nvlink_domain_gpus)),
+        ("NVLink domain", lambda e, c: str(e.nvlink_domain_gpus)
+            + (f" (bridged {e.nvlink_bridge_gpus}s)" if e.nvlink_bridge_gpus else "")),
         ("NICs", lambda e, c: f"{e.nics_per_node} x {e.nic} "
             f"({units.format_rate(c.nic(e.nic).port_bytes_per_s, bits=True)})"),
         ("PCIe", lambda e, c: e.pcie),
@@ -124,6 +124,14 @@ def catalog_table(catalog: Catalog, category: Category) -> Table:
     return table
 
 
+def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, Any]:
+    """One entry as JSON (SI units), with the derived figures the table prints: per-GPU NVLink both directions."""
+    data: dict[str, Any] = entry.model_dump(mode="json")
+    if category is Category.gpus:
+        data["nvlink_bytes_per_s"] = catalog.nvlink_bytes_per_s(entry)
+    return data
+
+
 @spec_errors
 def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables or systems"),
@@ -134,7 +142,7 @@ def catalog_command(
     catalog = load_catalog(*calibration)
     categories = [category] if category else list(Category)
     if as_json:
-        data = {c.value: [e.model_dump(mode="json") for e in getattr(catalog, c.value).values()]
+        data = {c.value: [_entry_json(catalog, c, e) for e in getattr(catalog, c.value).values()]
                 for c in categories}
         print_json(data[category.value] if category else data)
         return
