@@ -37,16 +37,25 @@ def group_json(g: GroupSummary) -> dict[str, Any]:
             "not_expressible": [{"id": n.id, "reason": n.reason} for n in g.not_expressible]}
 
 
-def case_table(g: GroupSummary) -> Table:
-    """The counted cases of one group."""
+SHORT_UNITS = {"busbw GB/s": "GB/s", "avg busbw GB/s": "GB/s avg", "peak busbw GB/s": "GB/s peak"}
+WIDE = 120  # narrower consoles get the detail under the case id instead of in its own column
+
+
+def case_table(g: GroupSummary, width: int) -> Table:
+    """The counted cases of one group (busbw units shortened; the unit column says which average)."""
+    wide = width >= WIDE
     table = Table(title=f"{g.name}: measured vs predicted", header_style="bold")
-    for header in ("case", "measured", "predicted", "unit", "error", "tol", "ok"):
-        table.add_column(header, no_wrap=header != "case",
+    table.add_column("case" if wide else "case / detail", overflow="fold", ratio=1)
+    for header in ("measured", "predicted", "unit", "error", "tol", "ok"):
+        table.add_column(header, no_wrap=True,
                          justify="right" if header in ("measured", "predicted", "error", "tol") else "left")
-    table.add_column("detail", overflow="fold")
+    if wide:
+        table.add_column("detail", overflow="fold", ratio=2)
     for r in g.cases:
-        table.add_row(r.id, number(r.measured), number(r.predicted), r.unit, f"{r.error * 100:+.1f}%",
-                      f"±{r.tolerance * 100:.0f}%", "yes" if r.passed else "[red]NO[/]", r.detail)
+        cells = [r.id if wide else f"{r.id}\n[dim]{r.detail}[/]", number(r.measured), number(r.predicted),
+                 SHORT_UNITS.get(r.unit, r.unit), f"{r.error * 100:+.1f}%", f"±{r.tolerance * 100:.0f}%",
+                 "yes" if r.passed else "[red]NO[/]"]
+        table.add_row(*cells, *([r.detail] if wide else []))
     return table
 
 
@@ -92,7 +101,7 @@ def validate_command(
     else:
         for g in groups:
             if g.cases:
-                console.print(case_table(g))
+                console.print(case_table(g, console.width))
         if any(g.not_expressible for g in groups):
             console.print(reasons_table(groups))
         for g in groups:
