@@ -97,7 +97,7 @@ def validate_command(
         print_json({"groups": {g.name: group_json(g) for g in groups},
                     "cases": [r.model_dump() for r in results if isinstance(r, CaseResult)],
                     "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
-                    "passed": ok})
+                    "all_within_tolerance": ok})
     else:
         for g in groups:
             if g.cases:

@@ -38,8 +38,17 @@ def case_group(case: Case) -> str:
     return "collective latency" if latency else "collective bandwidth"
 
 
+def source_text(value: Any) -> str:
+    """A case's source as one line: a structured source (inference.yaml) as its repo, path, url and commit."""
+    if isinstance(value, dict):
+        parts = [str(value[k]) for k in ("repo", "path", "url", "title", "commit") if value.get(k)]
+        return " ".join(parts) if parts else str(value)
+    return "" if value is None else str(value)
+
+
 def not_expressible(case: Case, reason: str) -> NotExpressible:
-    return NotExpressible(id=case.id, group=case_group(case), reason=reason, source=str(case.data.get("source", "")))
+    return NotExpressible(id=case.id, group=case_group(case), reason=reason,
+                          source=source_text(case.data.get("source")))
 
 
 def runnable(case: Case, settings: ValidationSettings) -> dict[str, Any] | str:
