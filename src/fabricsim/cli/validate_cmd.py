@@ -1,8 +1,8 @@
-"""`fabricsim validate`: every packaged validation case, measured vs predicted, with the error."""
+"""`fabricsim validate`: every validation case, measured vs predicted, grouped, with per-group error statistics
+and the cases fabricsim cannot express yet (and why)."""
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 import typer
@@ -10,53 +10,101 @@ from rich.table import Table
 
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.validation import CaseResult, load_cases, run_collective_case, run_training_case
+from fabricsim.errors import SpecError
+from fabricsim.validation import (
+    GROUPS,
+    CaseResult,
+    GroupSummary,
+    NotExpressible,
+    all_passed,
+    group_summaries,
+    run_validation,
+)
 
 
-def run_all(calibration: list[str]) -> tuple[list[CaseResult], list[str]]:
-    catalog = load_catalog(*calibration)
-    collective, origin_c = load_cases("nccl_tests.yaml")
-    training, origin_t = load_cases("training.yaml")
-    results = [run_collective_case(c, catalog) for c in collective]
-    results += [run_training_case(c, catalog) for c in training]
-    return results, [origin_c, origin_t]
+def number(value: float) -> str:
+    """Whole numbers with thousands separators from 1000 up, two decimals below (never truncated)."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.2f}"
 
 
-def _error_stats(errors: list[float]) -> dict[str, float]:
-    return {"cases": len(errors), "median_abs_error": statistics.median(errors), "worst_abs_error": max(errors)}
+def percent(value: float | None) -> str:
+    return "-" if value is None else f"{value * 100:.1f}%"
+
+
+def group_json(g: GroupSummary) -> dict[str, Any]:
+    return {"cases": [r.model_dump() for r in g.cases], "median_abs_error": g.median_abs_error,
+            "worst_abs_error": g.worst_abs_error, "worst_case": g.worst_case, "passed": g.passed, "count": g.count,
+            "not_expressible": [{"id": n.id, "reason": n.reason} for n in g.not_expressible]}
+
+
+SHORT_UNITS = {"busbw GB/s": "GB/s", "avg busbw GB/s": "GB/s avg", "peak busbw GB/s": "GB/s peak"}
+WIDE = 120  # narrower consoles get the detail under the case id instead of in its own column
+
+
+def case_table(g: GroupSummary, width: int) -> Table:
+    """The counted cases of one group (busbw units shortened; the unit column says which average)."""
+    wide = width >= WIDE
+    table = Table(title=f"{g.name}: measured vs predicted", header_style="bold")
+    table.add_column("case" if wide else "case / detail", overflow="fold", ratio=1)
+    for header in ("measured", "predicted", "unit", "error", "tol", "ok"):
+        table.add_column(header, no_wrap=True,
+                         justify="right" if header in ("measured", "predicted", "error", "tol") else "left")
+    if wide:
+        table.add_column("detail", overflow="fold", ratio=2)
+    for r in g.cases:
+        cells = [r.id if wide else f"{r.id}\n[dim]{r.detail}[/]", number(r.measured), number(r.predicted),
+                 SHORT_UNITS.get(r.unit, r.unit), f"{r.error * 100:+.1f}%", f"±{r.tolerance * 100:.0f}%",
+                 "yes" if r.passed else "[red]NO[/]"]
+        table.add_row(*cells, *([r.detail] if wide else []))
+    return table
+
+
+def summary_line(g: GroupSummary) -> str:
+    worst = f"worst {percent(g.worst_abs_error)} ({g.worst_case})" if g.count else "worst -"
+    return (f"{g.name}: {g.passed}/{g.count} within tolerance, median error {percent(g.median_abs_error)}, "
+            f"{worst}; {len(g.not_expressible)} not expressible")
+
+
+def reasons_table(groups: list[GroupSummary]) -> Table:
+    """Not-expressible cases by group and reason (ids listed, shortened when many)."""
+    table = Table(title="not expressible yet", header_style="bold")
+    table.add_column("group")
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("reason (cases)", overflow="fold")
+    for g in groups:
+        for reason, n in g.reasons():
+            ids = [x.id for x in g.not_expressible if x.reason == reason]
+            shown = ", ".join(ids[:3]) + (f", ... (+{len(ids) - 3})" if len(ids) > 3 else "")
+            table.add_row(g.name, str(n), f"{reason} [dim]({shown})[/]")
+    return table
 
 
 @spec_errors
 def validate_command(
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
+    group: str | None = typer.Option(None, "--group", help=f"only this group: {', '.join(GROUPS)}"),
 ) -> None:
-    """Run the validation set (published measurements) and print the error per case."""
-    results, origins = run_all(calibration)
-    errors = [abs(r.error) for r in results]
-    summary: dict[str, Any] = {
-        "cases": len(results),
-        "passed": sum(r.passed for r in results),
-        "median_abs_error": statistics.median(errors) if errors else 0.0,
-        "worst_abs_error": max(errors) if errors else 0.0,
-        "worst_case": max(results, key=lambda r: abs(r.error)).id if results else None,
-        "by_kind": {kind: _error_stats([abs(r.error) for r in results if r.kind == kind])
-                    for kind in sorted({r.kind for r in results})},
-        "sources": origins,
-    }
+    """Run every validation case (published measurements); exit 1 when a counted case is out of tolerance."""
+    if group is not None and group not in GROUPS:
+        raise SpecError(f"unknown group {group!r}; allowed: {', '.join(GROUPS)}", field="--group")
+    results: list[CaseResult | NotExpressible] = run_validation(load_catalog(*calibration))
+    if group is not None:
+        results = [r for r in results if r.group == group]
+    groups = [g for g in group_summaries(results) if group is None or g.name == group]
+    ok = all_passed(results)
     if as_json:
-        print_json({"results": [r.model_dump() for r in results], "summary": summary})
-        return
-    table = Table(title="validation against published measurements", header_style="bold")
-    for header in ("case", "measured", "predicted", "unit", "error", "tolerance", "ok", "detail"):
-        table.add_column(header)
-    for r in results:
-        table.add_row(r.id, f"{r.measured:.2f}", f"{r.predicted:.2f}", r.unit, f"{r.error * 100:+.1f}%",
-                      f"±{r.tolerance * 100:.0f}%", "yes" if r.passed else "[red]NO[/]", r.detail)
-    console.print(table)
-    for kind, stats in summary["by_kind"].items():
-        console.print(f"{kind}: {stats['cases']} cases, median error {stats['median_abs_error'] * 100:.1f}%, "
-                      f"worst {stats['worst_abs_error'] * 100:.1f}%")
-    console.print(f"{summary['passed']}/{summary['cases']} cases within tolerance; "
-                  f"median error {summary['median_abs_error'] * 100:.1f}%, "
-                  f"worst {summary['worst_abs_error'] * 100:.1f}% ({summary['worst_case']})")
+        print_json({"groups": {g.name: group_json(g) for g in groups},
+                    "cases": [r.model_dump() for r in results if isinstance(r, CaseResult)],
+                    "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
+                    "all_within_tolerance": ok})
+    else:
+        for g in groups:
+            if g.cases:
+                console.print(case_table(g, console.width))
+        if any(g.not_expressible for g in groups):
+            console.print(reasons_table(groups))
+        for g in groups:
+            console.print(summary_line(g))
+    if not ok:
+        raise typer.Exit(code=1)

@@ -1,9 +1,10 @@
-"""Published measurements the model must reproduce: read from ../shared/validation when present (so new cases
-are picked up), else from the copy packaged with fabricsim (a user's clone has no ../shared)."""
+"""Published measurements the model must reproduce: every *.yaml of ../shared/validation (so new cases are picked
+up) and of the copy packaged with fabricsim (a user's clone has no ../shared), the shared file winning by name."""
 
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,24 @@ import yaml
 from fabricsim.errors import SpecError
 
 ENV_DIR = "FABRICSIM_VALIDATION_DIR"
+DATA_PACKAGE = "fabricsim.validation.data"
+# Packaged files that configure the validator rather than hold cases.
+CONFIG_FILES = frozenset({"settings.yaml"})
+# The layouts a case file may have: its top-level list keys and the kind of case each holds.
+LAYOUT_KEYS = ("cases", "collective_cases", "training_cases")
+
+
+@dataclass(frozen=True)
+class Case:
+    """One published case: its fields, the kind ('collective', 'training' or 'inference') and the file it is from."""
+
+    data: dict[str, Any]
+    kind: str
+    origin: str
+
+    @property
+    def id(self) -> str:
+        return str(self.data.get("id", "?"))
 
 
 def shared_validation_dir() -> Path | None:
@@ -25,16 +44,88 @@ def shared_validation_dir() -> Path | None:
     return candidate if candidate.is_dir() else None
 
 
-def load_cases(name: str) -> tuple[list[dict[str, Any]], str]:
-    """The cases of one validation file (e.g. 'nccl_tests.yaml') and where they were read from."""
+def packaged_text(name: str) -> str:
+    """The text of one file packaged in fabricsim/validation/data."""
+    return resources.files(DATA_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+
+
+def validation_sources() -> dict[str, tuple[str, str]]:
+    """File name -> (text, origin) for every case file: packaged copies, replaced by ../shared ones of the same name."""
+    out: dict[str, tuple[str, str]] = {}
+    for item in resources.files(DATA_PACKAGE).iterdir():
+        if item.name.endswith(".yaml") and item.name not in CONFIG_FILES:
+            out[item.name] = (item.read_text(encoding="utf-8"),
+                              f"fabricsim/validation/data/{item.name} (packaged copy)")
     shared = shared_validation_dir()
-    if shared is not None and (shared / name).is_file():
-        path = shared / name
-        text, origin = path.read_text(encoding="utf-8"), str(path)
-    else:
-        text = resources.files("fabricsim.validation.data").joinpath(name).read_text(encoding="utf-8")
-        origin = f"fabricsim/validation/data/{name} (packaged copy)"
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+    if shared is not None and shared.is_dir():
+        for path in shared.glob("*.yaml"):
+            if path.name not in CONFIG_FILES:
+                out[path.name] = (path.read_text(encoding="utf-8"), str(path))
+    return dict(sorted(out.items()))
+
+
+def parse_document(text: str, origin: str) -> dict[str, Any]:
+    """A validation file as a mapping; bad YAML or a non-mapping is a SpecError naming the file."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"not valid YAML: {exc}", source=origin) from None
+    if not isinstance(data, dict):
+        raise SpecError("expected a mapping", source=origin)
+    return data
+
+
+def is_inference_file(name: str, data: dict[str, Any]) -> bool:
+    """Inference cases: the file says so in its name or description, or its cases carry a `category`."""
+    cases = data.get("cases")
+    categorised = isinstance(cases, list) and any(isinstance(c, dict) and "category" in c for c in cases)
+    return "inference" in name.lower() or "inference" in str(data.get("description", "")).lower() or categorised
+
+
+def cases_of(name: str, data: dict[str, Any], origin: str) -> list[Case]:
+    """The cases of one parsed file, each tagged with its kind from the file's layout."""
+    if not any(key in data for key in LAYOUT_KEYS):
+        raise SpecError(f"no case list; expected one of: {', '.join(LAYOUT_KEYS)}", source=origin)
+    out: list[Case] = []
+    for key in LAYOUT_KEYS:
+        items = data.get(key)
+        if items is None:
+            continue
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise SpecError("expected a list of mappings", field=key, source=origin)
+        for item in items:
+            out.append(Case(data=item, kind=case_kind(name, key, data, item), origin=origin))
+    return out
+
+
+def case_kind(name: str, key: str, data: dict[str, Any], item: dict[str, Any]) -> str:
+    """Which model a case checks: by list key in the new layout; by fields in a plain `cases:` list."""
+    if key == "collective_cases":
+        return "collective"
+    if key == "training_cases":
+        return "training"
+    if is_inference_file(name, data):
+        return "inference"
+    if "tokens_per_s" in item or "run" in item:
+        return "training"
+    return "collective"
+
+
+def all_cases() -> list[Case]:
+    """Every case of every validation file, in file-name order."""
+    out: list[Case] = []
+    for name, (text, origin) in validation_sources().items():
+        out.extend(cases_of(name, parse_document(text, origin), origin))
+    return out
+
+
+def load_cases(name: str) -> tuple[list[dict[str, Any]], str]:
+    """The `cases` list of one validation file (e.g. 'nccl_tests.yaml') and where it was read from."""
+    sources = validation_sources()
+    if name not in sources:
+        raise SpecError(f"no validation file {name!r}; have: {', '.join(sources)}")
+    text, origin = sources[name]
+    data = parse_document(text, origin)
+    if not isinstance(data.get("cases"), list):
         raise SpecError("expected a mapping with a 'cases' list", source=origin)
     return list(data["cases"]), origin

@@ -1,0 +1,92 @@
+"""Run every validation case: each becomes a counted result or a not-expressible entry with its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.errors import SpecError
+from fabricsim.validation.cases import Case, all_cases
+from fabricsim.validation.collective_cases import LATENCY_METRICS, CaseResult, run_collective_case
+from fabricsim.validation.overlay import OverlayCatalogs
+from fabricsim.validation.settings import ValidationSettings, expressed, expression_for, load_settings, with_settings
+from fabricsim.validation.training_cases import run_training_case
+
+GROUPS = ("collective bandwidth", "collective latency", "training", "inference")
+INFERENCE_REASON = "no inference model yet (inference issue)"
+
+
+class NotExpressible(BaseModel):
+    """A case fabricsim cannot run yet, and why."""
+
+    id: str
+    group: str
+    reason: str
+    source: str
+
+
+def case_group(case: Case) -> str:
+    """The summary group of a case: collective latency (time_us), collective bandwidth, training or inference."""
+    if case.kind != "collective":
+        return case.kind
+    metric = case.data.get("metric")
+    published = case.data.get("published")
+    unit = str(published.get("unit", "")) if isinstance(published, dict) else ""
+    latency = metric in LATENCY_METRICS or (metric is None and unit.strip() == "us")
+    return "collective latency" if latency else "collective bandwidth"
+
+
+def source_text(value: Any) -> str:
+    """A case's source as one line: a structured source (inference.yaml) as its repo, path, url and commit."""
+    if isinstance(value, dict):
+        parts = [str(value[k]) for k in ("repo", "path", "url", "title", "commit") if value.get(k)]
+        return " ".join(parts) if parts else str(value)
+    return "" if value is None else str(value)
+
+
+def not_expressible(case: Case, reason: str) -> NotExpressible:
+    return NotExpressible(id=case.id, group=case_group(case), reason=reason,
+                          source=source_text(case.data.get("source")))
+
+
+def runnable(case: Case, settings: ValidationSettings) -> dict[str, Any] | str:
+    """The case's fields ready to run (expression and settings applied), or the reason it cannot run."""
+    if case.kind == "inference":
+        return INFERENCE_REASON
+    data = case.data
+    if data.get("expressible") is False:
+        expr = expression_for(case.id, settings)
+        if expr is None:
+            return str(data.get("reason") or "marked not expressible in the validation file")
+        data = expressed(data, expr)
+    return with_settings(data, settings) if case.kind == "training" else data
+
+
+def evaluate(case: Case, catalogs: OverlayCatalogs, settings: ValidationSettings) -> CaseResult | NotExpressible:
+    """One case's result; a SpecError (or a malformed case) becomes a not-expressible entry, never a crash."""
+    try:
+        data = runnable(case, settings)
+        if isinstance(data, str):
+            return not_expressible(case, data)
+        catalog = catalogs.for_case(data)
+        result = run_training_case(data, catalog) if case.kind == "training" else run_collective_case(data, catalog)
+    except SpecError as exc:
+        return not_expressible(case, str(exc))
+    except (KeyError, TypeError, ValueError) as exc:
+        return not_expressible(case, f"malformed case: {type(exc).__name__}: {exc}")
+    return result.model_copy(update={"group": case_group(case)})
+
+
+def run_cases(cases: list[Case], catalog: Catalog | None = None,
+              settings: ValidationSettings | None = None) -> list[CaseResult | NotExpressible]:
+    """Evaluate cases against one catalog (default: the packaged one) and the packaged settings."""
+    catalogs = OverlayCatalogs(catalog or default_catalog())
+    chosen = settings if settings is not None else load_settings()
+    return [evaluate(c, catalogs, chosen) for c in cases]
+
+
+def run_validation(catalog: Catalog | None = None) -> list[CaseResult | NotExpressible]:
+    """Every case of every validation file."""
+    return run_cases(all_cases(), catalog)
