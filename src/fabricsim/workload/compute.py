@@ -8,8 +8,8 @@ validation cases.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
 from importlib import resources
+from typing import Any
 
 from pydantic import ValidationError
 

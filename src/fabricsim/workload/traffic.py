@@ -76,10 +76,8 @@ def fp8_cast_bytes(model: ModelSpec, plan: ParallelPlan, index: int, *, backward
         return 0.0
     tokens = plan.mbs * plan.seq / plan.cp
     h, ffn = model.hidden, _active_ffn(model, index)
-    if backward:
-        widths = (h + 2 * model.kv_dim) + h + ffn * (2 if model.gated_mlp else 1) + h
-    else:
-        widths = 3 * h + ffn
+    grad_widths = (h + 2 * model.kv_dim) + h + ffn * (2 if model.gated_mlp else 1) + h  # QKV, proj, fc1, fc2 out
+    widths = grad_widths if backward else 3 * h + ffn
     return FP8_CAST_BYTES_PER_ELEMENT * tokens * widths / plan.tp
 
 
