@@ -221,15 +221,16 @@ def _nvls(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     n = shape.nranks
     rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
     wire = (n + 1) / n if op == "all_reduce" else 1.0
+    fill_s, fill_bytes = _nvls_fill(shape, tuning)
     return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate},
-                **_nvls_fill(shape, tuning))
+                fill_s=fill_s, fill_bytes=fill_bytes)
 
 
-def _nvls_fill(shape: GroupShape, tuning: Tuning) -> dict[str, float]:
+def _nvls_fill(shape: GroupShape, tuning: Tuning) -> tuple[float, float]:
     """NVLS pipeline fill: one step per rank of the NVLink domain before the switch streams at full rate, reached
     once every rank holds a full chunk (so small messages pay only the latency)."""
     p = shape.ranks_per_node
-    return {"fill_s": tuning.nvls_fill_per_rank_s * p, "fill_bytes": tuning.nvls_chunk_bytes * p}
+    return tuning.nvls_fill_per_rank_s * p, tuning.nvls_chunk_bytes * p
 
 
 def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
@@ -242,7 +243,8 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     depth = int(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
-    return Cost(latency, per_byte, **_nvls_fill(shape, tuning))
+    fill_s, fill_bytes = _nvls_fill(shape, tuning)
+    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_bytes)
 
 
 def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
