@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fabricsim.catalog import default_catalog
@@ -54,7 +55,9 @@ def test_nvls_fill_grows_with_domain_ranks() -> None:
     h100 = ALGORITHMS["nvls"].cost("all_reduce", group_shape("dgx-h100", 8, catalog=cat), "Simple", tuning)
     nvl72 = ALGORITHMS["nvls"].cost("all_reduce", group_shape("gb200-nvl72", 72, catalog=cat), "Simple", tuning)
     assert nvl72.fill_s == pytest.approx(9 * h100.fill_s)
-    assert nvl72.fill_bytes == pytest.approx(72 * tuning.nvls_chunk_bytes)
+    # below the cap the exposed phase costs as much as the transfer: fill(S) = S * per_byte
+    small = 1e6
+    assert float(h100.fill(np.array([small]))[0]) == pytest.approx(small * h100.total_per_byte_s)
 
 
 def test_blackwell_nvls_efficiency_is_its_own() -> None:

@@ -165,9 +165,9 @@ class Tuning(Entry):
     nvls_efficiency_by_nvlink: dict[str, Fraction] = Field(
         default_factory=dict, description="NVLS throughput relative to the NVLink rate per NVLink generation (link"
         " id); nvls_efficiency where absent")
-    nvls_fill_per_rank_s: Seconds = Field(0.0, description="NVLS pipeline fill per rank of the NVLink domain")
-    nvls_chunk_bytes: Bytes = Field(0.0, description="NVLS chunk per rank: the fill grows with the size until every"
-                                    " rank holds one chunk")
+    nvls_fill_per_rank_s: Seconds = Field(
+        0.0, description="NVLS pipeline fill per rank of the NVLink domain: the cap of the exposed second phase"
+        " (multicast after reduce) of a pipeline that is not yet full")
     nccl_tree_algbw_ratio: Fraction = Field(
         0.5, description="NCCL tuner's tree busBw-to-algbw ratio (it prices 2S per direction); used to pick"
         " the algorithm as NCCL does, not for the time")

@@ -221,16 +221,17 @@ def _nvls(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     n = shape.nranks
     rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
     wire = (n + 1) / n if op == "all_reduce" else 1.0
-    fill_s, fill_bytes = _nvls_fill(shape, tuning)
+    fill_s, fill_bytes = _nvls_fill(shape, tuning, wire / rate)
     return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate},
                 fill_s=fill_s, fill_bytes=fill_bytes)
 
 
-def _nvls_fill(shape: GroupShape, tuning: Tuning) -> tuple[float, float]:
-    """NVLS pipeline fill: one step per rank of the NVLink domain before the switch streams at full rate, reached
-    once every rank holds a full chunk (so small messages pay only the latency)."""
-    p = shape.ranks_per_node
-    return tuning.nvls_fill_per_rank_s * p, tuning.nvls_chunk_bytes * p
+def _nvls_fill(shape: GroupShape, tuning: Tuning, per_byte_s: float) -> tuple[float, float]:
+    """NVLS pipeline fill: until the pipeline is full, the reduce (multimem ld_reduce) and the multicast
+    (multimem st) of a chunk run one after the other, so the exposed second phase costs as much as the transfer
+    itself; it is capped once the pipeline fills, which takes one step per rank of the NVLink domain."""
+    fill_s = tuning.nvls_fill_per_rank_s * shape.ranks_per_node
+    return fill_s, fill_s / per_byte_s
 
 
 def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
@@ -243,7 +244,7 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     depth = int(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
-    fill_s, fill_bytes = _nvls_fill(shape, tuning)
+    fill_s, fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
     return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_bytes)
 
 

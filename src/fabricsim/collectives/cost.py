@@ -16,10 +16,10 @@ class Cost:
 
     `per_byte_s` holds seconds per byte of the nccl-tests 'size' spent on each link kind. Pipelined algorithms
     (ring, tree, NVLS) overlap their link kinds (`combine="max"`); phased ones (hierarchical) add them.
-    `fill_s` is a pipeline fill that grows with the size until `fill_bytes` (every stage holds a full chunk) and
-    stays constant beyond. `floor_s` is the host's launch time per iteration: nccl-tests queues iterations, so
-    the GPU time hides behind it when shorter. `select_per_byte_s`, where set, is what NCCL's tuner assumes
-    per byte when it picks the algorithm (the time reported is always the physical one).
+    `fill_s` is a pipeline fill that grows in proportion to the size up to `fill_bytes` and stays constant
+    beyond. `floor_s` is the host's launch time per iteration: nccl-tests queues iterations, so the GPU time hides
+    behind it when shorter. `select_per_byte_s`, where set, is what NCCL's tuner assumes per byte when it picks
+    the algorithm (the time reported is always the physical one).
     """
 
     latency_s: float
