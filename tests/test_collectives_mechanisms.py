@@ -46,6 +46,8 @@ def test_launch_floor_single_node_counts_gpus_multi_node_one() -> None:
     tuning = cat.tuning("default")
     assert launch_floor(group_shape("dgx-h100", 8, catalog=cat), tuning) == pytest.approx(8 * tuning.launch_s)
     assert launch_floor(group_shape("dgx-h100", 16, catalog=cat), tuning) == pytest.approx(tuning.launch_s)
+    amd = tuning.launch_scale_by_host_link["xgmi-2"]  # dgx-a100's AMD EPYC host: NCCL's AMD/Intel host-cost ratio
+    assert launch_floor(group_shape("dgx-a100", 8, catalog=cat), tuning) == pytest.approx(8 * amd * tuning.launch_s)
 
 
 def test_nvls_fill_grows_with_domain_ranks() -> None:

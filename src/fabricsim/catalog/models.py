@@ -159,6 +159,9 @@ class Tuning(Entry):
     net_overhead_s: Seconds = Field(description="per-step network post overhead added to intra-node steps")
     launch_s: Seconds = Field(0.0, description="host time to launch one GPU's collective kernel (cudaLaunchKernel"
                               " through NCCL's enqueue); nccl-tests queues iterations, so it is a floor, not a sum")
+    launch_scale_by_host_link: dict[str, float] = Field(
+        default_factory=dict, description="factor on launch_s per host CPU, keyed by the system's cpu_link (or"
+        " cpu_gpu_link) id; 1 where absent")
     single_node_gpus_per_thread: Literal["all", "one"] = Field(
         "all", description="how nccl-tests is run on one node: 'all' = one thread drives every GPU (-g N, so the"
         " host launches N kernels per iteration), 'one' = one process per GPU (mpirun -np N)")

@@ -64,9 +64,11 @@ def nvls_efficiency(shape: GroupShape, tuning: Tuning) -> float:
 
 
 def launch_floor(shape: GroupShape, tuning: Tuning) -> float:
-    """Host time per nccl-tests iteration: one kernel launch per GPU the launching thread drives."""
+    """Host time per nccl-tests iteration: one kernel launch per GPU the launching thread drives, at the cost of
+    this host's CPU (identified by its socket or CPU-GPU link, as NCCL tells CPU vendors apart)."""
     per_thread = shape.ranks_per_node if shape.nnodes == 1 and tuning.single_node_gpus_per_thread == "all" else 1
-    return tuning.launch_s * per_thread
+    scale: dict[str, float] = tuning.launch_scale_by_host_link
+    return tuning.launch_s * scale.get(shape.host_link_id or "", 1.0) * per_thread
 
 
 def _btree(nranks: int, rank: int) -> tuple[int, list[int]]:

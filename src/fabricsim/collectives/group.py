@@ -44,6 +44,7 @@ class GroupShape:
     oversubscription: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)
     intra_link_id: str | None = None
+    host_link_id: str | None = None
 
     @property
     def nic_bytes_per_s(self) -> float:
@@ -55,7 +56,7 @@ class GroupShape:
         return (
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
-            self.intra_link_id,
+            self.intra_link_id, self.host_link_id,
         )
 
 
@@ -155,6 +156,7 @@ def group_shape(
         oversubscription=oversubscription,
         notes=tuple(notes),
         intra_link_id=intra_link,
+        host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
     )
 
 
