@@ -160,6 +160,8 @@ class ProtocolParams(BaseModel):
 
     bandwidth_efficiency: Fraction
     max_busbw_bytes_per_s: BytesPerS | None = None
+    max_busbw_scale_by_link: dict[str, float] = Field(
+        default_factory=dict, description="factor on max_busbw_bytes_per_s per intra-node link id (GPU generation)")
 
 
 class Tuning(Entry):
@@ -176,3 +178,20 @@ class Tuning(Entry):
     tree_efficiency: Fraction = Field(description="tree/CollNet throughput relative to the link rate")
     p2p_efficiency: Fraction = Field(description="point-to-point (send/recv, all-to-all) throughput vs link rate")
     net_overhead_s: Seconds = Field(description="per-step network post overhead added to intra-node steps")
+    launch_s: Seconds = Field(0.0, description="host time to launch one GPU's collective kernel (cudaLaunchKernel"
+                              " through NCCL's enqueue); nccl-tests queues iterations, so it is a floor, not a sum")
+    launch_scale_by_host_link: dict[str, float] = Field(
+        default_factory=dict, description="factor on launch_s per host CPU, keyed by the system's cpu_link (or"
+        " cpu_gpu_link) id; 1 where absent")
+    single_node_gpus_per_thread: Literal["all", "one"] = Field(
+        "all", description="how nccl-tests is run on one node: 'all' = one thread drives every GPU (-g N, so the"
+        " host launches N kernels per iteration), 'one' = one process per GPU (mpirun -np N)")
+    nvls_efficiency_by_nvlink: dict[str, Fraction] = Field(
+        default_factory=dict, description="NVLS throughput relative to the NVLink rate per NVLink generation (link"
+        " id); nvls_efficiency where absent")
+    nvls_fill_per_rank_s: Seconds = Field(
+        0.0, description="NVLS pipeline fill per rank of the NVLink domain: the cap of the exposed second phase"
+        " (multicast after reduce) of a pipeline that is not yet full")
+    nccl_tree_algbw_ratio: Fraction = Field(
+        0.5, description="NCCL tuner's tree busBw-to-algbw ratio (it prices 2S per direction); used to pick"
+        " the algorithm as NCCL does, not for the time")

@@ -46,12 +46,69 @@ def _base(tuning: Tuning, algo: str, proto: str) -> float:
     return per_proto.get(proto, 0.0)
 
 
-def _proto_rate(rate: float, proto: str, tuning: Tuning) -> float:
+def _proto_rate(rate: float, proto: str, tuning: Tuning, link_id: str | None = None) -> float:
+    """A link rate as a protocol achieves it: payload fraction, then the protocol's per-rank cap (scaled to the
+    GPU generation of `link_id` as NCCL's llMaxBws table scales it)."""
     params = tuning.protocols[proto]  # type: ignore[index]
     out = rate * params.bandwidth_efficiency
     if params.max_busbw_bytes_per_s is not None:
-        out = min(out, params.max_busbw_bytes_per_s)
+        scale = params.max_busbw_scale_by_link.get(link_id, 1.0) if link_id else 1.0
+        out = min(out, params.max_busbw_bytes_per_s * scale)
     return out
+
+
+def nvls_efficiency(shape: GroupShape, tuning: Tuning) -> float:
+    """NVLS throughput relative to the NVLink rate for this NVLink generation (NCCL's per-architecture figure)."""
+    table: dict[str, float] = tuning.nvls_efficiency_by_nvlink
+    return table.get(shape.intra_link_id or "", tuning.nvls_efficiency)
+
+
+def launch_floor(shape: GroupShape, tuning: Tuning) -> float:
+    """Host time per nccl-tests iteration: one kernel launch per GPU the launching thread drives, at the cost of
+    this host's CPU (identified by its socket or CPU-GPU link, as NCCL tells CPU vendors apart)."""
+    per_thread = shape.ranks_per_node if shape.nnodes == 1 and tuning.single_node_gpus_per_thread == "all" else 1
+    scale: dict[str, float] = tuning.launch_scale_by_host_link
+    return tuning.launch_s * scale.get(shape.host_link_id or "", 1.0) * per_thread
+
+
+def _btree(nranks: int, rank: int) -> tuple[int, list[int]]:
+    """Parent and children of `rank` in NCCL's binary tree (src/graph/trees.cc ncclGetBtree)."""
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return -1, ([bit >> 1] if nranks > 1 else [])
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    lowbit = bit >> 1
+    children = [] if lowbit == 0 else [rank - lowbit]
+    right = rank + lowbit
+    while lowbit and right >= nranks:
+        lowbit >>= 1
+        right = rank + lowbit
+    if lowbit:
+        children.append(right)
+    return up, children
+
+
+def _edges(nranks: int, rank: int) -> int:
+    parent, children = _btree(nranks, rank)
+    return len(children) + (parent >= 0)
+
+
+def dtree_bytes_per_direction(nnodes: int) -> float:
+    """Bytes each node sends (and receives) per byte of all-reduce in NCCL's double binary tree, the busiest node:
+    each tree carries half the data up (reduce) and down (broadcast) over every tree edge, and a full-duplex link
+    carries both directions at once. Tree 2 is tree 1 mirrored (even counts) or shifted by one (odd counts),
+    as ncclGetDtree builds it. 2 nodes: 1.0; 3 nodes: 1.5; inner nodes of larger trees: 2.0."""
+    if nnodes < 2:
+        return 0.0
+    worst = 0
+    for r in range(nnodes):
+        second = nnodes - 1 - r if nnodes % 2 == 0 else (r - 1 + nnodes) % nnodes
+        worst = max(worst, _edges(nnodes, r) + _edges(nnodes, second))
+    return 0.5 * worst
 
 
 def _net_kind(shape: GroupShape) -> str:
@@ -124,7 +181,7 @@ def _ring_rates(shape: GroupShape, proto: str, tuning: Tuning) -> dict[str, floa
     has one ring edge in and out per channel, so the node's NICs together carry the per-rank rate."""
     rates: dict[str, float] = {}
     if shape.ranks_per_node > 1:
-        rates[shape.intra_kind] = _proto_rate(shape.intra_bytes_per_s, proto, tuning)
+        rates[shape.intra_kind] = _proto_rate(shape.intra_bytes_per_s, proto, tuning, shape.intra_link_id)
     if shape.nnodes > 1:
         rates[_net_kind(shape)] = _proto_rate(shape.net_bytes_per_s_per_node, proto, tuning)
     return rates
@@ -143,37 +200,54 @@ def _ring(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
 
 
 def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
-    """Double binary tree across nodes, chain inside: reduce up then broadcast down, pipelined."""
+    """Double binary tree across nodes, chain inside: reduce up then broadcast down, pipelined. Each direction of
+    a link carries the tree's bytes once (dtree_bytes_per_direction); a chain GPU with neighbours on both sides
+    sends half the data up and half down in each of the two trees. NCCL's tuner prices the tree at 2S per
+    direction (algbw = busBw/2), so it picks by that figure."""
     rates = {k: r * tuning.tree_efficiency for k, r in _ring_rates(shape, proto, tuning).items()}
-    per_byte = {kind: 2.0 / rate for kind, rate in rates.items()}
+    factors = {_net_kind(shape): dtree_bytes_per_direction(shape.nnodes),
+               shape.intra_kind: 2.0 if shape.ranks_per_node > 2 else 1.0}
+    per_byte = {kind: factors[kind] / rate for kind, rate in rates.items()}
+    select = max(1.0 / tuning.nccl_tree_algbw_ratio / rate for rate in rates.values())
     depth = int(math.log2(shape.nnodes)) if shape.nnodes > 1 else 0
     latency = _base(tuning, "tree", proto) + 2 * (
         (shape.ranks_per_node - 1) * _hop(tuning, _hop_class(shape), "tree", proto)
         + depth * _hop(tuning, "net", "tree", proto)
     )
-    return Cost(latency, per_byte)
+    return Cost(latency, per_byte, select_per_byte_s=select)
 
 
 def _nvls(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     """NVLink SHARP: the switch reduces (multimem ld_reduce) and multicasts (st); all_reduce moves S(n+1)/n per
     GPU each way. all_gather/reduce_scatter move S one way, which is why NCCL prefers rings for them."""
     n = shape.nranks
-    rate = shape.intra_bytes_per_s * tuning.nvls_efficiency
+    rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
     wire = (n + 1) / n if op == "all_reduce" else 1.0
-    return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate})
+    fill_s, fill_bytes = _nvls_fill(shape, tuning, wire / rate)
+    return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate},
+                fill_s=fill_s, fill_bytes=fill_bytes)
+
+
+def _nvls_fill(shape: GroupShape, tuning: Tuning, per_byte_s: float) -> tuple[float, float]:
+    """NVLS pipeline fill: until the pipeline is full, the reduce (multimem ld_reduce) and the multicast
+    (multimem st) of a chunk run one after the other, so the exposed second phase costs as much as the transfer
+    itself; it is capped once the pipeline fills, which takes one step per rank of the NVLink domain."""
+    fill_s = tuning.nvls_fill_per_rank_s * shape.ranks_per_node
+    return fill_s, fill_s / per_byte_s
 
 
 def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     """NVLS inside each node, a tree between nodes (one rank per node per tree channel)."""
     p = shape.ranks_per_node
-    nvls_rate = shape.intra_bytes_per_s * tuning.nvls_efficiency
+    nvls_rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
     net_rate = shape.net_bytes_per_s_per_node * tuning.tree_efficiency
-    net_wire = 1.0 if shape.nnodes == 2 else 2.0
+    net_wire = dtree_bytes_per_direction(shape.nnodes)
     per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
     depth = int(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
-    return Cost(latency, per_byte)
+    fill_s, fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
+    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_bytes)
 
 
 def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:

@@ -43,6 +43,8 @@ class GroupShape:
     fabric_switch_id: str | None
     oversubscription: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    intra_link_id: str | None = None
+    host_link_id: str | None = None
 
     @property
     def nic_bytes_per_s(self) -> float:
@@ -54,6 +56,7 @@ class GroupShape:
         return (
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
+            self.intra_link_id, self.host_link_id,
         )
 
 
@@ -102,17 +105,20 @@ def group_shape(
     nnodes = ceil(gpus / ppn)
     gpu = cat.gpu(sysm.gpu)
     notes: list[str] = []
+    intra_link: str | None = None
     if ppn == 1:
         intra_kind: IntraKind = "none"
         intra_line = intra_eff = 0.0
     elif sysm.intra == "nvswitch" and gpu.nvlink is not None:
         link = cat.link(gpu.nvlink)
         intra_kind = "nvlink"
+        intra_link = link.id
         intra_line = gpu.nvlink_links * link.bytes_per_s
         intra_eff = intra_line * link.efficiency
     else:
         link = cat.link(sysm.pcie)
         intra_kind = "pcie"
+        intra_link = link.id
         intra_line = link.bytes_per_s
         intra_eff = intra_line * link.efficiency
         notes.append("intra-node traffic over PCIe (no NVLink)")
@@ -149,6 +155,8 @@ def group_shape(
         fabric_switch_id=switch.id if switch else None,
         oversubscription=oversubscription,
         notes=tuple(notes),
+        intra_link_id=intra_link,
+        host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
     )
 
 

@@ -8,7 +8,7 @@ so a whole sweep is a few numpy operations (this is a hot path of the sizing sea
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, Tuning, default_catalog
-from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
+from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm, launch_floor, nvls_efficiency
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.cost import Cost
 from fabricsim.collectives.group import GroupShape
@@ -66,7 +66,8 @@ def _candidates(op: str, shape: GroupShape, algo: str, proto: str) -> list[tuple
 @lru_cache(maxsize=65536)
 def _choices_cached(op: str, shape: GroupShape, algo: str, proto: str,
                     tuning: ByIdentity[Tuning]) -> tuple[Choice, ...]:
-    return tuple(Choice(a.name, p, a.cost(op, shape, p, tuning.value))
+    floor = launch_floor(shape, tuning.value)
+    return tuple(Choice(a.name, p, replace(a.cost(op, shape, p, tuning.value), floor_s=floor))
                  for a, p in _candidates(op, shape, algo, proto))
 
 
@@ -76,16 +77,19 @@ def choices(op: str, shape: GroupShape, tuning: Tuning, algo: str = "auto", prot
 
 
 def _time_table(opts: Sequence[Choice], sizes: np.ndarray) -> np.ndarray:
-    """Time of every option (rows) at every size (columns)."""
-    lat = np.array([c.cost.latency_s for c in opts])
-    per_byte = np.array([c.cost.total_per_byte_s for c in opts])
-    table: np.ndarray = lat[:, None] + per_byte[:, None] * sizes[None, :]
-    return table
+    """Physical time of every option (rows) at every size (columns)."""
+    return np.stack([c.cost.times(sizes) for c in opts])
+
+
+def _pick(opts: Sequence[Choice], sizes: np.ndarray) -> np.ndarray:
+    """Index of the option NCCL's tuner picks at every size: minimum of the time as NCCL prices it."""
+    picks: np.ndarray = np.stack([c.cost.selection_times(sizes) for c in opts]).argmin(axis=0)
+    return picks
 
 
 def best(options: Sequence[Choice], size_bytes: float) -> Choice:
-    """The fastest option at one size (NCCL's rule: minimum predicted time)."""
-    return min(options, key=lambda c: c.cost.time_s(size_bytes))
+    """The option NCCL picks at one size (its rule: minimum time by its own cost model)."""
+    return min(options, key=lambda c: c.cost.selection_time_s(size_bytes))
 
 
 class CollectiveModel:
@@ -106,7 +110,9 @@ class CollectiveModel:
     def times_s(self, op: str, sizes: Iterable[float], algo: str = "auto", proto: str = "auto") -> np.ndarray:
         """Vectorised best time for many sizes."""
         opts = choices(op, self.shape, self.tuning, algo, proto)
-        times: np.ndarray = _time_table(opts, np.asarray(list(sizes), dtype=np.float64)).min(axis=0)
+        grid = np.asarray(list(sizes), dtype=np.float64)
+        table = _time_table(opts, grid)
+        times: np.ndarray = table[_pick(opts, grid), np.arange(grid.size)]
         return times
 
     def predict(
@@ -116,8 +122,9 @@ class CollectiveModel:
         name = check_op(op)
         opts = choices(name, self.shape, self.tuning, algo, proto)
         size_list = [int(s) for s in sizes]
-        table = _time_table(opts, np.asarray(size_list, dtype=np.float64))
-        pick = table.argmin(axis=0)
+        grid = np.asarray(size_list, dtype=np.float64)
+        table = _time_table(opts, grid)
+        pick = _pick(opts, grid)
         factor = busbw_factor(name, self.shape.nranks)
         elem = dtype_bytes(dtype)
         rows = []
@@ -153,7 +160,8 @@ class CollectiveModel:
             "algorithm": algo,
             "protocol": proto,
             "tuning": t.id,
-            "efficiencies": {"nvls": t.nvls_efficiency, "tree": t.tree_efficiency, "p2p": t.p2p_efficiency,
+            "launch_floor_s": launch_floor(sh, t),
+            "efficiencies": {"nvls": nvls_efficiency(sh, t), "tree": t.tree_efficiency, "p2p": t.p2p_efficiency,
                              "protocols": {k: v.bandwidth_efficiency for k, v in t.protocols.items()}},
             "notes": list(sh.notes),
         }
