@@ -11,6 +11,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from fabricsim import units
@@ -73,6 +75,22 @@ def fp8_matmul_efficiency(gpu: GPU) -> Efficiency:
 def attention_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its BF16 peak in fused attention, forward and backward (or the default)."""
     return gpu.attention_efficiency if gpu.attention_efficiency is not None else default_attention_efficiency()
+
+
+@lru_cache(maxsize=1)
+def gemm_k_overhead() -> float:
+    """K-equivalent of a GEMM tile's fixed cost at the BF16 rate (``data/compute.yaml``, ``gemm_k_overhead``)."""
+    return float(_defaults_document()["gemm_k_overhead"]["bf16_k"])
+
+
+def k_efficiency(k: NDArray[np.float64], gpu: GPU, precision: str) -> NDArray[np.float64]:
+    """Fraction of the best-shape GEMM rate reached with reduction depth ``k``: each output tile pays a fixed
+    prologue/epilogue beside its K loop, k / (k + k0); the loop runs faster at FP8, so k0 scales with the rate."""
+    k0 = gemm_k_overhead()
+    if precision == "fp8" and gpu.fp8_flops_per_s:
+        k0 *= gpu.fp8_flops_per_s / gpu.bf16_flops_per_s
+    out: NDArray[np.float64] = k / (k + k0)
+    return out
 
 
 def gemm_flops_per_s(gpu: GPU, precision: str) -> float:

@@ -139,3 +139,24 @@ def megatron_step_flops(batch: float, seq: int, layers: int, hidden: int, vocab:
     """
     return 96.0 * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
 
+
+
+def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[tuple[float, float, float]]:
+    """The weight GEMMs of layer ``index`` on one GPU, as (forward FLOPs, forward K, backward-data K); the
+    weight-gradient GEMMs reduce over the tokens. Column-parallel GEMMs (QKV, first MLP) split their output over
+    tp, row-parallel ones (projection, second MLP) their input, so tp shortens the K of the latter."""
+    tokens = plan.mbs * plan.seq / plan.cp
+    h, t = model.hidden, plan.tp
+    qkv_out = (h + 2 * model.kv_dim * model.kv_replication(t)) / t
+    if model.is_moe_layer(index):
+        assert model.moe is not None
+        ffn, copies = model.expert_ffn_hidden, model.moe.top_k + model.moe.shared_experts
+    else:
+        ffn, copies = model.ffn_hidden, 1
+    up_out = ffn * (2 if model.gated_mlp else 1) / t
+    return [
+        (2 * tokens * h * qkv_out, h, qkv_out),
+        (2 * tokens * h / t * h, h / t, h),
+        (2 * tokens * h * up_out * copies, h, up_out),
+        (2 * tokens * ffn / t * h * copies, ffn / t, h),
+    ]

@@ -35,9 +35,10 @@ from fabricsim.workload.compute import (
     attention_flops_per_s,
     gemm_flops_per_s,
     hbm_efficiency,
+    k_efficiency,
     kernel_gap_s,
 )
-from fabricsim.workload.flops import forward_flops, step_flops
+from fabricsim.workload.flops import forward_flops, layer_gemm_shapes, step_flops
 from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
 from fabricsim.workload.plan import ParallelPlan, check_plan, stage_layers
@@ -250,13 +251,31 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if plan.precision == "fp8" else 0)
     passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
     return _StageCompute(
-        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, plan.precision),
+        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, plan.precision) / _shape_efficiency(model, plan, gpu, layers),
         attention_fwd_s=fwd.attention / share / attention_rate,
         head_fwd_s=fwd.lm_head / share / bf16,
         kernel_gaps_s=kernels * passes * len(layers) * kernel_gap_s(),
         recompute_gemm=1.0 if plan.recompute == "full" else 0.0,
         recompute_attention=0.0 if plan.recompute == "none" else 1.0,
     )
+
+
+def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int]) -> float:
+    """FLOP-weighted efficiency of the stage's weight GEMMs relative to the best shape, from each GEMM's reduction
+    depth: forward (K = its input width), backward-data (K = its output width), weight gradient (K = tokens).
+    Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
+    tokens = plan.mbs * plan.seq / plan.cp
+    flops = slowed = 0.0
+    moe = sum(1 for i in layers if model.is_moe_layer(i))
+    for index, count in ((next((i for i in layers if model.is_moe_layer(i)), -1), moe),
+                         (next((i for i in layers if not model.is_moe_layer(i)), -1), len(layers) - moe)):
+        if count == 0:
+            continue
+        shapes = np.array(layer_gemm_shapes(model, plan, index))  # rows: (forward FLOPs, forward K, dgrad K)
+        ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.full(len(shapes), tokens)])
+        flops += count * 3 * shapes[:, 0].sum()
+        slowed += count * float((shapes[:, 0, None] / k_efficiency(ks, gpu, plan.precision)).sum())
+    return flops / slowed if slowed > 0 else 1.0
 
 
 def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
