@@ -203,3 +203,26 @@ def test_eager_kernels_move_more_hbm_bytes() -> None:
     eager = predict_training(spec, ParallelPlan.build(**kw, kernels="eager"), _cluster())
     assert eager.breakdown.exposed["hbm"] > 2 * fused.breakdown.exposed["hbm"]
     assert eager.step_time_s > fused.step_time_s
+
+
+# ---- pipeline with fewer micro-batches than stages ----------------------------------------------------------
+
+
+def test_bubble_fraction_by_hand() -> None:
+    from fabricsim.workload.training import pipeline_bubble_fraction
+
+    assert pipeline_bubble_fraction(4, 8, 1) == 3.0
+    assert pipeline_bubble_fraction(4, 8, 4) == 0.75
+    assert pipeline_bubble_fraction(4, 2, 4) == 3.0  # m < pp: interleaving cannot hide the fill and drain
+    assert pipeline_bubble_fraction(4, 2, 1) == 3.0
+    assert pipeline_bubble_fraction(1, 1, 1) == 0.0
+
+
+def test_too_few_microbatches_are_priced_as_the_schedule_runs() -> None:
+    spec = load_model("llama3-70b")
+    kw = {"gpus": 32, "tp": 8, "pp": 4, "seq": 4096, "virtual_stages": 4}
+    few = predict_training(spec, ParallelPlan.build(**kw, gbs=2), _cluster())  # m = 2 < pp = 4
+    many = predict_training(spec, ParallelPlan.build(**kw, gbs=8), _cluster())  # m = 8
+    assert few.breakdown.exposed["pipeline_bubble"] == pytest.approx(
+        3.0 * few.step_time_s / (2 + 3.0), rel=0.05)  # bubble = (pp - 1) of m + pp - 1 micro-batch times
+    assert few.tokens_per_s < 0.6 * many.tokens_per_s

@@ -14,7 +14,8 @@ Per micro-batch on the slowest pipeline stage:
 - PP: the activation (forward) and its gradient (backward) to the neighbour stage, 1/tp of it with sequence
   parallelism, exposed;
 - ZeRO-3 / FSDP: per-layer weight gathers and gradient reduce-scatters, prefetched under each layer's compute.
-Step = (m + (pp - 1) / v) x micro-batch time (1F1B / interleaved bubble), + the data-parallel gradient sync and
+Step = (m + bubble) x micro-batch time (``pipeline_bubble_fraction``: (pp - 1) / v once the pipeline fills,
+pp - 1 when m < pp), + the data-parallel gradient sync and
 parameter gather that the backward and forward windows cannot hide, + the optimizer update.
 """
 
@@ -384,6 +385,16 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
     return out
 
 
+def pipeline_bubble_fraction(pp: int, microbatches: int, virtual_stages: int) -> float:
+    """Idle time of a stage per step, in micro-batch times: (pp - 1) / v for 1F1B and interleaved 1F1B when the
+    pipeline fills (m >= pp; Narayanan et al. SC21 sec. 2.2); with fewer micro-batches than stages no stage ever
+    holds pp micro-batches, each chunk waits for the whole pipeline's pass, and interleaving saves nothing: every
+    stage idles for the full fill and drain, pp - 1 micro-batch times."""
+    if microbatches >= pp:
+        return (pp - 1) / virtual_stages
+    return float(pp - 1)
+
+
 @lru_cache(maxsize=256)
 def _moe_flags(model: ModelSpec) -> tuple[int, ...]:
     return tuple(int(model.is_moe_layer(i)) for i in range(model.layers))
@@ -421,7 +432,7 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
     mb, work = max(by_signature.values(), key=lambda r: r[0].exposed_total)
     m, v = plan.microbatches, plan.virtual_stages
     steady = mb.scaled(float(m))
-    bubble_s = (plan.pp - 1) / v * mb.exposed_total
+    bubble_s = pipeline_bubble_fraction(plan.pp, m, v) * mb.exposed_total
     total = steady
     total.add("pipeline_bubble", bubble_s)
 
