@@ -226,3 +226,23 @@ def test_too_few_microbatches_are_priced_as_the_schedule_runs() -> None:
     assert few.breakdown.exposed["pipeline_bubble"] == pytest.approx(
         3.0 * few.step_time_s / (2 + 3.0), rel=0.05)  # bubble = (pp - 1) of m + pp - 1 micro-batch times
     assert few.tokens_per_s < 0.6 * many.tokens_per_s
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(["gpt-1.7b", "llama3-8b", "llama3-70b", "mixtral-8x7b"]),
+       system=st.sampled_from(["dgx-h100", "hgx-h200", "dgx-b200", "gb200-nvl72"]),
+       tp=st.sampled_from([1, 2, 4, 8]), pp=st.sampled_from([1, 2, 4]), mbs=st.sampled_from([1, 2, 4]),
+       seq=st.sampled_from([1024, 2048, 8192]), recompute=st.sampled_from(["none", "selective", "full"]),
+       flash=st.booleans(), zero=st.sampled_from([0, 1, 3]))
+def test_fp8_never_slower_property(model: str, system: str, tp: int, pp: int, mbs: int, seq: int,
+                                   recompute: str, flash: bool, zero: int) -> None:
+    spec = load_model(model)
+    if spec.heads % tp or (zero == 3 and pp > 1):
+        return
+    dp = 2
+    kw = {"tp": tp, "pp": pp, "dp": dp, "mbs": mbs, "seq": seq, "gbs": mbs * dp * 4 * pp, "recompute": recompute,
+          "flash_attention": flash, "zero": zero}
+    cluster = _cluster(system)
+    bf16 = predict_training(spec, ParallelPlan.build(**kw), cluster)
+    fp8 = predict_training(spec, ParallelPlan.build(**kw, precision="fp8"), cluster)
+    assert fp8.step_time_s <= bf16.step_time_s * (1 + 1e-12)

@@ -172,6 +172,7 @@ class _LayerComms:
     """Per-layer and per-micro-batch communication costs of a plan, priced once on its real groups."""
 
     tp_per_layer_pass: tuple[float, str]
+    tp_bf16_per_layer_pass: tuple[float, str]  # the same without FP8 gathers (stages that keep BF16 GEMMs)
     ep_per_layer_pass: tuple[float, str]
     cp_per_layer_step: tuple[float, str]
     pp_per_send: tuple[float, str]
@@ -184,18 +185,21 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
         return _group_shape(cluster, widest_group(placement, kind, cluster.system.gpus_per_node))
 
     act = plan.mbs * plan.seq / plan.cp * model.hidden * ACT_BYTES
-    tp = (0.0, "nvlink")
     tp_shape = widest("tp")
-    if tp_shape is not None:
+
+    def tp_pass(gather_bytes_per_element: float) -> tuple[float, str]:
+        if tp_shape is None:
+            return 0.0, "nvlink"
         if plan.sequence_parallel:
-            # TransformerEngine gathers the FP8-cast input under FP8 (1 byte/element); reduce-scatters stay bf16.
-            gathered = act * (FP8_BYTES / ACT_BYTES if plan.precision == "fp8" else 1.0)
-            t_ag, kind = _comm(tp_shape, "all_gather", gathered, cat)
+            t_ag, kind = _comm(tp_shape, "all_gather", act * gather_bytes_per_element / ACT_BYTES, cat)
             t_rs, _ = _comm(tp_shape, "reduce_scatter", act, cat)
-            tp = (2 * (t_ag + t_rs), kind)
-        else:
-            t_ar, kind = _comm(tp_shape, "all_reduce", act, cat)
-            tp = (2 * t_ar, kind)
+            return 2 * (t_ag + t_rs), kind
+        t_ar, kind = _comm(tp_shape, "all_reduce", act, cat)
+        return 2 * t_ar, kind
+
+    # TransformerEngine gathers the FP8-cast input under FP8 (1 byte/element); reduce-scatters stay bf16.
+    tp_bf16 = tp_pass(ACT_BYTES)
+    tp = tp_pass(FP8_BYTES) if plan.precision == "fp8" else tp_bf16
     ep = (0.0, "nvlink")
     if model.moe is not None and plan.ep > 1:
         t_a2a, kind = _comm(widest("ep"), "all_to_all",
@@ -210,7 +214,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
         pp_shape = _group_shape(cluster, placement.first_group("pp"))
         pair = None if pp_shape is None else _cached_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
         pp = _comm(pair, "send_recv", act / (plan.tp if plan.sequence_parallel else 1), cat)
-    return _LayerComms(tp, ep, cp, pp)
+    return _LayerComms(tp, tp_bf16, ep, cp, pp)
 
 
 @dataclass(frozen=True)
@@ -239,7 +243,8 @@ class _StageCompute:
         return self.forward_s + self.backward_s + self.kernel_gaps_s
 
 
-def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], last: bool) -> _StageCompute:
+def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], last: bool,
+                   precision: str) -> _StageCompute:
     """Matmul time of one micro-batch on a stage: weight GEMMs at the plan precision's achievable rate, fused
     attention at the attention kernels' rate (causal: block skipping halves it) or, unfused, as batched matmuls at
     the BF16 GEMM rate, the LM head in BF16 (Megatron keeps its output layer out of FP8)."""
@@ -249,10 +254,11 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     gemm_flops = fwd.linear / share + kv_extra * len(layers) / share
     bf16 = achievable_flops_per_s(gpu)
     attention_rate = attention_flops_per_s(gpu) if plan.flash_attention else bf16
-    kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if plan.precision == "fp8" else 0)
+    kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if precision == "fp8" else 0)
     passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
     return _StageCompute(
-        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, plan.precision) / _shape_efficiency(model, plan, gpu, layers),
+        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, precision) / _shape_efficiency(model, plan, gpu, layers,
+                                                                                     precision),
         attention_fwd_s=fwd.attention / share / attention_rate,
         head_fwd_s=fwd.lm_head / share / bf16,
         kernel_gaps_s=kernels * passes * len(layers) * kernel_gap_s(),
@@ -261,7 +267,7 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     )
 
 
-def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int]) -> float:
+def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], precision: str) -> float:
     """FLOP-weighted efficiency of the stage's weight GEMMs relative to the best shape, from each GEMM's reduction
     depth: forward (K = its input width), backward-data (K = its output width), weight gradient (K = tokens).
     Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
@@ -274,8 +280,8 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
             continue
         shapes = np.array(layer_gemm_shapes(model, plan, index))  # rows: (forward FLOPs, forward K, dgrad K)
         ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.full(len(shapes), tokens)])
-        flops += count * 3 * shapes[:, 0].sum()
-        slowed += count * float((shapes[:, 0, None] / k_efficiency(ks, gpu, plan.precision)).sum())
+        flops += count * 3 * float(shapes[:, 0].sum())
+        slowed += count * float((shapes[:, 0, None] / k_efficiency(ks, gpu, precision)).sum())
     return flops / slowed if slowed > 0 else 1.0
 
 
@@ -285,18 +291,24 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
     its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
     gpu = cluster.catalog.gpu(cluster.system.gpu)
     out = Breakdown()
-    work = _stage_compute(model, plan, gpu, layers, stage == plan.pp - 1)
-    out.add("compute", work.total_s)
-    fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
+    last = stage == plan.pp - 1
+    hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
+    work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
     casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
                 + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
-    hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
+    tp_pass = comms.tp_per_layer_pass
+    if plan.precision == "fp8":  # FP8 GEMMs only where they pay for their casts (else the stage stays BF16)
+        bf16 = _stage_compute(model, plan, gpu, layers, last, "bf16")
+        if bf16.total_s <= work.total_s + casts / hbm_rate:
+            work, casts, tp_pass = bf16, 0.0, comms.tp_bf16_per_layer_pass
+    out.add("compute", work.total_s)
+    fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
     held = stage_params(model, plan, stage)
-    out.add("hbm", (fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert))
-            / hbm_rate)
+    hbm_s = (fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)) / hbm_rate
+    out.add("hbm", hbm_s)
     passes = 2.0 + recompute_passes  # forward, backward (same collectives), recomputed forward
-    t_tp, kind = comms.tp_per_layer_pass
+    t_tp, kind = tp_pass
     if t_tp > 0:
         per_layer_pass = t_tp
         hidden = 0.0
@@ -317,17 +329,21 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
         t_p2p, kind = comms.pp_per_send
         out.add(kind, 2 * t_p2p * plan.virtual_stages)
     if plan.zero >= 3:
-        out = out.plus(_fsdp_layers(model, plan, cluster, stage, layers, work))
+        forward_share = 1.0 / (3.0 + recompute_passes)  # of the element-wise work: one forward of all passes
+        other_s = hbm_s + work.kernel_gaps_s  # element-wise kernels and launch gaps, split like the passes
+        out = out.plus(_fsdp_layers(model, plan, cluster, stage, layers,
+                                    work.forward_s + other_s * forward_share,
+                                    work.backward_s + other_s * (1.0 - forward_share)))
     return out, work
 
 
 def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int, layers: list[int],
-                 work: _StageCompute) -> Breakdown:
+                 forward_s: float, backward_s: float) -> Breakdown:
     """ZeRO-3 / FSDP, per micro-batch: each layer's weights are all-gathered before its forward and again before
     its backward (and before its recomputed forward: the weights were freed after the forward, ZeRO-3 as in
     DeepSpeed), and its gradients reduce-scattered after its backward. The next layer's gather is prefetched
-    under the current layer's compute, so per layer only what exceeds that layer's compute is exposed, and the
-    first layer's gather of each pass is exposed whole."""
+    under the current layer's work (its matmuls and element-wise kernels, ``forward_s`` / ``backward_s`` of the
+    stage), so per layer only what exceeds that work is exposed, and the first gather of each pass whole."""
     out = Breakdown()
     params = stage_params(model, plan, stage)
     n = max(1, len(layers))
@@ -339,8 +355,8 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
         per_layer = count / n
         t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
         t_rs, _ = _comm(shape, "reduce_scatter", per_layer * MAIN_GRAD_BYTES, cluster.catalog)
-        fwd_layer = work.forward_s / n
-        bwd_layer = work.backward_s / n
+        fwd_layer = forward_s / n
+        bwd_layer = backward_s / n
         gathers_bwd = 2.0 if plan.recompute == "full" else 1.0
         fwd_exposed = max(0.0, t_gather - fwd_layer) * (n - 1) + t_gather
         bwd_comm = gathers_bwd * t_gather + t_rs
