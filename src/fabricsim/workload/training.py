@@ -305,7 +305,8 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
     out.add("compute", work.total_s)
     fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
     held = stage_params(model, plan, stage)
-    hbm_s = (fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)) / hbm_rate
+    hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
+    hbm_s = hbm_bytes / hbm_rate
     out.add("hbm", hbm_s)
     passes = 2.0 + recompute_passes  # forward, backward (same collectives), recomputed forward
     t_tp, kind = tp_pass
