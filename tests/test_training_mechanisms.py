@@ -246,3 +246,45 @@ def test_fp8_never_slower_property(model: str, system: str, tp: int, pp: int, mb
     bf16 = predict_training(spec, ParallelPlan.build(**kw), cluster)
     fp8 = predict_training(spec, ParallelPlan.build(**kw, precision="fp8"), cluster)
     assert fp8.step_time_s <= bf16.step_time_s * (1 + 1e-12)
+
+
+# ---- invariants of the step model ------------------------------------------------------------------------------
+
+
+def _faster_links(factor: float) -> Catalog:
+    """The default catalog with every NVLink, PCIe and network link and NIC port `factor` times faster."""
+    base = load_catalog()
+    links = {k: v.model_copy(update={"bytes_per_s": v.bytes_per_s * factor}) for k, v in base.links.items()}
+    nics = {k: v.model_copy(update={"port_bytes_per_s": v.port_bytes_per_s * factor}) for k, v in base.nics.items()}
+    return base.model_copy(update={"links": links, "nics": nics})
+
+
+FASTER = _faster_links(2.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(["llama3-8b", "llama3-70b", "mixtral-8x7b"]),
+       system=st.sampled_from(["dgx-h100", "dgx-a100", "dgx-b200"]),
+       tp=st.sampled_from([1, 2, 8]), pp=st.sampled_from([1, 2]), dp=st.sampled_from([2, 8, 16]),
+       zero=st.sampled_from([0, 1, 3]), overlap=st.booleans())
+def test_more_bandwidth_is_never_slower(model: str, system: str, tp: int, pp: int, dp: int, zero: int,
+                                        overlap: bool) -> None:
+    spec = load_model(model)
+    if zero == 3 and pp > 1:
+        return
+    plan = ParallelPlan.build(tp=tp, pp=pp, dp=dp, seq=4096, gbs=dp * 4, zero=zero, overlap_grad_reduce=overlap)
+    base = predict_training(spec, plan, _cluster(system))
+    fast = predict_training(spec, plan, Cluster(FASTER.system(system), catalog=FASTER))
+    assert fast.step_time_s <= base.step_time_s * (1 + 1e-9)
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(["llama3-8b", "llama3-70b"]), tp=st.sampled_from([1, 8]),
+       dp=st.sampled_from([1, 2, 4, 8]), zero=st.sampled_from([0, 1, 3]))
+def test_more_gpus_never_lower_aggregate_throughput(model: str, tp: int, dp: int, zero: int) -> None:
+    spec = load_model(model)
+    small = ParallelPlan.build(tp=tp, dp=dp, seq=4096, gbs=4 * dp, zero=zero)
+    large = ParallelPlan.build(tp=tp, dp=2 * dp, seq=4096, gbs=8 * dp, zero=zero)  # same work per GPU
+    a = predict_training(spec, small, _cluster())
+    b = predict_training(spec, large, _cluster())
+    assert b.tokens_per_s >= a.tokens_per_s * (1 - 1e-9)
