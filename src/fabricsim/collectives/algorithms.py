@@ -111,6 +111,16 @@ def dtree_bytes_per_direction(nnodes: int) -> float:
     return 0.5 * worst
 
 
+def tree_net_rate(shape: GroupShape, tuning: Tuning) -> float:
+    """Network rate per node that a tree or NVLS-tree achieves: its heads (one rank per network channel, each on
+    its own NIC; NCCL src/graph/search.cc pairs each NVLS/tree channel with one NIC:GPU) carry all inter-node
+    bytes, so only min(NICs of the group, channels) NICs' worth is usable."""
+    table: dict[str, int] = tuning.tree_net_channels_by_nvlink
+    channels = table.get(shape.intra_link_id or "", shape.nics_used_per_node)
+    used = min(shape.nics_used_per_node, channels)
+    return shape.net_bytes_per_s_per_node * used / max(1, shape.nics_used_per_node)
+
+
 def _net_kind(shape: GroupShape) -> str:
     return shape.net_kind or "infiniband"
 
@@ -205,6 +215,8 @@ def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     sends half the data up and half down in each of the two trees. NCCL's tuner prices the tree at 2S per
     direction (algbw = busBw/2), so it picks by that figure."""
     rates = {k: r * tuning.tree_efficiency for k, r in _ring_rates(shape, proto, tuning).items()}
+    if shape.nnodes > 1:
+        rates[_net_kind(shape)] = _proto_rate(tree_net_rate(shape, tuning), proto, tuning) * tuning.tree_efficiency
     factors = {_net_kind(shape): dtree_bytes_per_direction(shape.nnodes),
                shape.intra_kind: 2.0 if shape.ranks_per_node > 2 else 1.0}
     per_byte = {kind: factors[kind] / rate for kind, rate in rates.items()}
@@ -240,14 +252,15 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     """NVLS inside each node, a tree between nodes (one rank per node per tree channel)."""
     p = shape.ranks_per_node
     nvls_rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
-    net_rate = shape.net_bytes_per_s_per_node * tuning.tree_efficiency
+    net_rate = tree_net_rate(shape, tuning) * tuning.tree_efficiency
     net_wire = dtree_bytes_per_direction(shape.nnodes)
     per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
-    depth = int(math.log2(shape.nnodes))
+    depth = math.ceil(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
-    fill_s, fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
-    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_bytes)
+    fill_s = _nvls_fill(shape, tuning, per_byte["nvlink"])[0] * (1 + 2 * depth)
+    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_s / max(per_byte.values()),
+                fill_in_selection=False)
 
 
 def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:

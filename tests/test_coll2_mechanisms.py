@@ -1,0 +1,24 @@
+"""Mechanisms of issue 9/10 (coll2): tree heads per NIC, NVLS-tree fill, NVLink bridges, partial nodes, path
+latency, oversubscription by tier, fabric NICs; expectations computed by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.catalog import default_catalog
+from fabricsim.collectives import group_shape
+from fabricsim.collectives.algorithms import tree_net_rate
+
+
+def test_tree_crosses_racks_on_its_head_nics_only() -> None:
+    """NVL72: 10 tree channels (tuning) of the rack's 72 NDR NICs: 10 x 50 GB/s x 0.94 link efficiency."""
+    tuning = default_catalog().tuning("default")
+    shape = group_shape("gb200-nvl72", 144)
+    assert tree_net_rate(shape, tuning) == pytest.approx(10 * 50e9 * 0.94)
+
+
+def test_h100_tree_uses_every_nic() -> None:
+    """DGX H100: 8 NICs, 8 heads, no cap for nvlink4: 8 x 50 GB/s x 0.94."""
+    tuning = default_catalog().tuning("default")
+    shape = group_shape("dgx-h100", 16)
+    assert tree_net_rate(shape, tuning) == pytest.approx(8 * 50e9 * 0.94)
