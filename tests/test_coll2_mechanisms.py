@@ -22,3 +22,13 @@ def test_h100_tree_uses_every_nic() -> None:
     tuning = default_catalog().tuning("default")
     shape = group_shape("dgx-h100", 16)
     assert tree_net_rate(shape, tuning) == pytest.approx(8 * 50e9 * 0.94)
+
+
+def test_bridged_pair_runs_over_nvlink_larger_groups_over_pcie() -> None:
+    """H100 NVL pair: 12 NVLink 4 links x 25 GB/s = 300 GB/s per direction (600 GB/s both ways, NVIDIA spec);
+    four GPUs span two pairs and are bound by PCIe Gen5 x16 (63 GB/s per direction in the catalog)."""
+    pair = group_shape("pcie-h100nvl-8gpu", 2)
+    assert (pair.intra_kind, pair.intra_line_bytes_per_s) == ("nvlink", pytest.approx(300e9))
+    assert not pair.nvls
+    quad = group_shape("pcie-h100nvl-8gpu", 4)
+    assert (quad.intra_kind, quad.intra_line_bytes_per_s) == ("pcie", pytest.approx(63e9))

@@ -109,7 +109,9 @@ def group_shape(
     if ppn == 1:
         intra_kind: IntraKind = "none"
         intra_line = intra_eff = 0.0
-    elif sysm.intra == "nvswitch" and gpu.nvlink is not None:
+    elif gpu.nvlink is not None and (sysm.intra == "nvswitch" or ppn <= (sysm.nvlink_bridge_gpus or 0)):
+        # NVSwitch, or a group inside one NVLink-bridged set (H100 NVL pairs): every GPU's NVLink links reach
+        # its peers; larger groups on bridged systems are bound by PCIe between the sets.
         link = cat.link(gpu.nvlink)
         intra_kind = "nvlink"
         intra_link = link.id
