@@ -32,3 +32,18 @@ def test_bridged_pair_runs_over_nvlink_larger_groups_over_pcie() -> None:
     assert not pair.nvls
     quad = group_shape("pcie-h100nvl-8gpu", 4)
     assert (quad.intra_kind, quad.intra_line_bytes_per_s) == ("pcie", pytest.approx(63e9))
+
+
+def test_partly_filled_last_node_bounds_the_ring_and_forbids_nvls() -> None:
+    """9 GPUs on 2 DGX H100: node 2 holds 1 GPU and 1 NIC, so the ring's per-rank rate is one NDR NIC:
+    50 GB/s x 0.94 = 47 GB/s busbw (not 8 NICs' 376), and NVLS cannot run on a 1-GPU node."""
+    from fabricsim.collectives import CollectiveModel
+    from fabricsim.errors import SpecError
+
+    shape = group_shape("dgx-h100", 9)
+    assert (shape.ranks_per_node, shape.emptiest_ranks, shape.nics_used_per_node, shape.emptiest_nics) == (8, 1, 8, 1)
+    assert not shape.nvls
+    row = CollectiveModel(shape).predict("all_reduce", [8 * 2**30], algo="ring").rows[0]
+    assert row.busbw_GBps == pytest.approx(47.0, rel=0.01)
+    with pytest.raises(SpecError, match="every node"):
+        CollectiveModel(shape).predict("all_reduce", [2**20], algo="nvls_tree")

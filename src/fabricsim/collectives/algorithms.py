@@ -116,9 +116,9 @@ def tree_net_rate(shape: GroupShape, tuning: Tuning) -> float:
     its own NIC; NCCL src/graph/search.cc pairs each NVLS/tree channel with one NIC:GPU) carry all inter-node
     bytes, so only min(NICs of the group, channels) NICs' worth is usable."""
     table: dict[str, int] = tuning.tree_net_channels_by_nvlink
-    channels = table.get(shape.intra_link_id or "", shape.nics_used_per_node)
-    used = min(shape.nics_used_per_node, channels)
-    return shape.net_bytes_per_s_per_node * used / max(1, shape.nics_used_per_node)
+    channels = table.get(shape.intra_link_id or "", shape.emptiest_nics)
+    used = min(shape.emptiest_nics, channels)
+    return shape.net_bytes_per_s_per_node * used / max(1, shape.emptiest_nics)
 
 
 def _net_kind(shape: GroupShape) -> str:
@@ -142,6 +142,8 @@ def _always(shape: GroupShape) -> str | None:
 
 
 def _need_nvls(shape: GroupShape) -> str | None:
+    if not shape.nvls and shape.intra_kind == "nvlink" and shape.emptiest_ranks < 2:
+        return f"NVLS needs at least 2 GPUs on every node; the last node holds {shape.emptiest_ranks}"
     if not shape.nvls:
         return (f"NVLS needs NVSwitch with NVLink SHARP (Hopper or later); {shape.system_id} has none"
                 if shape.intra_kind != "none" else "NVLS needs at least 2 GPUs of one node in the group")
