@@ -47,3 +47,22 @@ def test_partly_filled_last_node_bounds_the_ring_and_forbids_nvls() -> None:
     assert row.busbw_GBps == pytest.approx(47.0, rel=0.01)
     with pytest.raises(SpecError, match="every node"):
         CollectiveModel(shape).predict("all_reduce", [2**20], algo="nvls_tree")
+
+
+def test_path_latency_enters_network_steps() -> None:
+    """2 DGX H100 under one NDR leaf: path = 2 x 0.6 us links + 1 x 150 ns QM9700 = 1.35 us. An 8-byte tree/LL
+    all-reduce crosses the network twice (up, down), so a fabric's time differs from NDR by 2 x the path gap."""
+    from fabricsim.collectives import CollectiveModel
+
+    ndr = group_shape("dgx-h100", 16, fabric="ndr")
+    assert (ndr.net_switch_hops, ndr.net_path_latency_s) == (1, pytest.approx(1.35e-6))
+    times = {}
+    for fabric in ("ndr", "sdr", "eth-100g"):
+        shape = group_shape("dgx-h100", 16, fabric=fabric)
+        # beyond the reference HDR path (its 130 ns switch per hop is already in NCCL's NET figure)
+        times[fabric] = (CollectiveModel(shape).time_s("all_reduce", 8, algo="tree", proto="LL"),
+                         shape.net_path_latency_s - shape.net_switch_hops * 130e-9)
+    for fabric in ("sdr", "eth-100g"):
+        gap = times[fabric][0] - times["ndr"][0]
+        assert gap == pytest.approx(2 * (times[fabric][1] - times["ndr"][1]), rel=1e-3)
+        assert gap > 0

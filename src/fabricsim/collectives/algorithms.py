@@ -41,6 +41,13 @@ def _hop(tuning: Tuning, hop_class: str, algo: str, proto: str) -> float:
     return per_proto.get(proto, 0.0)
 
 
+def _net_hop(shape: GroupShape, tuning: Tuning, algo: str, proto: str) -> float:
+    """One network-crossing step: NCCL's NET figure (measured on the reference fabric) plus how much longer this
+    group's path (NIC-switch links at both ends, and its switch hops) takes than the same path on the reference."""
+    reference = 2 * tuning.net_reference_link_latency_s + shape.net_switch_hops * tuning.net_reference_switch_latency_s
+    return max(0.0, _hop(tuning, "net", algo, proto) + shape.net_path_latency_s - reference)
+
+
 def _base(tuning: Tuning, algo: str, proto: str) -> float:
     per_proto: dict[str, float] = tuning.base_latency_s.get(algo, {})  # type: ignore[assignment]
     return per_proto.get(proto, 0.0)
@@ -130,7 +137,7 @@ def _step_latency(shape: GroupShape, tuning: Tuning, algo: str, proto: str, step
     intra = _hop(tuning, _hop_class(shape), algo, proto)
     if shape.nnodes > 1:
         intra = max(intra, tuning.net_overhead_s * (3 if proto == "Simple" else 1))
-    net = _hop(tuning, "net", algo, proto)
+    net = _net_hop(shape, tuning, algo, proto)
     return _base(tuning, algo, proto) + (steps - net_steps) * intra + net_steps * net
 
 
@@ -226,7 +233,7 @@ def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     depth = int(math.log2(shape.nnodes)) if shape.nnodes > 1 else 0
     latency = _base(tuning, "tree", proto) + 2 * (
         (shape.ranks_per_node - 1) * _hop(tuning, _hop_class(shape), "tree", proto)
-        + depth * _hop(tuning, "net", "tree", proto)
+        + depth * _net_hop(shape, tuning, "tree", proto)
     )
     return Cost(latency, per_byte, select_per_byte_s=select)
 
@@ -259,7 +266,7 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
     depth = math.ceil(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
-               + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
+               + 2 * depth * _net_hop(shape, tuning, "nvls_tree", proto))
     fill_s = _nvls_fill(shape, tuning, per_byte["nvlink"])[0] * (1 + 2 * depth)
     return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_s / max(per_byte.values()),
                 fill_in_selection=False)
@@ -272,7 +279,7 @@ def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     if p > 1:
         per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
     latency = (_base(tuning, "collnet", proto) + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "collnet", proto)
-               + _hop(tuning, "net", "collnet", proto))
+               + _net_hop(shape, tuning, "collnet", proto))
     return Cost(latency, per_byte)
 
 
@@ -286,7 +293,7 @@ def _hierarchical(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cos
     per_byte[_net_kind(shape)] = 2.0 * (nodes - 1) / nodes / shape.net_bytes_per_s_per_node
     latency = (_base(tuning, "hierarchical", proto)
                + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "hierarchical", proto)
-               + 2 * (nodes - 1) * _hop(tuning, "net", "hierarchical", proto))
+               + 2 * (nodes - 1) * _net_hop(shape, tuning, "hierarchical", proto))
     return Cost(latency, per_byte, combine="sum")
 
 
@@ -327,7 +334,7 @@ def _direct(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
             per_byte[_net_kind(shape)] = 1.0 / (shape.nic_bytes_per_s * eff)
     latency = _base(tuning, "direct", proto) + max(
         _hop(tuning, _hop_class(shape), "direct", proto) if p > 1 else 0.0,
-        _hop(tuning, "net", "direct", proto) if shape.nnodes > 1 else 0.0,
+        _net_hop(shape, tuning, "direct", proto) if shape.nnodes > 1 else 0.0,
     )
     return Cost(latency, per_byte)
 

@@ -47,6 +47,8 @@ class GroupShape:
     host_link_id: str | None = None
     min_ranks_per_node: int = 0
     min_nics_per_node: int = 0
+    net_path_latency_s: float = 0.0
+    net_switch_hops: int = 0
 
     @property
     def emptiest_ranks(self) -> int:
@@ -69,6 +71,7 @@ class GroupShape:
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
             self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
+            self.net_path_latency_s,
         )
 
 
@@ -144,6 +147,7 @@ def group_shape(
 
     net_link = resolve_fabric_link(cat, sysm, fabric) if nnodes > 1 or fabric else None
     switch = fabric_switch_for(cat, net_link) if net_link else None
+    hops = switch_hops(switch, nnodes)
     nic = cat.nic(sysm.nic)
     nics_used = nics_for(sysm, ppn)
     min_nics = nics_for(sysm, last)
@@ -177,7 +181,24 @@ def group_shape(
         host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
         min_ranks_per_node=last,
         min_nics_per_node=min_nics,
+        net_path_latency_s=path_latency(net_link, switch, hops),
+        net_switch_hops=hops,
     )
+
+
+def switch_hops(switch: Switch | None, nnodes: int) -> int:
+    """Switches a node-to-node path crosses: one leaf while the nodes fit under it (half its ports down), else
+    leaf-spine-leaf."""
+    if switch is None or nnodes < 2:
+        return 0
+    return 1 if nnodes <= switch.radix // 2 else 3
+
+
+def path_latency(link: LinkTech | None, switch: Switch | None, hops: int) -> float:
+    """One-way latency of a node-to-node path: the NIC-switch link at each end and every switch on the way."""
+    if link is None:
+        return 0.0
+    return 2 * link.latency_s + hops * (switch.latency_s if switch else 0.0)
 
 
 def nics_for(sysm: System, gpus_on_node: int) -> int:
