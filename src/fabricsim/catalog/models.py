@@ -195,3 +195,11 @@ class Tuning(Entry):
     nccl_tree_algbw_ratio: Fraction = Field(
         0.5, description="NCCL tuner's tree busBw-to-algbw ratio (it prices 2S per direction); used to pick"
         " the algorithm as NCCL does, not for the time")
+    net_reference_link_latency_s: Seconds = Field(
+        0.0, description="latency of one NIC-switch link of the fabric the NET hop figures were measured on")
+    net_reference_switch_latency_s: Seconds = Field(
+        0.0, description="port-to-port latency of one switch of that reference fabric")
+    tree_net_channels_by_nvlink: dict[str, int] = Field(
+        default_factory=dict, description="NICs per node that the tree and NVLS-tree cross the network with (one"
+        " head rank per channel, each on its own NIC), per NVLink generation (link id); every NIC of the group"
+        " where absent")

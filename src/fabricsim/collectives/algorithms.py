@@ -41,6 +41,13 @@ def _hop(tuning: Tuning, hop_class: str, algo: str, proto: str) -> float:
     return per_proto.get(proto, 0.0)
 
 
+def _net_hop(shape: GroupShape, tuning: Tuning, algo: str, proto: str) -> float:
+    """One network-crossing step: NCCL's NET figure (measured on the reference fabric) plus how much longer this
+    group's path (NIC-switch links at both ends, and its switch hops) takes than the same path on the reference."""
+    reference = 2 * tuning.net_reference_link_latency_s + shape.net_switch_hops * tuning.net_reference_switch_latency_s
+    return max(0.0, _hop(tuning, "net", algo, proto) + shape.net_path_latency_s - reference)
+
+
 def _base(tuning: Tuning, algo: str, proto: str) -> float:
     per_proto: dict[str, float] = tuning.base_latency_s.get(algo, {})  # type: ignore[assignment]
     return per_proto.get(proto, 0.0)
@@ -111,6 +118,16 @@ def dtree_bytes_per_direction(nnodes: int) -> float:
     return 0.5 * worst
 
 
+def tree_net_rate(shape: GroupShape, tuning: Tuning) -> float:
+    """Network rate per node that a tree or NVLS-tree achieves: its heads (one rank per network channel, each on
+    its own NIC; NCCL src/graph/search.cc pairs each NVLS/tree channel with one NIC:GPU) carry all inter-node
+    bytes, so only min(NICs of the group, channels) NICs' worth is usable."""
+    table: dict[str, int] = tuning.tree_net_channels_by_nvlink
+    channels = table.get(shape.intra_link_id or "", shape.emptiest_nics)
+    used = min(shape.emptiest_nics, channels)
+    return shape.net_bytes_per_s_per_node * used / max(1, shape.emptiest_nics)
+
+
 def _net_kind(shape: GroupShape) -> str:
     return shape.net_kind or "infiniband"
 
@@ -120,7 +137,7 @@ def _step_latency(shape: GroupShape, tuning: Tuning, algo: str, proto: str, step
     intra = _hop(tuning, _hop_class(shape), algo, proto)
     if shape.nnodes > 1:
         intra = max(intra, tuning.net_overhead_s * (3 if proto == "Simple" else 1))
-    net = _hop(tuning, "net", algo, proto)
+    net = _net_hop(shape, tuning, algo, proto)
     return _base(tuning, algo, proto) + (steps - net_steps) * intra + net_steps * net
 
 
@@ -132,6 +149,8 @@ def _always(shape: GroupShape) -> str | None:
 
 
 def _need_nvls(shape: GroupShape) -> str | None:
+    if not shape.nvls and shape.intra_kind == "nvlink" and shape.emptiest_ranks < 2:
+        return f"NVLS needs at least 2 GPUs on every node; the last node holds {shape.emptiest_ranks}"
     if not shape.nvls:
         return (f"NVLS needs NVSwitch with NVLink SHARP (Hopper or later); {shape.system_id} has none"
                 if shape.intra_kind != "none" else "NVLS needs at least 2 GPUs of one node in the group")
@@ -205,6 +224,8 @@ def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     sends half the data up and half down in each of the two trees. NCCL's tuner prices the tree at 2S per
     direction (algbw = busBw/2), so it picks by that figure."""
     rates = {k: r * tuning.tree_efficiency for k, r in _ring_rates(shape, proto, tuning).items()}
+    if shape.nnodes > 1:
+        rates[_net_kind(shape)] = _proto_rate(tree_net_rate(shape, tuning), proto, tuning) * tuning.tree_efficiency
     factors = {_net_kind(shape): dtree_bytes_per_direction(shape.nnodes),
                shape.intra_kind: 2.0 if shape.ranks_per_node > 2 else 1.0}
     per_byte = {kind: factors[kind] / rate for kind, rate in rates.items()}
@@ -212,7 +233,7 @@ def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     depth = int(math.log2(shape.nnodes)) if shape.nnodes > 1 else 0
     latency = _base(tuning, "tree", proto) + 2 * (
         (shape.ranks_per_node - 1) * _hop(tuning, _hop_class(shape), "tree", proto)
-        + depth * _hop(tuning, "net", "tree", proto)
+        + depth * _net_hop(shape, tuning, "tree", proto)
     )
     return Cost(latency, per_byte, select_per_byte_s=select)
 
@@ -240,14 +261,15 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     """NVLS inside each node, a tree between nodes (one rank per node per tree channel)."""
     p = shape.ranks_per_node
     nvls_rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
-    net_rate = shape.net_bytes_per_s_per_node * tuning.tree_efficiency
+    net_rate = tree_net_rate(shape, tuning) * tuning.tree_efficiency
     net_wire = dtree_bytes_per_direction(shape.nnodes)
     per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
-    depth = int(math.log2(shape.nnodes))
+    depth = math.ceil(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
-               + 2 * depth * _hop(tuning, "net", "nvls_tree", proto))
-    fill_s, fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
-    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_bytes)
+               + 2 * depth * _net_hop(shape, tuning, "nvls_tree", proto))
+    fill_s = _nvls_fill(shape, tuning, per_byte["nvlink"])[0] * (1 + 2 * depth)
+    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_s / max(per_byte.values()),
+                fill_in_selection=False)
 
 
 def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
@@ -257,7 +279,7 @@ def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     if p > 1:
         per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
     latency = (_base(tuning, "collnet", proto) + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "collnet", proto)
-               + _hop(tuning, "net", "collnet", proto))
+               + _net_hop(shape, tuning, "collnet", proto))
     return Cost(latency, per_byte)
 
 
@@ -271,7 +293,7 @@ def _hierarchical(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cos
     per_byte[_net_kind(shape)] = 2.0 * (nodes - 1) / nodes / shape.net_bytes_per_s_per_node
     latency = (_base(tuning, "hierarchical", proto)
                + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "hierarchical", proto)
-               + 2 * (nodes - 1) * _hop(tuning, "net", "hierarchical", proto))
+               + 2 * (nodes - 1) * _net_hop(shape, tuning, "hierarchical", proto))
     return Cost(latency, per_byte, combine="sum")
 
 
@@ -312,7 +334,7 @@ def _direct(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
             per_byte[_net_kind(shape)] = 1.0 / (shape.nic_bytes_per_s * eff)
     latency = _base(tuning, "direct", proto) + max(
         _hop(tuning, _hop_class(shape), "direct", proto) if p > 1 else 0.0,
-        _hop(tuning, "net", "direct", proto) if shape.nnodes > 1 else 0.0,
+        _net_hop(shape, tuning, "direct", proto) if shape.nnodes > 1 else 0.0,
     )
     return Cost(latency, per_byte)
 

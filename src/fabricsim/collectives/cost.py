@@ -19,7 +19,8 @@ class Cost:
     `fill_s` is a pipeline fill that grows in proportion to the size up to `fill_bytes` and stays constant
     beyond. `floor_s` is the host's launch time per iteration: nccl-tests queues iterations, so the GPU time hides
     behind it when shorter. `select_per_byte_s`, where set, is what NCCL's tuner assumes per byte when it picks
-    the algorithm (the time reported is always the physical one).
+    the algorithm (the time reported is always the physical one); `fill_in_selection` False where NCCL's tuner
+    does not see the fill (the NVLS-tree's pipeline across tree levels).
     """
 
     latency_s: float
@@ -29,6 +30,7 @@ class Cost:
     fill_bytes: float = 0.0
     floor_s: float = 0.0
     select_per_byte_s: float | None = None
+    fill_in_selection: bool = True
 
     @property
     def total_per_byte_s(self) -> float:
@@ -54,9 +56,11 @@ class Cost:
 
     def selection_times(self, sizes: np.ndarray) -> np.ndarray:
         """The time NCCL's tuner would predict, by which it picks the algorithm."""
-        if self.select_per_byte_s is None:
+        if self.select_per_byte_s is None and self.fill_in_selection:
             return self.times(sizes)
-        gpu = self.latency_s + sizes * self.select_per_byte_s + self.fill(sizes)
+        per_byte = self.total_per_byte_s if self.select_per_byte_s is None else self.select_per_byte_s
+        fill = self.fill(sizes) if self.fill_in_selection else 0.0
+        gpu = self.latency_s + sizes * per_byte + fill
         out: np.ndarray = np.maximum(self.floor_s, gpu)
         return out
 

@@ -45,18 +45,33 @@ class GroupShape:
     notes: tuple[str, ...] = field(default_factory=tuple)
     intra_link_id: str | None = None
     host_link_id: str | None = None
+    min_ranks_per_node: int = 0
+    min_nics_per_node: int = 0
+    net_path_latency_s: float = 0.0
+    net_switch_hops: int = 0
+
+    @property
+    def emptiest_ranks(self) -> int:
+        """GPUs of the emptiest node (a partly filled last node); the fullest holds ranks_per_node."""
+        return self.min_ranks_per_node or self.ranks_per_node
+
+    @property
+    def emptiest_nics(self) -> int:
+        """NICs of the emptiest node: every node sends as much, so these bound the per-node network rate."""
+        return self.min_nics_per_node or self.nics_used_per_node
 
     @property
     def nic_bytes_per_s(self) -> float:
         """Achievable rate of one NIC used by the group."""
-        return self.net_bytes_per_s_per_node / max(1, self.nics_used_per_node)
+        return self.net_bytes_per_s_per_node / max(1, self.emptiest_nics)
 
     def key(self) -> tuple[object, ...]:
         """Hashable identity for caching predictions by group shape."""
         return (
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
-            self.intra_link_id, self.host_link_id,
+            self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
+            self.net_path_latency_s,
         )
 
 
@@ -109,7 +124,9 @@ def group_shape(
     if ppn == 1:
         intra_kind: IntraKind = "none"
         intra_line = intra_eff = 0.0
-    elif sysm.intra == "nvswitch" and gpu.nvlink is not None:
+    elif gpu.nvlink is not None and (sysm.intra == "nvswitch" or ppn <= (sysm.nvlink_bridge_gpus or 0)):
+        # NVSwitch, or a group inside one NVLink-bridged set (H100 NVL pairs): every GPU's NVLink links reach
+        # its peers; larger groups on bridged systems are bound by PCIe between the sets.
         link = cat.link(gpu.nvlink)
         intra_kind = "nvlink"
         intra_link = link.id
@@ -123,15 +140,20 @@ def group_shape(
         intra_eff = intra_line * link.efficiency
         notes.append("intra-node traffic over PCIe (no NVLink)")
     nvswitch = cat.switch(sysm.nvswitch) if sysm.nvswitch else None
-    nvls = bool(intra_kind == "nvlink" and nvswitch is not None and nvswitch.sharp)
+    last = gpus - (nnodes - 1) * ppn
+    nvls = bool(intra_kind == "nvlink" and nvswitch is not None and nvswitch.sharp and last > 1)
+    if 0 < last < ppn:
+        notes.append(f"last node holds {last} of {ppn} GPUs; its NICs bound every node's network share")
 
     net_link = resolve_fabric_link(cat, sysm, fabric) if nnodes > 1 or fabric else None
     switch = fabric_switch_for(cat, net_link) if net_link else None
+    hops = switch_hops(switch, nnodes)
     nic = cat.nic(sysm.nic)
-    nics_used = max(1, round(sysm.nics_per_node * ppn / sysm.gpus_per_node))
+    nics_used = nics_for(sysm, ppn)
+    min_nics = nics_for(sysm, last)
     if net_link is not None and nnodes > 1:
         port_line = min(nic.port_bytes_per_s, net_link.bytes_per_s)
-        net_line = nics_used * port_line
+        net_line = min_nics * port_line
         net_eff = net_line * net_link.efficiency / oversubscription
         net_kind: str | None = net_link.kind
     else:
@@ -157,7 +179,31 @@ def group_shape(
         notes=tuple(notes),
         intra_link_id=intra_link,
         host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
+        min_ranks_per_node=last,
+        min_nics_per_node=min_nics,
+        net_path_latency_s=path_latency(net_link, switch, hops),
+        net_switch_hops=hops,
     )
+
+
+def switch_hops(switch: Switch | None, nnodes: int) -> int:
+    """Switches a node-to-node path crosses: one leaf while the nodes fit under it (half its ports down), else
+    leaf-spine-leaf."""
+    if switch is None or nnodes < 2:
+        return 0
+    return 1 if nnodes <= switch.radix // 2 else 3
+
+
+def path_latency(link: LinkTech | None, switch: Switch | None, hops: int) -> float:
+    """One-way latency of a node-to-node path: the NIC-switch link at each end and every switch on the way."""
+    if link is None:
+        return 0.0
+    return 2 * link.latency_s + hops * (switch.latency_s if switch else 0.0)
+
+
+def nics_for(sysm: System, gpus_on_node: int) -> int:
+    """NICs a node contributes when the group holds `gpus_on_node` of its GPUs (NICs follow their GPUs)."""
+    return max(1, round(sysm.nics_per_node * gpus_on_node / sysm.gpus_per_node))
 
 
 def group_shape_on(topology: Topology, gpus: Sequence[int] | np.ndarray) -> GroupShape:
