@@ -66,3 +66,13 @@ def test_path_latency_enters_network_steps() -> None:
         gap = times[fabric][0] - times["ndr"][0]
         assert gap == pytest.approx(2 * (times[fabric][1] - times["ndr"][1]), rel=1e-3)
         assert gap > 0
+
+
+def test_xdr_brings_connectx8_bound_by_pcie() -> None:
+    """--ib xdr on a DGX H100: ConnectX-8 (800G = 100 GB/s) replaces the 400G CX-7, but PCIe Gen5 x16 feeds each
+    NIC only 63 GB/s, so 8 NICs carry 8 x 63 GB/s line (vs 8 x 50 GB/s on NDR)."""
+    xdr = group_shape("dgx-h100", 16, fabric="xdr")
+    ndr = group_shape("dgx-h100", 16, fabric="ndr")
+    assert xdr.net_line_bytes_per_s_per_node == pytest.approx(8 * 63e9)
+    assert ndr.net_line_bytes_per_s_per_node == pytest.approx(8 * 50e9)
+    assert any("cx8" in note for note in xdr.notes) and any("pcie5" in note for note in xdr.notes)

@@ -89,12 +89,13 @@ def _double_infiniband(tmp_path: Path) -> Catalog:
     base = load_catalog()
     link = base.link("ib-ndr").model_dump(mode="json")
     nic = base.nic("cx7").model_dump(mode="json")
-    link["bytes_per_s"] *= 2
-    nic["port_bytes_per_s"] *= 2
+    pcie = base.link("pcie5").model_dump(mode="json")  # the NICs' host link must feed the doubled port
+    for entry, key in ((link, "bytes_per_s"), (nic, "port_bytes_per_s"), (pcie, "bytes_per_s")):
+        entry[key] *= 2
     import yaml
 
     path = tmp_path / "double-ib.yaml"
-    path.write_text(yaml.safe_dump({"links": [link], "nics": [nic]}))
+    path.write_text(yaml.safe_dump({"links": [link, pcie], "nics": [nic]}))
     return load_catalog(path)
 
 

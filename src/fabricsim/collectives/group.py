@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from fabricsim.catalog import Catalog, LinkTech, Switch, System, default_catalog
+from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System, default_catalog
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -148,11 +148,15 @@ def group_shape(
     net_link = resolve_fabric_link(cat, sysm, fabric) if nnodes > 1 or fabric else None
     switch = fabric_switch_for(cat, net_link) if net_link else None
     hops = switch_hops(switch, nnodes)
-    nic = cat.nic(sysm.nic)
+    nic = fabric_nic(cat, sysm, net_link)
+    if nic.id != sysm.nic:
+        notes.append(f"fabric {net_link.id if net_link else '-'} brings NIC {nic.id} ({nic.name})")
     nics_used = nics_for(sysm, ppn)
     min_nics = nics_for(sysm, last)
     if net_link is not None and nnodes > 1:
-        port_line = min(nic.port_bytes_per_s, net_link.bytes_per_s)
+        port_line = min(nic.port_bytes_per_s, net_link.bytes_per_s, cat.link(sysm.pcie).bytes_per_s)
+        if port_line < min(nic.port_bytes_per_s, net_link.bytes_per_s):
+            notes.append(f"each NIC is bound by the system's {sysm.pcie} link")
         net_line = min_nics * port_line
         net_eff = net_line * net_link.efficiency / oversubscription
         net_kind: str | None = net_link.kind
@@ -199,6 +203,16 @@ def path_latency(link: LinkTech | None, switch: Switch | None, hops: int) -> flo
     if link is None:
         return 0.0
     return 2 * link.latency_s + hops * (switch.latency_s if switch else 0.0)
+
+
+def fabric_nic(cat: Catalog, sysm: System, link: LinkTech | None) -> NIC:
+    """The NIC that runs the fabric: the system's own, or for another fabric generation the catalog NIC built for
+    it (ConnectX-8 for XDR), as an upgrade would fit it."""
+    own = cat.nic(sysm.nic)
+    if link is None or own.link == link.id:
+        return own
+    matches = [n for n in cat.nics.values() if n.link == link.id]
+    return max(matches, key=lambda n: n.port_bytes_per_s) if matches else own
 
 
 def nics_for(sysm: System, gpus_on_node: int) -> int:
