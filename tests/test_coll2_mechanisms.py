@@ -76,3 +76,43 @@ def test_xdr_brings_connectx8_bound_by_pcie() -> None:
     assert xdr.net_line_bytes_per_s_per_node == pytest.approx(8 * 63e9)
     assert ndr.net_line_bytes_per_s_per_node == pytest.approx(8 * 50e9)
     assert any("cx8" in note for note in xdr.notes) and any("pcie5" in note for note in xdr.notes)
+
+
+def test_leaf_oversubscription_only_slows_traffic_that_leaves_the_leaf() -> None:
+    """QM9700 leaves have 64 ports, 32 facing nodes: 8 DGX H100 nodes share their rail leaves (no slowdown at
+    2:1), 64 nodes span two leaves per rail and their cross-leaf bytes see half the uplinks."""
+    flat = group_shape("dgx-h100", 64, fabric="ndr")
+    under_leaf = group_shape("dgx-h100", 64, fabric="ndr", oversubscription=2)
+    across = group_shape("dgx-h100", 512, fabric="ndr", oversubscription=2)
+    assert under_leaf.net_bytes_per_s_per_node == pytest.approx(flat.net_bytes_per_s_per_node)
+    assert under_leaf.oversubscription == 1.0 and any("share their leaves" in n for n in under_leaf.notes)
+    assert across.net_bytes_per_s_per_node == pytest.approx(flat.net_bytes_per_s_per_node / 2)
+    # not rail-optimized: a leaf holds 32 NICs = 4 nodes, so 8 nodes already cross leaves
+    plain = group_shape("dgx-h100", 64, fabric="ndr", oversubscription=2, rail_optimized=False)
+    assert plain.net_bytes_per_s_per_node == pytest.approx(flat.net_bytes_per_s_per_node / 2)
+
+
+def test_leaf_crossing_is_read_from_the_built_topology() -> None:
+    from fabricsim.collectives import group_shape_on
+    from fabricsim.topology import build_cluster
+
+    topo = build_cluster("dgx-h100", nodes=8, fabric="fat-tree", oversubscription=2)
+    rail0 = [node * 8 for node in range(8)]  # GPU 0 of each node: one rail, one leaf
+    shape = group_shape_on(topo, rail0)
+    assert shape.oversubscription == 1.0 and shape.net_switch_hops == 1
+    big = build_cluster("dgx-h100", nodes=64, fabric="fat-tree", oversubscription=2)
+    across = group_shape_on(big, [node * 8 for node in range(64)])
+    assert across.oversubscription == 2.0 and across.net_switch_hops == 3
+
+
+def test_rail_aligned_data_parallel_under_one_leaf_ignores_oversubscription() -> None:
+    from fabricsim.catalog import load_catalog
+    from fabricsim.workload import ParallelPlan, load_model
+    from fabricsim.workload.training import Cluster, predict_training
+
+    cat = load_catalog()
+    plan = ParallelPlan.build(gpus=64, tp=8, seq=4096, gbs=64, zero=0, overlap_grad_reduce=False)
+    model = load_model("llama3-8b")
+    times = [predict_training(model, plan, Cluster(cat.system("dgx-h100"), oversubscription=o, catalog=cat))
+             .step_time_s for o in (1.0, 2.0)]
+    assert times[0] == pytest.approx(times[1])

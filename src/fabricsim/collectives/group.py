@@ -101,11 +101,15 @@ def group_shape(
     fabric: str | None = None,
     oversubscription: float = 1.0,
     catalog: Catalog | None = None,
+    rail_optimized: bool = True,
+    crosses_leaves: bool | None = None,
 ) -> GroupShape:
     """Shape of a group of `gpus` ranks on `system` nodes.
 
     By default the group takes whole nodes in order (the first `gpus` GPUs, as CUDA_VISIBLE_DEVICES would);
-    `ranks_per_node` spreads it instead (e.g. 1 for "the GPUs of one rail" across nodes).
+    `ranks_per_node` spreads it instead (e.g. 1 for "the GPUs of one rail" across nodes). Leaf oversubscription
+    only slows bytes that leave a leaf: consecutive nodes share their (rail) leaves while they fit under one
+    (``crosses_leaves`` None: judged from the node count and the leaf's down-ports; a built topology knows).
     """
     cat = catalog or default_catalog()
     sysm = cat.system(system) if isinstance(system, str) else system
@@ -147,7 +151,14 @@ def group_shape(
 
     net_link = resolve_fabric_link(cat, sysm, fabric) if nnodes > 1 or fabric else None
     switch = fabric_switch_for(cat, net_link) if net_link else None
-    hops = switch_hops(switch, nnodes)
+    leaf_nodes = nodes_per_leaf(switch, sysm, rail_optimized)
+    if crosses_leaves is None:
+        crosses_leaves = nnodes > leaf_nodes
+    hops = 0 if nnodes < 2 or switch is None else (3 if crosses_leaves else 1)
+    if oversubscription > 1 and nnodes > 1 and not crosses_leaves:
+        notes.append(f"the group's nodes share their leaves: {oversubscription:g}:1 leaf oversubscription "
+                     "does not slow it")
+        oversubscription = 1.0
     nic = fabric_nic(cat, sysm, net_link)
     if nic.id != sysm.nic:
         notes.append(f"fabric {net_link.id if net_link else '-'} brings NIC {nic.id} ({nic.name})")
@@ -190,12 +201,13 @@ def group_shape(
     )
 
 
-def switch_hops(switch: Switch | None, nnodes: int) -> int:
-    """Switches a node-to-node path crosses: one leaf while the nodes fit under it (half its ports down), else
-    leaf-spine-leaf."""
-    if switch is None or nnodes < 2:
-        return 0
-    return 1 if nnodes <= switch.radix // 2 else 3
+def nodes_per_leaf(switch: Switch | None, sysm: System, rail_optimized: bool) -> int:
+    """Nodes whose NICs share one leaf: half its ports face nodes (the other half go up, NVIDIA SuperPOD
+    reference design); rail-optimized, each rail has its own leaf so a leaf holds one NIC per node."""
+    if switch is None:
+        return 1
+    down = switch.radix // 2
+    return down if rail_optimized else max(1, down // sysm.nics_per_node)
 
 
 def path_latency(link: LinkTech | None, switch: Switch | None, hops: int) -> float:
@@ -233,9 +245,29 @@ def group_shape_on(topology: Topology, gpus: Sequence[int] | np.ndarray) -> Grou
         topology.system, int(ids.size), ranks_per_node=int(per_node.max()),
         fabric=topology.fabric_switch.link if topology.fabric_switch.kind in ("infiniband", "ethernet") else None,
         oversubscription=max(1.0, topology.oversubscription), catalog=topology.catalog,
+        crosses_leaves=crosses_leaves(topology, ids),
     )
     return replace(shape, sharp=bool(topology.sharp and shape.nnodes > 1),
                    fabric_switch_id=topology.fabric_switch.id)
+
+
+def crosses_leaves(topology: Topology, gpus: np.ndarray) -> bool:
+    """Whether the group's node-to-node traffic, as the topology routes it, climbs above the leaf tier: each GPU
+    of the group to the group's GPU of the same local index on every other node (rail-aligned, as NCCL's rings
+    and trees send), checked on the links' endpoints."""
+    local = gpus % topology.gpus_per_node
+    node = gpus // topology.gpus_per_node
+    src, dst = [], []
+    for index in np.unique(local):
+        members = gpus[local == index]
+        if len(np.unique(node[local == index])) > 1:
+            src.append(np.repeat(members[:1], len(members) - 1))
+            dst.append(members[1:])
+    if not src:
+        return False
+    routes = topology.route(np.concatenate(src), np.concatenate(dst))
+    ends = np.concatenate([topology.link_src[routes.links], topology.link_dst[routes.links]])
+    return bool((topology.endpoint_tier[ends] > 0).any())
 
 
 def scaled(shape: GroupShape, *, intra: float = 1.0, net: float = 1.0) -> GroupShape:
