@@ -46,7 +46,7 @@ class SwapDelta:
         """True when throughput per capital dollar improves: speedup > new capex / base capex (None: unknown)."""
         if self.cost_delta_usd is None or base_capex_usd is None or base_capex_usd <= 0:
             return None
-        return self.speedup * base_capex_usd > base_capex_usd + self.cost_delta_usd
+        return bool(self.speedup * base_capex_usd > base_capex_usd + self.cost_delta_usd)
 
     def to_json(self, base_capex_usd: float | None) -> dict[str, Any]:
         return {"swap": self.swap, "step_time_s": self.step_time_s, "speedup": self.speedup,

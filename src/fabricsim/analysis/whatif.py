@@ -31,7 +31,7 @@ class WhatIf:
     verdict: Verdict
 
     def to_json(self) -> dict[str, Any]:
-        return {"base_step_s": self.base.step_time_s, "base_bottleneck": self.base.bottleneck,
+        return {"base_step_s": float(self.base.step_time_s), "base_bottleneck": self.base.bottleneck,
                 "base_capex_usd": self.base_capex_usd, "factor": self.factor,
                 "layers": [d.to_json() for d in self.layers],
                 "swaps": [s.to_json(self.base_capex_usd) for s in self.swaps],
@@ -49,7 +49,7 @@ def layer_deltas(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_
     out = []
     for layer in varied_layers(scenario):
         cluster = scenario.cluster(faster_catalog(scenario.catalog, layer, factor))
-        step = predict_training(model, plan, cluster).step_time_s
+        step = float(predict_training(model, plan, cluster).step_time_s)
         out.append(LayerDelta(layer, step, base_step / step))
     return tuple(out)
 
@@ -61,8 +61,8 @@ def swap_delta(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_st
     pred = predict_training(model, plan, swapped.cluster())
     capex = swapped.capex()
     delta = None if capex.usd is None or base_capex_usd is None else capex.usd - base_capex_usd
-    return SwapDelta(swap.label, pred.step_time_s, base_step / pred.step_time_s, delta, pred.memory.fits,
-                     capex.missing)
+    step = float(pred.step_time_s)
+    return SwapDelta(swap.label, step, base_step / step, delta, bool(pred.memory.fits), capex.missing)
 
 
 def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: float = 2.0,
@@ -72,7 +72,8 @@ def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: fl
         raise SpecError(f"must be a finite speed-up > 1 (2 = twice as fast), got {factor}", field="--factor")
     base = predict_training(model, plan, scenario.cluster())
     base_capex = scenario.capex()
-    layers = layer_deltas(model, plan, scenario, base.step_time_s, factor)
-    deltas = tuple(swap_delta(model, plan, scenario, base.step_time_s, base_capex.usd, s) for s in swaps)
+    base_step = float(base.step_time_s)
+    layers = layer_deltas(model, plan, scenario, base_step, factor)
+    deltas = tuple(swap_delta(model, plan, scenario, base_step, base_capex.usd, s) for s in swaps)
     return WhatIf(base, base_capex.usd, factor, layers, deltas,
                   verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing))
