@@ -66,7 +66,7 @@ def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, .
         reason = "no network upgrade pays for its cost" if compute_bound else "no swap pays for its cost"
         tail = f"; {reason}"
         if priced:
-            tail += " (best: " + _swap_phrase(max(priced, key=lambda s: s.speedup)) + ")"
+            tail += " (best per dollar: " + _swap_phrase(max(priced, key=_rank)) + ")"
     else:
         tail = "; no network upgrade would pay" if compute_bound else f"; the next dollar goes to {best.layer}"
     if unknown:
