@@ -14,6 +14,7 @@ from fabricsim.cli.output import console
 from fabricsim.cli.topo_cmd import topo_command
 from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
 from fabricsim.cli.validate_cmd import validate_command
+from fabricsim.cli.whatif_cmd import whatif_command
 
 app = typer.Typer(
     name="fabricsim",
@@ -26,6 +27,7 @@ app.command("catalog")(catalog_command)
 app.command("collective")(collective_command)
 app.command("topo")(topo_command)
 app.command("train")(train_command)
+app.command("whatif")(whatif_command)
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
 app.command("calibrate")(calibrate_command)

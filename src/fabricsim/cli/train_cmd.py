@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -11,9 +12,10 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.workload import load_model
-from fabricsim.workload.runspec import build_plan, parse_layout
-from fabricsim.workload.training import LAYERS, Cluster, TrainingPrediction, predict_training
+from fabricsim.workload import ModelSpec, ParallelPlan, load_model
+from fabricsim.workload.auto import AutoChoice, search_knobs
+from fabricsim.workload.runspec import parse_layout
+from fabricsim.workload.training import LAYERS, Cluster, TrainingPrediction
 
 
 def render_training(pred: TrainingPrediction, title: str) -> Table:
@@ -43,44 +45,71 @@ def summary_lines(pred: TrainingPrediction) -> list[str]:
     ]
 
 
-@spec_errors
-def train_command(
-    model: str = typer.Option("llama3-70b", "--model", help="preset name or model spec YAML/JSON file"),
-    system: str = typer.Option("dgx-h100", "--system", help="system preset"),
-    gpus: int | None = typer.Option(None, "--gpus", help="total GPUs (= tp*pp*dp*cp)"),
-    tp: int = typer.Option(1, "--tp"),
-    pp: int = typer.Option(1, "--pp"),
-    dp: int | None = typer.Option(None, "--dp", help="default: gpus / (tp*pp*cp)"),
-    cp: int = typer.Option(1, "--cp"),
-    ep: int = typer.Option(1, "--ep"),
-    seq: int = typer.Option(4096, "--seq", help="sequence length (tokens)"),
-    gbs: int = typer.Option(512, "--gbs", help="global batch (sequences)"),
-    mbs: int | None = typer.Option(None, "--mbs", help="micro-batch (sequences); default 1"),
-    vpp: int = typer.Option(1, "--vpp", help="virtual pipeline stages (interleaved 1F1B when > 1)"),
-    recompute: str = typer.Option("none", "--recompute", help="none, selective or full"),
-    zero: int = typer.Option(1, "--zero", help="ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP)"),
-    precision: str = typer.Option("bf16", "--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)"),
-    kernels: str = typer.Option("fused", "--kernels", help="element-wise kernels: fused (Megatron/TE) or eager"),
-    pp_layout: str | None = typer.Option(None, "--pp-layout",
-                                         help="layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)"),
-    flash_attn: bool = typer.Option(True, "--flash-attn/--no-flash-attn",
-                                    help="fused attention (no materialised scores)"),
-    sequence_parallel: bool | None = typer.Option(None, "--sequence-parallel/--no-sequence-parallel",
-                                                  help="Megatron sequence parallelism [default: on when tp > 1]"),
-    overlap_grad_reduce: bool = typer.Option(True, "--overlap-grad-reduce/--no-overlap-grad-reduce",
-                                             help="reduce gradients during the backward pass"),
-    overlap_param_gather: bool = typer.Option(True, "--overlap-param-gather/--no-overlap-param-gather",
-                                              help="gather updated parameters during the next forward"),
-    tp_comm_overlap: bool = typer.Option(False, "--tp-comm-overlap/--no-tp-comm-overlap",
-                                         help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)"),
-    fabric: str | None = typer.Option(None, "--ib", help="network (ndr, hdr, xdr, eth-400g...)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription"),
-    as_json: bool = typer.Option(False, "--json"),
-    plot: Path | None = typer.Option(None, "--plot", help="write the breakdown as a bar chart PNG"),
-    calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
-) -> None:
-    """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer."""
-    catalog = load_catalog(*calibration)
+# The plan and cluster options of `train`, shared with `whatif` (which takes the same run).
+Model = Annotated[str, typer.Option("--model", help="preset name or model spec YAML/JSON file")]
+SystemOpt = Annotated[str, typer.Option("--system", help="system preset")]
+Gpus = Annotated[int | None, typer.Option("--gpus", help="total GPUs (= tp*pp*dp*cp)")]
+Tp = Annotated[int, typer.Option("--tp")]
+Pp = Annotated[int, typer.Option("--pp")]
+Dp = Annotated[int | None, typer.Option("--dp", help="default: gpus / (tp*pp*cp)")]
+Cp = Annotated[int, typer.Option("--cp")]
+Ep = Annotated[int, typer.Option("--ep")]
+Seq = Annotated[int, typer.Option("--seq", help="sequence length (tokens)")]
+Gbs = Annotated[int, typer.Option("--gbs", help="global batch (sequences)")]
+Mbs = Annotated[int | None, typer.Option("--mbs", help="micro-batch (sequences) (default: auto)")]
+Vpp = Annotated[int | None, typer.Option("--vpp", help="virtual pipeline stages (interleaved 1F1B when > 1) "
+                                                      "(default: auto)")]
+Recompute = Annotated[str | None, typer.Option("--recompute", help="none, selective or full (default: auto)")]
+Zero = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) "
+                                                        "(default: auto)")]
+Precision = Annotated[str, typer.Option("--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)")]
+Kernels = Annotated[str, typer.Option("--kernels", help="element-wise kernels: fused (Megatron/TE) or eager")]
+PpLayout = Annotated[str | None, typer.Option("--pp-layout", help="layers per pipeline stage, e.g. 7,8,8,7 "
+                                                                  "(default: automatic)")]
+FlashAttn = Annotated[bool, typer.Option("--flash-attn/--no-flash-attn",
+                                         help="fused attention (no materialised scores)")]
+SequenceParallel = Annotated[bool | None, typer.Option("--sequence-parallel/--no-sequence-parallel",
+                                                       help="Megatron sequence parallelism [default: on when tp > 1]")]
+OverlapGradReduce = Annotated[bool, typer.Option("--overlap-grad-reduce/--no-overlap-grad-reduce",
+                                                 help="reduce gradients during the backward pass")]
+OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-overlap-param-gather",
+                                                  help="gather updated parameters during the next forward")]
+TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
+                                             help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
+Fabric = Annotated[str | None, typer.Option("--ib", help="network (ndr, hdr, xdr, eth-400g...)")]
+Oversubscription = Annotated[float, typer.Option("--oversubscription")]
+AsJson = Annotated[bool, typer.Option("--json")]
+Calibration = Annotated[list[str] | None, typer.Option("--calibration", help="calibration overlay YAML")]
+
+
+@dataclass(frozen=True)
+class Run:
+    """A resolved `train` invocation: the model, the plan (auto knobs chosen), the cluster and the prediction."""
+
+    spec: ModelSpec
+    choice: AutoChoice
+    cluster: Cluster
+    system: str
+    fabric: str | None
+    oversubscription: float
+
+    @property
+    def plan(self) -> ParallelPlan:
+        return self.choice.plan
+
+    @property
+    def prediction(self) -> TrainingPrediction:
+        return self.choice.prediction
+
+
+def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, dp: int | None, cp: int, ep: int,
+                seq: int, gbs: int, mbs: int | None, vpp: int | None, recompute: str | None, zero: int | None,
+                precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
+                sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
+                tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
+                calibration: list[str] | None) -> Run:
+    """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
+    catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
@@ -88,19 +117,78 @@ def train_command(
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap}
-    plan = build_plan(fields)
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
-    pred = predict_training(spec, plan, cluster)
+    choice = search_knobs(spec, fields, cluster)
+    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
+
+
+def plan_json(plan: ParallelPlan) -> dict[str, Any]:
+    """The plan a prediction ran, knobs under their CLI names."""
+    return {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "seq": plan.seq,
+            "gbs": plan.gbs, "mbs": plan.mbs, "vpp": plan.virtual_stages, "recompute": plan.recompute,
+            "zero": plan.zero, "precision": plan.precision}
+
+
+def run_title(run: Run) -> str:
+    plan, pred = run.plan, run.prediction
+    return (f"{run.spec.name} on {plan.world_size} GPUs ({pred.nodes} x {run.system}): tp={plan.tp} pp={plan.pp} "
+            f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
+            f"vpp {plan.virtual_stages}, recompute {plan.recompute}, zero {plan.zero}, {plan.precision}")
+
+
+def choice_line(choice: AutoChoice) -> str:
+    """The search's line for the table output: what it chose, or that nothing fits."""
+    colour = "cyan" if choice.fits else "yellow"
+    return f"[{colour}]{choice.note()}[/]"
+
+
+@spec_errors
+def train_command(
+    model: Model = "llama3-70b",
+    system: SystemOpt = "dgx-h100",
+    gpus: Gpus = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = None,
+    cp: Cp = 1,
+    ep: Ep = 1,
+    seq: Seq = 4096,
+    gbs: Gbs = 512,
+    mbs: Mbs = None,
+    vpp: Vpp = None,
+    recompute: Recompute = None,
+    zero: Zero = None,
+    precision: Precision = "bf16",
+    kernels: Kernels = "fused",
+    pp_layout: PpLayout = None,
+    flash_attn: FlashAttn = True,
+    sequence_parallel: SequenceParallel = None,
+    overlap_grad_reduce: OverlapGradReduce = True,
+    overlap_param_gather: OverlapParamGather = True,
+    tp_comm_overlap: TpCommOverlap = False,
+    fabric: Fabric = None,
+    oversubscription: Oversubscription = 1.0,
+    as_json: AsJson = False,
+    plot: Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")] = None,
+    calibration: Calibration = None,
+) -> None:
+    """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
+    (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
+    run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
+                      mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
+                      pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
+                      overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
+                      tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
+                      calibration=calibration)
+    pred = run.prediction
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown
 
-        plot_breakdown(pred, f"{spec.name}: {plan.world_size} x {system}", plot)
+        plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} x {system}", plot)
     if as_json:
-        print_json(pred.to_json())
+        print_json({**pred.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()})
         return
-    title = (f"{spec.name} on {plan.world_size} GPUs ({pred.nodes} x {system}): tp={plan.tp} pp={plan.pp} "
-             f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
-             f"{plan.precision}")
-    console.print(render_training(pred, title))
+    console.print(render_training(pred, run_title(run)))
+    console.print(choice_line(run.choice))
     for line in summary_lines(pred):
         console.print(line)

@@ -1,0 +1,91 @@
+"""A cluster as `whatif` varies it (system, GPUs, network link, NIC, oversubscription) and its capital cost."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil
+
+from fabricsim.catalog import NIC, Catalog, LinkTech, System
+from fabricsim.errors import SpecError
+from fabricsim.workload.training import Cluster
+
+NETWORK_KINDS = ("infiniband", "ethernet")
+
+
+def network_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:
+    """The scale-out link technology: ``fabric`` (``ndr``, ``ib-ndr``, ``eth-400g``) or the system NIC's own."""
+    if fabric is None:
+        return catalog.link(catalog.nic(system.nic).link)
+    key = fabric.strip().lower()
+    for candidate in (key, f"ib-{key}", f"eth-{key}"):
+        link = catalog.links.get(candidate)
+        if link is not None and link.kind in NETWORK_KINDS:
+            return link
+    allowed = sorted(lid for lid, link in catalog.links.items() if link.kind in NETWORK_KINDS)
+    raise SpecError(f"unknown network {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
+
+
+def nic_for(catalog: Catalog, link: LinkTech) -> NIC | None:
+    """The catalog NIC whose ports run ``link`` (the cheapest, then by id); None when no NIC does."""
+    runs = [n for n in catalog.nics.values() if n.link == link.id]
+    return min(runs, key=lambda n: (n.price_usd if n.price_usd is not None else float("inf"), n.id), default=None)
+
+
+@dataclass(frozen=True)
+class Capex:
+    """Capital cost of a cluster from its bill of materials; None where a catalog price is missing."""
+
+    usd: float | None
+    missing: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The cluster a plan runs on: a system preset, the GPU count, the network, its NIC and oversubscription."""
+
+    system_id: str
+    gpus: int
+    fabric: str | None
+    oversubscription: float
+    catalog: Catalog
+    nic: str | None = None  # a NIC replacing the system's (a network swap); None: the system's own
+
+    @property
+    def system(self) -> System:
+        """The system preset, with the replacement NIC when there is one."""
+        base = self.catalog.system(self.system_id)
+        return base if self.nic is None else base.model_copy(update={"nic": self.nic})
+
+    @property
+    def nodes(self) -> int:
+        return ceil(self.gpus / self.system.gpus_per_node)
+
+    def cluster(self, catalog: Catalog | None = None) -> Cluster:
+        """The training model's cluster, optionally on a catalog variant with the same entry ids."""
+        cat = catalog or self.catalog
+        system = cat.system(self.system_id)
+        if self.nic is not None:
+            system = system.model_copy(update={"nic": self.nic})
+        return Cluster(system, fabric=self.fabric, oversubscription=self.oversubscription, catalog=cat)
+
+    def link(self) -> LinkTech:
+        return network_link(self.catalog, self.system, self.fabric)
+
+    def capex(self) -> Capex:
+        """Bill of materials of a rail-optimized fat tree of these nodes: nodes, switches, cables and optics, plus
+        the price difference of a replacement NIC (node prices include the system's own NICs)."""
+        from fabricsim.topology import ClusterSpec, build_topology
+
+        spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": "fat-tree",
+                                  "link": self.link().id, "oversubscription": self.oversubscription,
+                                  "nic": self.nic})
+        bill = build_topology(spec, self.catalog).bom()
+        missing = [m for m in bill.missing if m.endswith(" price")]
+        if self.nic is None or self.nic == self.catalog.system(self.system_id).nic:
+            return Capex(bill.capex_usd, tuple(missing))
+        new, old = self.catalog.nic(self.nic), self.catalog.nic(self.catalog.system(self.system_id).nic)
+        if new.price_usd is None or old.price_usd is None:
+            missing.append(f"{new.id if new.price_usd is None else old.id} price")
+        if bill.capex_usd is None or new.price_usd is None or old.price_usd is None:
+            return Capex(None, tuple(sorted(set(missing))))
+        return Capex(bill.capex_usd + bill.nics * (new.price_usd - old.price_usd), ())

@@ -1,0 +1,58 @@
+"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``): parsed from the
+command line and applied to a scenario, keeping the GPU count."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from fabricsim.analysis.scenario import Scenario, network_link, nic_for
+from fabricsim.errors import SpecError
+
+SWAP_KEYS = ("system", "ib", "oversubscription")
+
+
+@dataclass(frozen=True)
+class Swap:
+    """One change to the cluster: which part (``key``) becomes what (``value``)."""
+
+    key: str
+    value: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.key}={self.value}"
+
+
+def parse_swap(text: str) -> Swap:
+    """``'ib=xdr'`` -> Swap('ib', 'xdr'); anything else is a SpecError naming the allowed keys."""
+    key, sep, value = text.partition("=")
+    key, value = key.strip().lower(), value.strip()
+    if not sep or not value:
+        raise SpecError(f"{text!r} is not KEY=VALUE; keys: {', '.join(SWAP_KEYS)}", field="--swap")
+    if key not in SWAP_KEYS:
+        raise SpecError(f"unknown swap {key!r} in {text!r}; keys: {', '.join(SWAP_KEYS)}", field="--swap")
+    return Swap(key, value.lower())
+
+
+def apply_swap(base: Scenario, swap: Swap) -> Scenario:
+    """The scenario with one part swapped; the GPU count stays, so a system swap recomputes the nodes."""
+    if swap.key == "system":
+        system = base.catalog.system(swap.value)
+        if base.gpus % system.gpus_per_node and base.gpus > system.gpus_per_node:
+            raise SpecError(f"{swap.label}: {base.gpus} GPUs do not fill whole {system.id} nodes of "
+                            f"{system.gpus_per_node}", field="--swap")
+        return replace(base, system_id=system.id, nic=None)
+    if swap.key == "ib":
+        try:
+            link = network_link(base.catalog, base.system, swap.value)
+        except SpecError as exc:
+            raise SpecError(f"{swap.label}: {exc}", field="--swap") from None
+        nic = nic_for(base.catalog, link)
+        return replace(base, fabric=link.id, nic=None if nic is None else nic.id)
+    try:
+        ratio = float(swap.value)
+    except ValueError:
+        ratio = float("nan")
+    if not 1.0 <= ratio < float("inf"):
+        raise SpecError(f"{swap.label}: oversubscription must be a ratio >= 1 (1 = non-blocking)", field="--swap")
+    return replace(base, oversubscription=ratio)

@@ -1,0 +1,76 @@
+"""The one-line verdict of `whatif`: which layer's speed-up buys the most, and whether any priced swap pays for
+itself (throughput per capital dollar improves), said plainly when the plan is compute-bound."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from fabricsim.analysis.deltas import LayerDelta, SwapDelta
+from fabricsim.workload.training import TrainingPrediction
+
+ON_CHIP = ("compute", "hbm")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Where the next dollar goes: the layer whose speed-up buys the most, the swap that pays (if any), a sentence."""
+
+    layer: str
+    sentence: str
+    swap: str | None
+    compute_bound: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"layer": self.layer, "sentence": self.sentence, "swap": self.swap, "compute_bound": self.compute_bound}
+
+
+def usd(value: float) -> str:
+    """``2_150_000`` -> ``+$2.15M``; ``-40_000`` -> ``-$0.04M``."""
+    return f"{'-' if value < 0 else '+'}${abs(value) / 1e6:,.2f}M"
+
+
+def _swap_phrase(s: SwapDelta) -> str:
+    cost = "cost unknown" if s.cost_delta_usd is None else usd(s.cost_delta_usd)
+    per = s.percent_per_million_usd
+    rate = "" if per is None else f", {per:.2f}% per $1M"
+    return f"{s.swap} ({s.percent_faster:+.1f}% for {cost}{rate})"
+
+
+def _rank(s: SwapDelta) -> float:
+    """Gain per dollar; a swap that costs nothing (or saves money) and is faster ranks first."""
+    per = s.percent_per_million_usd
+    return float("inf") if per is None else per
+
+
+def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, ...], swaps: tuple[SwapDelta, ...],
+            base_capex_usd: float | None, missing_prices: tuple[str, ...] = ()) -> Verdict:
+    """The layer with the largest speed-up (the first listed on ties), and the best swap that pays for itself."""
+    best = max(layers, key=lambda d: d.speedup)
+    compute_bound = best.layer in ON_CHIP
+    head = f"{factor:g}x faster {best.layer} buys the most: the step gets {best.speedup:.2f}x faster"
+    if compute_bound:
+        network = [d for d in layers if d.layer not in ON_CHIP]
+        most = max(network, key=lambda d: d.speedup, default=None)
+        if most is not None:
+            head += f" (the plan is compute-bound: {factor:g}x faster {most.layer} gives only {most.speedup:.2f}x)"
+    worth = [s for s in swaps if s.worth_it(base_capex_usd)]
+    unknown = [s for s in swaps if s.worth_it(base_capex_usd) is None]
+    pick: str | None = None
+    if worth:
+        top = max(worth, key=_rank)
+        pick = top.swap
+        tail = f"; the next dollar goes to {_swap_phrase(top)}"
+    elif swaps:
+        priced = [s for s in swaps if s.worth_it(base_capex_usd) is not None]
+        reason = "no network upgrade pays for its cost" if compute_bound else "no swap pays for its cost"
+        tail = f"; {reason}"
+        if priced:
+            tail += " (best per dollar: " + _swap_phrase(max(priced, key=_rank)) + ")"
+    else:
+        tail = "; no network upgrade would pay" if compute_bound else f"; the next dollar goes to {best.layer}"
+    if unknown:
+        missing = sorted({m for s in unknown for m in s.missing_prices} | set(missing_prices))
+        tail += (f"; not priced: {', '.join(s.swap for s in unknown)}"
+                 + (f" (catalog lacks {', '.join(missing)})" if missing else ""))
+    return Verdict(best.layer, head + tail, pick, compute_bound)

@@ -1,0 +1,136 @@
+"""`fabricsim whatif`: the step time with each layer made faster and on named cluster swaps priced from the bill
+of materials, and a one-line verdict of where the next dollar goes."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.analysis import Scenario, WhatIf, parse_swap, what_if
+from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.train_cmd import (
+    AsJson,
+    Calibration,
+    Cp,
+    Dp,
+    Ep,
+    Fabric,
+    FlashAttn,
+    Gbs,
+    Gpus,
+    Kernels,
+    Mbs,
+    Model,
+    OverlapGradReduce,
+    OverlapParamGather,
+    Oversubscription,
+    Pp,
+    PpLayout,
+    Precision,
+    Recompute,
+    Seq,
+    SequenceParallel,
+    SystemOpt,
+    Tp,
+    TpCommOverlap,
+    Vpp,
+    Zero,
+    choice_line,
+    plan_json,
+    prepare_run,
+    run_title,
+)
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "unknown"
+    return f"{'-' if value < 0 else '+'}${abs(value):,.0f}"
+
+
+def layer_table(result: WhatIf) -> Table:
+    """Step time and speed-up with each layer made faster, a bar per speed-up."""
+    table = Table(title=f"each layer {result.factor:g}x faster (base step "
+                        f"{units.format_duration(result.base.step_time_s)})", header_style="bold")
+    for header in ("layer", "step time", "speed-up", ""):
+        table.add_column(header)
+    top = max(d.speedup for d in result.layers)
+    for d in result.layers:
+        bar = "█" * round((d.speedup - 1.0) * 40)
+        style = "bold green" if d.layer == result.verdict.layer and top > 1.0 else ""
+        table.add_row(d.layer, units.format_duration(d.step_time_s), f"{d.speedup:.3f}x",
+                      f"[{style}]{bar}[/]" if style else bar)
+    return table
+
+
+def swap_table(result: WhatIf) -> Table:
+    """Each swap: step time, speed-up, capital cost difference, % faster per $1M and whether it pays."""
+    base = "unknown" if result.base_capex_usd is None else f"${result.base_capex_usd:,.0f}"
+    table = Table(title=f"swaps (base capital cost {base})", header_style="bold")
+    for header in ("swap", "step time", "speed-up", "cost delta", "% faster per $1M", "pays for itself"):
+        table.add_column(header)
+    for s in result.swaps:
+        per = s.percent_per_million_usd
+        worth = s.worth_it(result.base_capex_usd)
+        verdict = "?" if worth is None else ("[green]yes[/]" if worth else "no")
+        step = units.format_duration(s.step_time_s) + ("" if s.fits else " [yellow](does not fit)[/]")
+        table.add_row(s.swap, step, f"{s.speedup:.3f}x", _money(s.cost_delta_usd),
+                      "-" if per is None else f"{per:.2f}", verdict)
+    return table
+
+
+@spec_errors
+def whatif_command(
+    model: Model = "llama3-70b",
+    system: SystemOpt = "dgx-h100",
+    gpus: Gpus = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = None,
+    cp: Cp = 1,
+    ep: Ep = 1,
+    seq: Seq = 4096,
+    gbs: Gbs = 512,
+    mbs: Mbs = None,
+    vpp: Vpp = None,
+    recompute: Recompute = None,
+    zero: Zero = None,
+    precision: Precision = "bf16",
+    kernels: Kernels = "fused",
+    pp_layout: PpLayout = None,
+    flash_attn: FlashAttn = True,
+    sequence_parallel: SequenceParallel = None,
+    overlap_grad_reduce: OverlapGradReduce = True,
+    overlap_param_gather: OverlapParamGather = True,
+    tp_comm_overlap: TpCommOverlap = False,
+    fabric: Fabric = None,
+    oversubscription: Oversubscription = 1.0,
+    factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
+    swap: Annotated[list[str] | None, typer.Option(
+        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1")] = None,
+    as_json: AsJson = False,
+    calibration: Calibration = None,
+) -> None:
+    """Which layer to make faster, and which cluster swap pays: step time per layer sped up and per swap with its
+    cost from the bill of materials (same plan and options as `train`)."""
+    swaps = tuple(parse_swap(s) for s in swap or [])
+    run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
+                      mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
+                      pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
+                      overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
+                      tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
+                      calibration=calibration)
+    scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
+    result = what_if(run.spec, run.plan, scenario, factor, swaps)
+    if as_json:
+        print_json({**result.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()})
+        return
+    console.print(f"[bold]what if[/]: {run_title(run)}")
+    console.print(choice_line(run.choice))
+    console.print(layer_table(result))
+    if result.swaps:
+        console.print(swap_table(result))
+    console.print(f"[bold]verdict:[/] {result.verdict.sentence}")

@@ -1,0 +1,142 @@
+"""Auto knobs for `train`: the pipeline interleaving (vpp), micro-batch, recompute and ZeRO stage the user left
+unset, chosen as the fastest setting that fits in GPU memory; the knobs the user set stay as given.
+
+Candidates: vpp = the divisors of layers // pp when pp > 1 (1 otherwise), and only where the interleaved schedule's
+micro-batch count is a multiple of pp (Megatron-LM's requirement); mbs = the powers of two up to ``MAX_AUTO_MBS``
+dividing gbs / dp; recompute none, selective, full; ZeRO 0-2, and 3 (FSDP) only without pipeline parallelism.
+Each candidate is checked against memory first (``memory_report``, no timing) and only those that fit are timed
+with ``predict_training``; ties go to the simpler setting (less recompute, lower ZeRO, fewer virtual stages,
+smaller micro-batch). When nothing fits the candidate with the smallest shortfall is returned, marked as such.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from math import isclose
+from typing import Any
+
+from fabricsim.errors import SpecError
+from fabricsim.workload.memory import GIB, memory_report
+from fabricsim.workload.plan import ParallelPlan
+from fabricsim.workload.spec import ModelSpec
+from fabricsim.workload.training import Cluster, TrainingPrediction, predict_training
+
+# Search bound on the micro-batch: Megatron-LM / NeMo pretraining recipes run micro-batches of 1 to 8 sequences.
+MAX_AUTO_MBS = 8
+# Knob (plan field) -> its CLI name, in the order the output lists them.
+AUTO_KNOBS = {"virtual_stages": "vpp", "mbs": "mbs", "recompute": "recompute", "zero": "zero"}
+RECOMPUTE_ORDER = ("none", "selective", "full")
+# Float tolerance under which two step times count as a tie (the simpler setting wins).
+TIE_REL = 1e-9
+
+
+@dataclass(frozen=True)
+class AutoChoice:
+    """The plan the search chose, its prediction, and what it chose and how."""
+
+    plan: ParallelPlan
+    prediction: TrainingPrediction
+    chosen: dict[str, Any]  # CLI knob name -> value, only for the knobs the search set
+    fits: bool
+    candidates: int  # settings enumerated
+    timed: int  # settings that fit and were timed
+
+    def note(self) -> str:
+        """One line: what was chosen and that the search chose it."""
+        if not self.chosen:
+            return "all knobs set by the user (no search)"
+        knobs = ", ".join(f"{k}={v}" for k, v in self.chosen.items())
+        if self.fits:
+            return f"auto: chose {knobs} (fastest that fits of {self.timed} fitting / {self.candidates} settings)"
+        short = self.prediction.memory.shortfall_bytes / GIB
+        return (f"auto: no setting of {', '.join(self.chosen)} fits; closest is {knobs}, short by {short:.1f} GiB "
+                f"({self.candidates} settings)")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"knobs": dict(self.chosen), "chosen_by": "search" if self.chosen else "user", "fits": self.fits,
+                "candidates": self.candidates, "timed": self.timed, "note": self.note()}
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def knob_values(model: ModelSpec, base: ParallelPlan, knob: str) -> list[Any]:
+    """Candidate values of one auto knob for a plan whose other fields are fixed."""
+    if knob == "virtual_stages":
+        return _divisors(model.layers // base.pp) if base.pp > 1 else [1]
+    if knob == "mbs":
+        per_replica = base.gbs // base.dp
+        return [m for m in (2**k for k in range(MAX_AUTO_MBS.bit_length())) if m <= MAX_AUTO_MBS
+                and per_replica % m == 0]
+    if knob == "recompute":
+        return list(RECOMPUTE_ORDER)
+    if knob == "zero":
+        return [0, 1, 2, 3] if base.pp == 1 else [0, 1, 2]
+    raise SpecError(f"unknown knob {knob!r}; allowed: {', '.join(AUTO_KNOBS)}", field="knob")
+
+
+def _complexity(plan: ParallelPlan) -> tuple[int, int, int, int]:
+    return RECOMPUTE_ORDER.index(plan.recompute), plan.zero, plan.virtual_stages, plan.mbs
+
+
+def _better(time_s: float, key: tuple[int, int, int, int], best_s: float, best_key: tuple[int, int, int, int]) -> bool:
+    """Faster wins; within ``TIE_REL`` the simpler setting wins."""
+    if isclose(time_s, best_s, rel_tol=TIE_REL):
+        return key < best_key
+    return time_s < best_s
+
+
+def _candidate(fields: dict[str, Any], setting: dict[str, Any]) -> ParallelPlan | None:
+    """The plan for one setting, or None where the setting is not a valid plan (or, for an auto vpp, an interleaved
+    schedule whose micro-batches are not a multiple of pp, which Megatron-LM cannot run)."""
+    try:
+        plan = ParallelPlan.build(**fields, **setting)
+    except SpecError:
+        return None
+    if "virtual_stages" in setting and plan.virtual_stages > 1 and plan.microbatches % plan.pp:
+        return None
+    return plan
+
+
+def search_knobs(model: ModelSpec, fields: dict[str, Any], cluster: Cluster) -> AutoChoice:
+    """Fill the knobs that are None in ``fields`` with the fastest setting that fits; keep the others."""
+    given = {k: v for k, v in fields.items() if v is not None}
+    auto = [k for k in AUTO_KNOBS if fields.get(k) is None]
+    base = ParallelPlan.build(**given)  # validates what the user set (auto knobs at their defaults)
+    if not auto:
+        pred = predict_training(model, base, cluster)
+        return AutoChoice(base, pred, {}, pred.memory.fits, 1, 1)
+    fixed = {k: v for k, v in given.items() if k != "schedule"}
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    best: tuple[float, tuple[int, int, int, int], ParallelPlan, TrainingPrediction] | None = None
+    closest: tuple[float, ParallelPlan] | None = None
+    candidates = timed = 0
+    for values in product(*(knob_values(model, base, k) for k in auto)):
+        plan = _candidate(fixed, dict(zip(auto, values, strict=True)))
+        if plan is None:
+            continue
+        candidates += 1
+        memory = memory_report(model, plan, gpu)
+        if not memory.fits:
+            if closest is None or memory.shortfall_bytes < closest[0]:
+                closest = (memory.shortfall_bytes, plan)
+            continue
+        timed += 1
+        pred = predict_training(model, plan, cluster)
+        key = _complexity(plan)
+        if best is None or _better(pred.step_time_s, key, best[0], best[1]):
+            best = (pred.step_time_s, key, plan, pred)
+    if best is not None:
+        plan, pred = best[2], best[3]
+        fits = True
+    elif closest is not None:
+        plan = closest[1]
+        pred = predict_training(model, plan, cluster)
+        fits = False
+    else:
+        raise SpecError(f"no valid setting of {', '.join(AUTO_KNOBS[k] for k in auto)} for this plan; set them",
+                        field="--" + AUTO_KNOBS[auto[0]])
+    chosen = {AUTO_KNOBS[k]: getattr(plan, k) for k in auto}
+    return AutoChoice(plan, pred, chosen, fits, candidates, timed)
