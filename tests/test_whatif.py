@@ -92,13 +92,14 @@ def test_swap_cost_is_the_bill_of_materials_difference(catalog: Catalog) -> None
 def test_dp_heavy_small_model_on_oversubscribed_fabric_names_infiniband(catalog: Catalog) -> None:
     """llama3-8b, pure DP over 512 H100s, 2048 tokens per GPU per step, 2:1 fabric: the gradient reduce-scatter
     and parameter gather outlast the compute windows they hide under, so the step is the network's; a 2x faster
-    InfiniBand buys the most and a non-blocking fabric pays for itself (speed-up above its share of capex)."""
+    InfiniBand buys the most (though each NIC's PCIe Gen5 x16 host link caps an 800G port at 63 GB/s) and a
+    non-blocking fabric pays for itself (speed-up above its share of capex)."""
     model, plan = load_model("llama3-8b"), ParallelPlan.build(gpus=512, seq=2048, gbs=512, mbs=1, zero=1)
     result = what_if(model, plan, Scenario("dgx-h100", 512, None, 2.0, _priced_xdr(catalog)), 2.0,
                      (parse_swap("ib=xdr"), parse_swap("oversubscription=1")))
     speedups = {d.layer: d.speedup for d in result.layers}
     assert result.verdict.layer == "infiniband"
-    assert speedups["infiniband"] > 1.5 > max(v for k, v in speedups.items() if k != "infiniband")
+    assert speedups["infiniband"] > 1.15 > max(v for k, v in speedups.items() if k != "infiniband")
     flat = next(s for s in result.swaps if s.swap == "oversubscription=1")
     assert flat.worth_it(result.base_capex_usd) is True
     assert result.verdict.swap is not None and not result.verdict.compute_bound
