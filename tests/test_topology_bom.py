@@ -70,8 +70,13 @@ def test_plain_small_cluster_is_one_switch() -> None:
     assert topo.bisection_bytes_per_s == pytest.approx(32 * 50e9)
 
 
-def test_xdr_switch_with_ndr_nics_runs_at_the_nic_rate() -> None:
+def test_xdr_fabric_brings_connectx8_fed_by_the_node_pcie() -> None:
+    """An XDR fabric brings the NIC that runs it (ConnectX-8, 800G = 100 GB/s); a DGX B200's PCIe Gen5 x16
+    (63 GB/s) feeds each one, a DGX B300's PCIe Gen6 the full port; the system's own NIC generation by default."""
     topo = build_cluster("dgx-b200", nodes=8, link="ib-xdr")
-    assert topo.fabric_switch.id == "q3400" and topo.nic.id == "cx7"
-    assert topo.nic_link_bytes_per_s == pytest.approx(50e9)
-    assert any("below the switch port rate" in n for n in topo.bom().notes)
+    assert topo.fabric_switch.id == "q3400" and topo.nic.id == "cx8"
+    assert topo.nic_link_bytes_per_s == pytest.approx(63e9)
+    assert any("replaces the system's cx7" in n for n in topo.bom().notes)
+    assert build_cluster("dgx-b300", nodes=8, link="ib-xdr").nic_link_bytes_per_s == pytest.approx(100e9)
+    default = build_cluster("dgx-a100", nodes=2)
+    assert default.nic.id == "cx6" and default.fabric_switch.link == "ib-hdr"

@@ -15,8 +15,9 @@ from fabricsim.errors import SpecError
 from fabricsim.topology import FABRICS, LINK_KINDS, BillOfMaterials, ClusterSpec, Topology, build_topology
 
 
-def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str:
-    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id."""
+def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
+    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id;
+    None when none is given (the system's own NIC generation)."""
     given = [v for v in (ib, eth, switch) if v]
     if len(given) > 1:
         raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")
@@ -25,7 +26,9 @@ def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str:
     if eth:
         rate = eth.strip().lower().removeprefix("eth-")
         return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
-    return f"ib-{(ib or 'ndr').strip().lower().removeprefix('ib-')}"
+    if ib:
+        return f"ib-{ib.strip().lower().removeprefix('ib-')}"
+    return None
 
 
 def parse_dims(text: str | None) -> tuple[int, int, int] | None:
@@ -103,7 +106,7 @@ def topo_command(
     system: str = typer.Option("dgx-h100", "--system", help="catalog system id (fabricsim catalog systems)"),
     nodes: int = typer.Option(1, "--nodes", help="compute nodes (servers, or racks for NVL72)"),
     fabric: str = typer.Option("fat-tree", "--fabric", help=f"one of {', '.join(FABRICS)}"),
-    ib: str | None = typer.Option(None, "--ib", help="InfiniBand generation: hdr, ndr, xdr (default ndr)"),
+    ib: str | None = typer.Option(None, "--ib", help="InfiniBand generation: hdr, ndr, xdr (default: the system NIC's)"),
     eth: str | None = typer.Option(None, "--eth", help="Ethernet fabric instead: 400g or 800g"),
     switch: str | None = typer.Option(None, "--switch", help="fabric switch id instead (qm9700, sn5600, ...)"),
     tiers: int | None = typer.Option(None, "--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)"),

@@ -75,7 +75,7 @@ def build_cluster(
     system: str = "dgx-h100",
     nodes: int = 1,
     fabric: str = "fat-tree",
-    link: str = "ib-ndr",
+    link: str | None = None,
     tiers: int | None = None,
     rail_optimized: bool = True,
     oversubscription: float = 1.0,
@@ -89,7 +89,7 @@ def build_cluster(
     """Build a cluster from keyword arguments (the fields of `ClusterSpec`); see `build_topology`.
 
     ``link`` is a fabric link technology id (``ib-ndr`` -> QM9700, ``ib-hdr`` -> QM8700, ``ib-xdr`` -> Q3400,
-    ``eth-400g`` -> SN5400, ``eth-800g`` -> SN5600) or a switch id.
+    ``eth-400g`` -> SN5400, ``eth-800g`` -> SN5600) or a switch id; None: the system's own NIC generation.
     """
     spec = ClusterSpec.parse({
         "system": system, "nodes": nodes, "fabric": fabric, "link": link, "tiers": tiers,

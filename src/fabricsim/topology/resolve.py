@@ -57,10 +57,12 @@ def resolve_switch(name: str, catalog: Catalog) -> Switch:
 
 
 def resolve_nic(spec: ClusterSpec, system: System, switch: Switch, catalog: Catalog) -> NIC:
-    """The compute NIC: the spec's, else the system's when it speaks the fabric, else the fastest that does.
+    """The compute NIC: the spec's, else the system's when it runs the fabric's link generation, else the fastest
+    that speaks the fabric.
 
     "Speaks the fabric" means the NIC's link is of the switch's kind (InfiniBand or Ethernet); among those the
-    fastest not faster than the switch port wins (ties by id). A DGX H100 on Spectrum-4 400GbE gets cx7-eth.
+    fastest not faster than the switch port wins (ties by id). A DGX H100 on Spectrum-4 400GbE gets cx7-eth, and
+    on Quantum-X800 XDR the ConnectX-8 that runs XDR (a fabric generation brings its NIC).
     """
     kind = switch.kind
     if spec.nic is not None:
@@ -69,7 +71,7 @@ def resolve_nic(spec: ClusterSpec, system: System, switch: Switch, catalog: Cata
             raise SpecError(f"NIC {nic.id!r} runs {nic.link}, not {kind} like switch {switch.id!r}", field="nic")
         return nic
     own = catalog.nic(system.nic)
-    if catalog.link(own.link).kind == kind:
+    if own.link == switch.link:
         return own
     fits = [n for n in catalog.nics.values()
             if catalog.link(n.link).kind == kind and n.port_bytes_per_s <= switch.port_bytes_per_s]
@@ -82,7 +84,8 @@ def resolve_nic(spec: ClusterSpec, system: System, switch: Switch, catalog: Cata
 def resolve(spec: ClusterSpec, catalog: Catalog) -> Resolved:
     """Look up every catalog entry a spec names; unknown names raise SpecErrors listing the allowed ones."""
     system = catalog.system(spec.system)
-    switch = resolve_switch(spec.link, catalog)
+    switch = resolve_switch(spec.link or catalog.nic(system.nic).link, catalog)
     nic = resolve_nic(spec, system, switch, catalog)
+    host = catalog.link(system.pcie).bytes_per_s  # the NIC sits on the node's PCIe, which may not feed its port
     return Resolved(system=system, switch=switch, link=catalog.link(switch.link), nic=nic,
-                    nic_link_bytes_per_s=min(nic.port_bytes_per_s, switch.port_bytes_per_s))
+                    nic_link_bytes_per_s=min(nic.port_bytes_per_s, switch.port_bytes_per_s, host))

@@ -22,7 +22,8 @@ class ClusterSpec(BaseModel):
     system: str = Field("dgx-h100", description="catalog system id (one node: a server, or a rack for NVL72)")
     nodes: int = Field(1, description="compute nodes (servers, or racks for rack-scale systems)")
     fabric: FabricName = Field("fat-tree", description="fat-tree, torus (3D, of switches) or mesh (node to node)")
-    link: str = Field("ib-ndr", description="fabric link technology id (ib-ndr, eth-400g, ...) or a switch id")
+    link: str | None = Field(None, description="fabric link technology id (ib-ndr, eth-400g, ...) or a switch id; "
+                             "default: the link of the system's own NIC")
     tiers: int | None = Field(None, description="fat-tree tiers 1-3; None picks the fewest that fit")
     rail_optimized: bool = Field(True, description="fat tree: NIC i of every node on rail leaf i (else ToR leaves)")
     oversubscription: float = Field(1.0, description="leaf node ports : leaf uplinks (fat tree); 1 is non-blocking")

@@ -100,8 +100,9 @@ class Topology:
 
     @property
     def nic_link_bytes_per_s(self) -> float:
-        """Rate of one NIC's fabric link: the slower of the NIC port and the switch port."""
-        return min(self.nic.port_bytes_per_s, self.fabric_switch.port_bytes_per_s)
+        """Rate of one NIC's fabric link: the slowest of the NIC port, the switch port and the node's PCIe link."""
+        return min(self.nic.port_bytes_per_s, self.fabric_switch.port_bytes_per_s,
+                   self.catalog.link(self.system.pcie).bytes_per_s)
 
     @property
     def oversubscription(self) -> float:
