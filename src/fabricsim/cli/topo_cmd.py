@@ -106,7 +106,7 @@ def topo_command(
     system: str = typer.Option("dgx-h100", "--system", help="catalog system id (fabricsim catalog systems)"),
     nodes: int = typer.Option(1, "--nodes", help="compute nodes (servers, or racks for NVL72)"),
     fabric: str = typer.Option("fat-tree", "--fabric", help=f"one of {', '.join(FABRICS)}"),
-    ib: str | None = typer.Option(None, "--ib", help="InfiniBand generation: hdr, ndr, xdr (default: the system NIC's)"),
+    ib: str | None = typer.Option(None, "--ib", help="InfiniBand: hdr, ndr, xdr (default: the system NIC's)"),
     eth: str | None = typer.Option(None, "--eth", help="Ethernet fabric instead: 400g or 800g"),
     switch: str | None = typer.Option(None, "--switch", help="fabric switch id instead (qm9700, sn5600, ...)"),
     tiers: int | None = typer.Option(None, "--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)"),
