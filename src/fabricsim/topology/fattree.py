@@ -3,24 +3,29 @@
 Sizing follows the NICs actually attached and the oversubscription asked for (hand counts in
 tests/test_topology_sizing.py; NVIDIA's DGX SuperPOD tables still hold, tests/test_topology_reference.py):
 - One switch: when every NIC fits on one switch (nodes x NICs <= radix) and no tier count is forced, the fabric is
-  that switch, rails sharing it (the DGX BasePOD scale; same-rail and cross-rail traffic both cross one switch).
-  Oversubscription has nothing to cut there and is noted.
+  that switch, rails sharing it: same-rail and cross-rail traffic cross one switch and nothing else is needed. This
+  is the DGX BasePOD scale (NVIDIA's BasePOD RA, RA-11127-001, puts 2-8 DGX nodes on QM9700 compute switches);
+  fabricsim takes the one switch the ports need. Oversubscription has nothing to cut there and is noted.
 - Leaves give at most half their ports (radix // 2) to NICs. Rail-optimized: NIC i of a node goes to rail
   ``i % rails``; when a whole rail's NICs fit in half a leaf, rails share leaves (the most rails per leaf that
-  divides the rail count and fits), else each rail gets ``ceil(rail NICs / (radix // 2))`` leaves and the nodes are
-  spread evenly over those leaf groups (33 DGX nodes: groups of 17 and 16, not 32 and 1). Plain: a node's NICs share
-  a leaf (top of rack), nodes spread evenly over the fewest leaves that hold them.
-- Uplinks: a leaf needs ``ceil(NICs on its fullest leaf / oversubscription)`` uplinks, and sends the same number of
-  cables to every spine (so ECMP, which spreads flows evenly over the spines, sees equal paths). Spines = the
-  fewest that can take every leaf's bundle (leaves x bundle <= spine ports), then the smallest bundle; the leaf's
-  uplinks are spines x bundle (>= what it needs; 31 DGX nodes need 31 and get 32 = 4 spines x 8, the RA's 256).
+  divides the rail count and fits: 16 DGX nodes on 4 leaves of 2 rails), else each rail gets one leaf per group of
+  at most radix // 2 nodes, nodes spread evenly over the groups (33 DGX nodes: 17 + 16, not 32 + 1). Plain: a node's
+  NICs share a leaf (top of rack), nodes spread evenly over the leaves.
+- Uplinks: a leaf needs ``ceil(NICs on its fullest leaf / oversubscription)`` uplinks and sends the same number of
+  cables to every spine (ECMP spreads flows evenly over the spines, so unequal bundles would strand capacity); a
+  spine takes at most radix bundles' worth of cables. Each way to do that (spines x bundle >= need, within the
+  leaf's free ports and the spine's ports) is a candidate; so is every leaf-group count from the fewest to `WIDEN`
+  more (emptier leaves can need fewer spines). The cheapest candidate wins: catalog prices of the switch and the
+  inter-switch optical cable, ties to fewer switches, cables, leaves. Cheapest over candidate sets that only grow
+  as nodes or the needed uplinks shrink makes capex monotone in both (switch and cable totals may trade against
+  each other). 31 DGX nodes need 31 uplinks a leaf and get 4 spines x 8 = 32: the RA's 256 leaf-spine cables.
   The realized ratio (NICs on the fullest leaf / uplinks, at least 1) is reported.
 - 3 tiers: leaves form pods (a rail's leaves, in chunks of at most radix // 2, when rail-optimized; consecutive
   leaves otherwise); a pod's spines give half their ports to leaves by the same rule, and send as many uplinks as
   they have used down ports, spread evenly over one core plane (spine j of every pod to the cores of plane j), the
-  fewest cores per plane again. Needs pods <= radix.
+  cheapest spread again. Needs pods <= radix.
 - A tier that no traffic crosses (spines over one leaf, cores over one pod: only when a tier count is forced) is
-  built as asked and named in the notes, never silently.
+  built as asked with a warning in the notes, never silently; no automatic design has a switch with one cable.
 Equal-cost paths: within a 2-tier fabric or a pod, one per spine; between pods, one per (spine index, core of its
 plane). All paths use every tier only as needed (a flow between two NICs on one leaf stays on that leaf).
 """
