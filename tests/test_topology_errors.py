@@ -25,7 +25,7 @@ from fabricsim.topology import ClusterSpec, build_cluster
     ({"nodes": 600, "link": "ib-hdr", "system": "dgx-a100", "tiers": 2},
      r"2-tier fat tree of qm8700 \(radix 40\) holds at most 100 dgx-a100 nodes"),
     ({"nodes": 9, "rail_optimized": False, "tiers": 1}, r"1-tier fat tree of qm9700 \(radix 64\) holds at most 8"),
-    ({"tiers": 1}, r"^tiers: a rail-optimized fat tree needs at least 2 tiers"),
+    ({"nodes": 9, "tiers": 1}, r"^nodes: a 1-tier fat tree of qm9700 \(radix 64\) holds at most 8 dgx-h100"),
     ({"tiers": 4}, r"^tiers: must be 1, 2 or 3"),
     ({"fabric": "mesh", "nodes": 10}, r"full mesh of dgx-h100 nodes \(8 NICs each\) holds at most 9 nodes"),
     ({"fabric": "dragonfly"}, r"^fabric: "),

@@ -4,8 +4,10 @@ Sources (also recorded in /work/shared/reference/hardware.yaml and superpod-h100
 - H100: NVIDIA DGX SuperPOD Reference Architecture, DGX H100 (RA-11333-001), Table 4 "compute fabric",
   https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-h100/latest/network-fabrics.html
   Scalable units (SU) of 32 node slots; the RA's builds have 31/63/95/127 compute nodes because the first SU's
-  32nd slot holds the UFM fabric-manager appliance (4 cables). fabricsim sizes the fabric by node slots: a partial SU
-  gets the full SU's leaves and leaf-spine cables (as the RA does), and node-leaf cables count the NICs present.
+  32nd slot holds the UFM fabric-manager appliance (4 cables). fabricsim sizes uplinks from the NICs present and
+  spreads them evenly over the spines (same cables from every leaf to every spine, for balanced ECMP): 31 nodes need
+  31 uplinks a leaf, 4 spines x 8 = 32, so the RA's leaves, spines and leaf-spine cables come out unchanged;
+  node-leaf cables count the NICs present.
 - B200 (3-tier rows): https://docs.nvidia.com/dgx-superpod/reference-architecture-scalable-infrastructure-b200/latest/dgx-superpod-architecture.html
 """
 

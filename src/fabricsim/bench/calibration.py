@@ -6,11 +6,18 @@ Three parameters, each fitted only when the measurements exercise it:
 - ``latency_scale``: one factor on every base and per-hop latency of the tuning table.
 Residuals are log(predicted / measured time) per measurement, so small and large messages weigh alike. The
 result is an overlay YAML (catalog entries replaced by id) that every model command takes via --calibration.
+
+Guards (issue 10, item 6): `check_results` refuses a log that cannot belong to the system (a CPU/gloo run, devices
+the nccl-tests header names that are not the system's GPU, more ranks on a host than the node has GPUs); the fit
+never returns parameters that fit the measurements worse than the catalog's own (it keeps the catalog's and says so);
+it warns on a parameter at its bound and on a log whose error stays above `RESIDUAL_WARN`; and it reports each log's
+error before and after.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,12 +28,19 @@ import yaml
 from pydantic import BaseModel
 from scipy.optimize import least_squares
 
+from fabricsim.bench.rows import BenchResult
 from fabricsim.catalog import Catalog, LinkTech, System, Tuning, default_catalog
 from fabricsim.collectives import CollectiveModel, busbw_factor, check_op, group_shape
 from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.errors import SpecError
 
 PARAMETERS = ("intra_efficiency", "net_efficiency", "latency_scale")
+RESIDUAL_WARN = 0.15
+"""largest |busbw error| (fraction) of a log after fitting above which calibrate warns: the fitted parameters do
+not explain that log (a mechanism the model lacks, or a log from another setup), so the overlay should not be
+trusted for it"""
+BOUND_TOLERANCE = 0.01
+"""a fitted parameter within this relative distance of a bound counts as pinned at it (the data want it beyond)"""
 PRIOR_WEIGHT = 1e-3  # relative to a log-time residual: breaks ties, never outweighs a measurement
 _BOUNDS = {"intra_efficiency": (0.02, 1.0), "net_efficiency": (0.02, 1.0), "latency_scale": (0.02, 50.0)}
 
@@ -40,6 +54,8 @@ class Measurement:
     nnodes: int
     size_bytes: int
     time_s: float
+    log: str = ""
+    """file the measurement came from (groups the per-log report)"""
 
     @property
     def busbw_GBps(self) -> float:
@@ -57,6 +73,17 @@ class CalibrationRow(BaseModel):
     after_error: float
 
 
+class LogError(BaseModel):
+    """One log's busbw error (fractions) with the catalog's parameters (before) and the fitted ones (after)."""
+
+    log: str
+    points: int
+    before_mean_abs_error: float
+    before_max_abs_error: float
+    after_mean_abs_error: float
+    after_max_abs_error: float
+
+
 class CalibrationResult(BaseModel):
     system: str
     fitted: list[str]
@@ -64,12 +91,61 @@ class CalibrationResult(BaseModel):
     after: dict[str, float]
     rows: list[CalibrationRow]
     overlay: dict[str, Any]
+    logs: list[LogError] = []
+    rms_log_error_before: float = 0.0
+    """root mean square of log(predicted / measured time) with the catalog's parameters"""
+    rms_log_error_fit: float = 0.0
+    """the same with the fitted parameters (before any fallback)"""
+    kept_catalog: bool = False
+    """True when the fit was no better than the catalog on these measurements: ``after`` is the catalog's"""
+    warnings: list[str] = []
 
     def write(self, path: str | Path) -> Path:
         out = Path(path)
         header = "# fabricsim calibration overlay: pass it to any model command with --calibration\n"
         out.write_text(header + yaml.safe_dump(self.overlay, sort_keys=False))
         return out
+
+
+def _family(gpu_id: str) -> str:
+    """GPU family of a catalog GPU id: ``h100-sxm`` -> ``h100``."""
+    return gpu_id.split("-")[0].lower()
+
+
+def device_matches(name: str, gpu_id: str) -> bool:
+    """Whether a device name from an nccl-tests header (``NVIDIA H100 80GB HBM3``) can be the catalog GPU: same family
+    token, and the PCIe / NVL form factor when either names one."""
+    tokens = set(re.split(r"[^a-z0-9]+", name.lower()))
+    variant = gpu_id.lower().split("-")[1:]
+    if _family(gpu_id) not in tokens:
+        return False
+    return ("pcie" in tokens) == ("pcie" in variant) and ("nvl" in tokens) == ("nvl" in variant)
+
+
+def check_results(results: Sequence[BenchResult], system: System, catalog: Catalog, *, source: str) -> list[str]:
+    """Refuse (SpecError) results that cannot have run on ``system``: a CPU or gloo run, devices that are not the
+    system's GPU, more ranks on a host than a node has GPUs. Returns warnings for what cannot be checked."""
+    gpu = catalog.gpu(system.gpu)
+    what = f"cannot belong to {system.id} ({system.gpus_per_node} x {gpu.name})"
+    warnings: list[str] = []
+    for result in results:
+        cpu = [d for d in result.devices if d.device < 0 or (d.bus_id or "").lower() == "cpu"]
+        if (result.backend or "nccl").lower() != "nccl" or cpu:
+            raise SpecError(f"a CPU run (backend {result.backend or 'unknown'}) {what}; calibrate on an NCCL run of "
+                            "that system", source=source)
+        names = sorted({d.name.strip() for d in result.devices if d.name.strip()})
+        wrong = [n for n in names if not device_matches(n, gpu.id)]
+        if wrong:
+            raise SpecError(f"devices {', '.join(repr(n) for n in wrong)} {what}", source=source)
+        if not names:
+            warnings.append(f"{source}: the log names no devices; cannot check it ran on {system.id}")
+        per_host: dict[str, int] = {}
+        for d in result.devices:
+            per_host[d.host] = per_host.get(d.host, 0) + 1
+        if per_host and max(per_host.values()) > system.gpus_per_node:
+            host, n = max(per_host.items(), key=lambda kv: kv[1])
+            raise SpecError(f"{n} ranks on host {host} {what}", source=source)
+    return warnings
 
 
 def _links(catalog: Catalog, system: System, fabric: str | None) -> tuple[LinkTech, LinkTech]:
@@ -178,7 +254,30 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
     note = f"calibrated by fabricsim calibrate on {dt.date.today().isoformat()} from {len(measurements)} points"
     fitted_catalog = apply_parameters(cat, sysm, fabric, after, note)
     t_before = predict_times(cat, sysm, fabric, measurements)
-    t_after = predict_times(fitted_catalog, sysm, fabric, measurements)
+    t_fit = predict_times(fitted_catalog, sysm, fabric, measurements)
+    rows_before = _rows(measurements, t_before, t_before)
+    rows_fit = _rows(measurements, t_before, t_fit)
+    rms_before, rms_fit = _rms_log_error(t_before, measured), _rms_log_error(t_fit, measured)
+    warnings: list[str] = []
+    kept = _fits_worse(rows_fit, rms_fit, rms_before)
+    if kept:
+        warnings.append(f"the fitted parameters fit these measurements worse than the catalog's (mean |busbw error| "
+                        f"{_mean_abs(rows_fit, 'after'):.1%} vs {_mean_abs(rows_before, 'before'):.1%}, rms log "
+                        f"error {rms_fit:.3g} vs {rms_before:.3g}): kept the catalog's parameters, no overlay")
+        after, rows = dict(before), rows_before
+    else:
+        warnings += _bound_warnings(names, after)
+        rows = rows_fit
+    logs = _log_errors(measurements, rows)
+    warnings += _log_warnings(logs, kept)
+    return CalibrationResult(system=sysm.id, fitted=names, before=before, after=after, rows=rows,
+                             overlay={} if kept else _overlay(fitted_catalog, sysm, fabric, note), logs=logs,
+                             rms_log_error_before=rms_before, rms_log_error_fit=rms_fit, kept_catalog=kept,
+                             warnings=warnings)
+
+
+def _rows(measurements: Sequence[Measurement], t_before: np.ndarray, t_after: np.ndarray) -> list[CalibrationRow]:
+    """Measured and predicted busbw per measurement, with the relative errors."""
     rows = []
     for m, tb, ta in zip(measurements, t_before, t_after, strict=True):
         factor = busbw_factor(m.op, m.nranks)
@@ -187,8 +286,60 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
         rows.append(CalibrationRow(op=m.op, nranks=m.nranks, size_bytes=m.size_bytes, measured_busbw_GBps=meas_bw,
                                    before_busbw_GBps=bw_b, after_busbw_GBps=bw_a,
                                    before_error=(bw_b - meas_bw) / meas_bw, after_error=(bw_a - meas_bw) / meas_bw))
-    return CalibrationResult(system=sysm.id, fitted=names, before=before, after=after, rows=rows,
-                             overlay=_overlay(fitted_catalog, sysm, fabric, note))
+    return rows
+
+
+def _rms_log_error(predicted: np.ndarray, measured: np.ndarray) -> float:
+    """Root mean square of log(predicted / measured): the fit's objective without its prior."""
+    return float(np.sqrt(np.mean(np.log(predicted / measured) ** 2)))
+
+
+def _mean_abs(rows: Sequence[CalibrationRow], which: str) -> float:
+    """Mean |busbw error| of rows, 'before' or 'after'."""
+    return float(np.mean([abs(r.before_error if which == "before" else r.after_error) for r in rows]))
+
+
+def _fits_worse(rows_fit: Sequence[CalibrationRow], rms_fit: float, rms_before: float) -> bool:
+    """Whether the fitted parameters do worse than the catalog's on the measurements, by either measure."""
+    tol = 1e-9
+    return rms_fit > rms_before * (1 + tol) or _mean_abs(rows_fit, "after") > _mean_abs(rows_fit, "before") + tol
+
+
+def _bound_warnings(names: Sequence[str], after: dict[str, float]) -> list[str]:
+    """A warning for each fitted parameter pinned at a bound: the data ask for a value the model cannot take."""
+    out = []
+    for n in names:
+        low, high = _BOUNDS[n]
+        for bound, side in ((low, "lower"), (high, "upper")):
+            if abs(np.log(after[n] / bound)) <= BOUND_TOLERANCE:
+                out.append(f"{n} = {after[n]:.4g} sits at its {side} bound {bound:g}: the model cannot explain these "
+                           "measurements with it; check the log belongs to the system")
+    return out
+
+
+def _log_errors(measurements: Sequence[Measurement], rows: Sequence[CalibrationRow]) -> list[LogError]:
+    """Mean and largest |busbw error| of each log, before and after."""
+    by_log: dict[str, list[CalibrationRow]] = {}
+    for m, r in zip(measurements, rows, strict=True):
+        by_log.setdefault(m.log or "measurements", []).append(r)
+    return [LogError(log=log, points=len(rs), before_mean_abs_error=_mean_abs(rs, "before"),
+                     before_max_abs_error=max(abs(r.before_error) for r in rs),
+                     after_mean_abs_error=_mean_abs(rs, "after"),
+                     after_max_abs_error=max(abs(r.after_error) for r in rs)) for log, rs in by_log.items()]
+
+
+def _log_warnings(logs: Sequence[LogError], kept: bool) -> list[str]:
+    """Warnings for logs the parameters leave far off (RESIDUAL_WARN) or that the fit made worse."""
+    out = []
+    for e in logs:
+        if e.after_max_abs_error > RESIDUAL_WARN:
+            with_what = "with the catalog's parameters" if kept else "after the fit"
+            out.append(f"{e.log}: busbw error up to {e.after_max_abs_error:.0%} {with_what} (above "
+                       f"{RESIDUAL_WARN:.0%}): the model does not explain this log")
+        if not kept and e.after_mean_abs_error > e.before_mean_abs_error:
+            out.append(f"{e.log}: fits worse after the fit (mean |busbw error| {e.before_mean_abs_error:.1%} -> "
+                       f"{e.after_mean_abs_error:.1%}); the other logs outweigh it")
+    return out
 
 
 def _overlay(catalog: Catalog, system: System, fabric: str | None, note: str) -> dict[str, Any]:

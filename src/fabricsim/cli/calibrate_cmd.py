@@ -2,17 +2,58 @@
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
 from pathlib import Path
 
 import typer
 from rich.table import Table
 
 from fabricsim import units
-from fabricsim.bench.calibration import calibrate, predict_times
+from fabricsim.bench.calibration import CalibrationResult, Measurement, calibrate, check_results, predict_times
 from fabricsim.bench.measurements import load_results, to_measurements
-from fabricsim.catalog import load_catalog
+from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.collectives import busbw_factor
+
+
+def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | None) -> tuple[list[Measurement],
+                                                                                            list[str]]:
+    """Measurements of every log, each tagged with its file, after checking the log can belong to the system;
+    returns them with the warnings of the checks."""
+    sysm = catalog.system(system)
+    measurements: list[Measurement] = []
+    warnings: list[str] = []
+    for log in logs:
+        results = load_results([log], op=op)
+        warnings += check_results(results, sysm, catalog, source=log)
+        measurements += [replace(m, log=log) for m in to_measurements(results)]
+    return measurements, warnings
+
+
+def _tables(result: CalibrationResult, count: int) -> list[Table]:
+    """Parameters, per-log errors and per-size errors, before and after."""
+    params = Table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
+    for header in ("parameter", "before", "after", "fitted"):
+        params.add_column(header)
+    for name in result.before:
+        fitted = ("no (kept the catalog's)" if result.kept_catalog else "yes") if name in result.fitted \
+            else "no (not exercised)"
+        params.add_row(name, f"{result.before[name]:.4g}", f"{result.after[name]:.4g}", fitted)
+    logs = Table(title="error per log (|busbw error|)", header_style="bold")
+    for header in ("log", "points", "mean before", "max before", "mean after", "max after"):
+        logs.add_column(header, justify="right")
+    for e in result.logs:
+        logs.add_row(e.log, str(e.points), f"{e.before_mean_abs_error:.1%}", f"{e.before_max_abs_error:.1%}",
+                     f"{e.after_mean_abs_error:.1%}", f"{e.after_max_abs_error:.1%}")
+    rows = Table(header_style="bold")
+    for header in ("op", "ranks", "size", "measured busbw", "before", "error", "after", "error"):
+        rows.add_column(header, justify="right")
+    for r in result.rows:
+        rows.add_row(r.op, str(r.nranks), units.format_size(r.size_bytes), f"{r.measured_busbw_GBps:.2f}",
+                     f"{r.before_busbw_GBps:.2f}", f"{r.before_error:+.1%}", f"{r.after_busbw_GBps:.2f}",
+                     f"{r.after_error:+.1%}")
+    return [params, logs, rows]
 
 
 @spec_errors
@@ -25,32 +66,32 @@ def calibrate_command(
     as_json: bool = typer.Option(False, "--json"),
     calibration: list[str] = typer.Option([], "--calibration", help="start from this overlay"),
 ) -> None:
-    """Fit link efficiencies and latencies to measured collectives; print the error per size before and after."""
+    """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
+    after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
+    written."""
     catalog = load_catalog(*calibration)
-    measurements = to_measurements(load_results(logs, op=op))
+    measurements, warnings = load_measurements(logs, system, catalog, op)
     result = calibrate(measurements, system, fabric=fabric, catalog=catalog)
-    if out is not None:
-        result.write(out)
+    result = result.model_copy(update={"warnings": warnings + result.warnings})
+    written = out if out is not None and not result.kept_catalog else None
+    if written is not None:
+        result.write(written)
     if as_json:
-        print_json(result.model_dump(mode="json") | {"overlay_file": str(out) if out else None})
+        print_json(result.model_dump(mode="json") | {"overlay_file": str(written) if written else None})
         return
-    params = Table(title=f"calibration of {result.system} on {len(measurements)} measurements", header_style="bold")
-    for header in ("parameter", "before", "after", "fitted"):
-        params.add_column(header)
-    for name in result.before:
-        params.add_row(name, f"{result.before[name]:.4g}", f"{result.after[name]:.4g}",
-                       "yes" if name in result.fitted else "no (not exercised)")
-    console.print(params)
-    rows = Table(header_style="bold")
-    for header in ("op", "ranks", "size", "measured busbw", "before", "error", "after", "error"):
-        rows.add_column(header, justify="right")
-    for r in result.rows:
-        rows.add_row(r.op, str(r.nranks), units.format_size(r.size_bytes), f"{r.measured_busbw_GBps:.2f}",
-                     f"{r.before_busbw_GBps:.2f}", f"{r.before_error:+.1%}", f"{r.after_busbw_GBps:.2f}",
-                     f"{r.after_error:+.1%}")
-    console.print(rows)
-    if out is not None:
-        console.print(f"overlay written to {out}; use it with --calibration {out}")
+    for table in _tables(result, len(measurements)):
+        console.print(table)
+    _stderr_warnings(result.warnings)
+    if written is not None:
+        console.print(f"overlay written to {written}; use it with --calibration {written}")
+    elif out is not None:
+        console.print(f"no overlay written to {out}: the fit is no better than the catalog")
+
+
+def _stderr_warnings(warnings: list[str]) -> None:
+    """One 'warning:' line per warning on stderr (the JSON on stdout stays parseable)."""
+    for w in warnings:
+        sys.stderr.write(f"warning: {w}\n")
 
 
 @spec_errors

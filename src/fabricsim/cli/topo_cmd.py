@@ -139,6 +139,6 @@ def topo_command(
     console.print(summary)
     console.print(items)
     for note in bom.notes:
-        console.print(f"[dim]{note}[/]")
+        console.print(f"[yellow]{note}[/]" if note.startswith("warning:") else f"[dim]{note}[/]")
     if plot is not None:
         console.print(f"[dim]sketch written to {plot}[/]")

@@ -134,6 +134,7 @@ def bom(topology: Topology) -> BillOfMaterials:
     if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
+    notes.extend(fabric.notes)
     if missing:
         notes.append("totals are None where a price or power is missing: " + ", ".join(missing))
     return BillOfMaterials(

@@ -33,7 +33,7 @@ def build_topology(spec: ClusterSpec, catalog: Catalog | None = None) -> Topolog
     catalog = catalog or default_catalog()
     resolved = resolve(spec, catalog)
     node = build_node(resolved.system, catalog)
-    ctx = FabricContext(spec=spec, node=node, nodes=spec.nodes, resolved=resolved)
+    ctx = FabricContext(spec=spec, node=node, nodes=spec.nodes, resolved=resolved, catalog=catalog)
     fabric = FABRIC_BUILDERS[spec.fabric](ctx)
     return _assemble(spec, catalog, node, fabric, ctx)
 

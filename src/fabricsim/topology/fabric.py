@@ -8,6 +8,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
+from fabricsim.catalog import Catalog
 from fabricsim.topology.nodes import NodeTemplate
 from fabricsim.topology.resolve import Resolved
 from fabricsim.topology.routes import IntArray
@@ -22,6 +23,8 @@ class FabricContext:
     node: NodeTemplate
     nodes: int
     resolved: Resolved
+    catalog: Catalog | None = None
+    """for prices when a builder weighs designs (fat tree); None: builders fall back to port counts"""
 
     @property
     def nics(self) -> int:
@@ -132,6 +135,8 @@ class Fabric:
     cables: tuple[CableRun, ...]
     bisection_bytes_per_s: float
     router: FabricRouter
+    notes: tuple[str, ...] = ()
+    """design choices and warnings the bill of materials repeats (an idle tier, an ignored ratio)"""
 
     @property
     def num_switches(self) -> int:

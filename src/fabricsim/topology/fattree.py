@@ -1,29 +1,39 @@
 """Fat trees (folded Clos) of one catalog switch: rail-optimized or plain, 1, 2 or 3 tiers, leaf oversubscription.
 
-Design rules (they reproduce NVIDIA's DGX SuperPOD tables; see tests/test_topology_reference.py):
-- A leaf gives half its ports (radix // 2) to nodes and ``round(node ports / oversubscription)`` to uplinks, so
-  k:1 keeps the node ports and divides the uplinks by k (the realized ratio is reported). A single-switch fabric
-  (1 tier, plain only) uses every port for nodes.
-- Rail-optimized: NIC i of a node goes to a leaf of rail ``i % rails``; a rail's NICs fill its leaves in node
-  order, so a leaf group (one leaf per rail) is the SuperPOD scalable unit (32 DGX nodes on 64-port leaves).
-  Plain: a node's NICs share a leaf (top-of-rack style), nodes fill leaves in order.
-- Leaves are provisioned in full: every leaf gets all its uplinks even when only part of its node ports are used,
-  as the SuperPOD RA prescribes for partial scalable units ("the fabric should be designed to support the full SU,
-  including leaf switches and leaf-spine cables", DGX SuperPOD GB200 RA, Network Fabrics section).
-- 2 tiers: each leaf spreads its uplinks evenly over every spine; spines = the smallest divisor of the leaf's
-  uplink count that gives enough spine ports (1 SU: 4 spines; 3 SU: 16, as the H100 RA table). Needs leaves <=
-  radix.
+Sizing follows the NICs actually attached and the oversubscription asked for (hand counts in
+tests/test_topology_sizing.py; NVIDIA's DGX SuperPOD tables still hold, tests/test_topology_reference.py):
+- One switch: when every NIC fits on one switch (nodes x NICs <= radix) and no tier count is forced, the fabric is
+  that switch, rails sharing it: same-rail and cross-rail traffic cross one switch and nothing else is needed. This
+  is the DGX BasePOD scale (NVIDIA's BasePOD RA, RA-11127-001, puts 2-8 DGX nodes on QM9700 compute switches);
+  fabricsim takes the one switch the ports need. Oversubscription has nothing to cut there and is noted.
+- Leaves give at most half their ports (radix // 2) to NICs. Rail-optimized: NIC i of a node goes to rail
+  ``i % rails``; when a whole rail's NICs fit in half a leaf, rails share leaves (the most rails per leaf that
+  divides the rail count and fits: 16 DGX nodes on 4 leaves of 2 rails), else each rail gets one leaf per group of
+  at most radix // 2 nodes, nodes spread evenly over the groups (33 DGX nodes: 17 + 16, not 32 + 1). Plain: a node's
+  NICs share a leaf (top of rack), nodes spread evenly over the leaves.
+- Uplinks: a leaf needs ``ceil(NICs on its fullest leaf / oversubscription)`` uplinks and sends the same number of
+  cables to every spine (ECMP spreads flows evenly over the spines, so unequal bundles would strand capacity); a
+  spine takes at most radix bundles' worth of cables. Each way to do that (spines x bundle >= need, within the
+  leaf's free ports and the spine's ports) is a candidate; so is every leaf-group count from the fewest to `WIDEN`
+  more (emptier leaves can need fewer spines). The cheapest candidate wins: catalog prices of the switch and the
+  inter-switch optical cable, ties to fewer switches, cables, leaves. Cheapest over candidate sets that only grow
+  as nodes or the needed uplinks shrink makes capex monotone in both (switch and cable totals may trade against
+  each other). 31 DGX nodes need 31 uplinks a leaf and get 4 spines x 8 = 32: the RA's 256 leaf-spine cables.
+  The realized ratio (NICs on the fullest leaf / uplinks, at least 1) is reported.
 - 3 tiers: leaves form pods (a rail's leaves, in chunks of at most radix // 2, when rail-optimized; consecutive
-  leaves otherwise). A pod's spines (the same evenly-dividing rule, against radix // 2 spine down ports) send as
-  many uplinks as they have used down ports, spread evenly over one core plane: spine j of every pod connects to
-  the cores of plane j. Needs pods <= radix.
+  leaves otherwise); a pod's spines give half their ports to leaves by the same rule, and send as many uplinks as
+  they have used down ports, spread evenly over one core plane (spine j of every pod to the cores of plane j), the
+  cheapest spread again. Needs pods <= radix.
+- A tier that no traffic crosses (spines over one leaf, cores over one pod: only when a tier count is forced) is
+  built as asked with a warning in the notes, never silently; no automatic design has a switch with one cable.
 Equal-cost paths: within a 2-tier fabric or a pod, one per spine; between pods, one per (spine index, core of its
 plane). All paths use every tier only as needed (a flow between two NICs on one leaf stays on that leaf).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,11 +44,12 @@ from fabricsim.topology.fabric import (
     FabricContext,
     LinkBlock,
     ceil_div,
-    smallest_divisor_at_least,
 )
 from fabricsim.topology.routes import IntArray
 
 TIER_NAMES = ("leaf", "spine", "core")
+WIDEN = 8
+"""leaf groups tried beyond the fewest that hold the NICs: more, emptier leaves can need fewer spines"""
 
 
 @dataclass(frozen=True)
@@ -49,7 +60,7 @@ class FatTreePlan:
     rails: int
     tiers: int
     down: int
-    """node-facing ports per leaf"""
+    """node-facing port budget per leaf"""
     up: int
     """uplinks per leaf (0 for a single switch)"""
     leaves: int
@@ -61,7 +72,17 @@ class FatTreePlan:
     """3 tiers: uplinks per spine"""
     cores_per_plane: int
     oversubscription: float
+    """realized: NICs on the fullest leaf / its uplinks, at least 1"""
     pods_per_rail: int
+    """3 tiers: pods per leaf set (per rail when rails do not share leaves)"""
+    rails_per_leaf: int = 1
+    groups: int = 1
+    """leaf groups (rail-optimized) or leaves (plain, a node per leaf or fewer)"""
+    leaf_sets: int = 1
+    """leaves per leaf group: rails // rails_per_leaf when rail-optimized, else 1"""
+    down_used: int = 0
+    """NICs on the fullest leaf"""
+    notes: tuple[str, ...] = ()
 
     @property
     def spines(self) -> int:
@@ -72,42 +93,102 @@ class FatTreePlan:
         return self.group_spines * self.cores_per_plane if self.tiers == 3 else 0
 
 
-class _Layout:
-    """Where NICs land on leaves, for a given count of node ports per leaf."""
+def _divisors(n: int) -> list[int]:
+    """Divisors of n, ascending."""
+    return [d for d in range(1, n + 1) if n % d == 0]
 
-    def __init__(self, ctx: FabricContext, rail_optimized: bool, rails: int, down: int) -> None:
-        self.ctx, self.rail_optimized, self.rails, self.down = ctx, rail_optimized, rails, down
-        nics, nodes = ctx.nics, ctx.nodes
-        if rail_optimized:
-            self.per_rail = nics // rails
-            self.groups = ceil_div(nodes * self.per_rail, down)
-            self.leaves = self.groups * rails
-        elif nics <= down:
-            self.nodes_per_leaf = down // nics
-            self.leaves = ceil_div(nodes, self.nodes_per_leaf)
-        else:
-            self.leaves_per_node = ceil_div(nics, down)
-            self.leaves = nodes * self.leaves_per_node
+
+def _balanced_group(node: IntArray, nodes: int, groups: int) -> IntArray:
+    """Group of each node when ``nodes`` are spread over ``groups`` contiguous groups differing by at most one."""
+    base, extra = divmod(nodes, groups)
+    big = base + 1
+    cut = extra * big
+    return np.where(node < cut, node // big, extra + (node - cut) // max(base, 1))
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where NICs land on leaves: rail-optimized (``sets`` leaves per group, ``rails_per_leaf`` rails on each) or
+    plain (nodes spread over ``groups`` leaves, or each node over ``ceil(nics / down)`` leaves)."""
+
+    rail_optimized: bool
+    rails: int
+    nics: int
+    nodes: int
+    rails_per_leaf: int
+    groups: int
+    down_used: int
+    """NICs on the fullest leaf"""
+
+    @property
+    def sets(self) -> int:
+        return self.rails // self.rails_per_leaf if self.rail_optimized else 1
+
+    @property
+    def leaves_per_node(self) -> int:
+        return 1 if self.rail_optimized or self.down_used >= self.nics else ceil_div(self.nics, self.down_used)
+
+    @property
+    def leaves(self) -> int:
+        if not self.rail_optimized and self.leaves_per_node > 1:
+            return self.nodes * self.leaves_per_node
+        return self.groups * self.sets
 
     def nic_leaf(self) -> IntArray:
         """Leaf of every NIC (global NIC number node * nics + local)."""
-        nics = self.ctx.nics
-        k = np.arange(self.ctx.nodes * nics, dtype=np.int64)
+        nics, nodes = self.nics, self.nodes
+        k = np.arange(nodes * nics, dtype=np.int64)
         node, local = k // nics, k % nics
         if self.rail_optimized:
-            position = node * self.per_rail + local // self.rails
-            return (position // self.down) * self.rails + local % self.rails
-        if nics <= self.down:
-            return node // self.nodes_per_leaf
-        return node * self.leaves_per_node + local // self.down
+            group = _balanced_group(node, nodes, self.groups)
+            return group * self.sets + (local % self.rails) // self.rails_per_leaf
+        if self.leaves_per_node == 1:
+            return _balanced_group(node, nodes, self.groups)
+        return node * self.leaves_per_node + local // self.down_used
 
-    def max_nodes(self, max_leaves: int) -> int:
-        """Most nodes this layout fits into ``max_leaves`` leaves."""
-        if self.rail_optimized:
-            return (max_leaves // self.rails) * self.down // self.per_rail
-        if self.ctx.nics <= self.down:
-            return max_leaves * self.nodes_per_leaf
-        return max_leaves // self.leaves_per_node
+
+def _layouts(ctx: FabricContext, rail: bool, rails: int, down: int, widen: int) -> list[_Layout]:
+    """Candidate layouts: every way to share leaves between rails, from the fewest leaf groups to ``widen`` more."""
+    nics, nodes = ctx.nics, ctx.nodes
+    if not rail:
+        if nics > down:
+            return [_Layout(False, 1, nics, nodes, 1, nodes, down)]
+        least = ceil_div(nodes, down // nics)
+        return [_Layout(False, 1, nics, nodes, 1, g, ceil_div(nodes, g) * nics)
+                for g in range(least, min(nodes, least + widen) + 1)]
+    per_rail = nics // rails
+    out = []
+    for rpl in _divisors(rails):
+        per_leaf = per_rail * rpl
+        if per_leaf > down:
+            continue
+        least = ceil_div(nodes, down // per_leaf)
+        if rpl > 1 and least > 1:  # rails share a leaf only when each rail's NICs all fit on it
+            continue
+        out += [_Layout(True, rails, nics, nodes, rpl, g, ceil_div(nodes, g) * per_leaf)
+                for g in range(least, min(nodes, least + (widen if rpl == 1 else 0)) + 1)]
+    return out
+
+
+def _max_nodes(ctx: FabricContext, rail: bool, rails: int, down: int, max_leaves: int) -> int:
+    """Most nodes that fit into ``max_leaves`` leaves (one rail per leaf at that scale)."""
+    if rail:
+        return (max_leaves // rails) * (down // (ctx.nics // rails))
+    if ctx.nics <= down:
+        return max_leaves * (down // ctx.nics)
+    return max_leaves // ceil_div(ctx.nics, down)
+
+
+def spreads(need: int, below: int, down_budget: int, port_budget: int) -> list[tuple[int, int]]:
+    """Every way to spread ``need`` uplinks (at least) of each of ``below`` switches evenly over switches above, as
+    (switches above, cables from each switch below to each above), one per bundle size: each upper switch gives
+    ``down_budget`` ports to the switches below; each lower switch has ``port_budget`` ports for uplinks."""
+    need, out = max(need, 1), list[tuple[int, int]]()
+    for bundle in range(1, need + 1):
+        above = ceil_div(need, bundle)
+        if below * bundle <= down_budget and above * bundle <= port_budget and (not out or out[-1][0] != above):
+            out.append((above, bundle))
+    return out
 
 
 def _limit_error(ctx: FabricContext, tiers: int, max_nodes: int, hint: str) -> SpecError:
@@ -119,15 +200,100 @@ def _limit_error(ctx: FabricContext, tiers: int, max_nodes: int, hint: str) -> S
 
 
 def _pods(layout: _Layout, half: int) -> tuple[int, int, int]:
-    """(pods, leaves per pod, pods per rail) of a 3-tier fabric; pods hold at most ``half`` leaves."""
+    """(pods, leaves per pod, pods per leaf set) of a 3-tier fabric; pods hold at most ``half`` leaves."""
     if layout.rail_optimized:
-        per_rail = ceil_div(layout.groups, half)
-        pod_leaves = ceil_div(layout.groups, per_rail)
-        per_rail = ceil_div(layout.groups, pod_leaves)
-        return layout.rails * per_rail, pod_leaves, per_rail
+        per_set = ceil_div(layout.groups, half)
+        pod_leaves = ceil_div(layout.groups, per_set)
+        per_set = ceil_div(layout.groups, pod_leaves)
+        return layout.sets * per_set, pod_leaves, per_set
     pods = ceil_div(layout.leaves, half)
     pod_leaves = ceil_div(layout.leaves, pods)
     return ceil_div(layout.leaves, pod_leaves), pod_leaves, 0
+
+
+def _ratio(down_used: int, up: int) -> float:
+    """Realized leaf oversubscription: NICs on the fullest leaf per uplink, at least 1."""
+    return max(1.0, down_used / up) if up else 1.0
+
+
+def _single_switch(ctx: FabricContext, rail: bool, rails: int) -> FatTreePlan:
+    """Every NIC on one switch (rails share it); a SpecError when they do not fit."""
+    if ctx.nodes * ctx.nics > ctx.radix:
+        raise _limit_error(ctx, 1, ctx.radix // ctx.nics, "; use tiers 2 or 3")
+    notes = []
+    if ctx.spec.oversubscription != 1:
+        notes.append(f"oversubscription {ctx.spec.oversubscription:g}:1 does not apply: every NIC is on one switch")
+    return FatTreePlan(rail, rails, 1, ctx.radix, 0, 1, 0, 1, 1, 0, 0, 1.0, 0, rails if rail else 1, 1, 1,
+                       ctx.nodes * ctx.nics, tuple(notes))
+
+
+def _idle_tier_notes(tiers: int, leaves: int, pods: int) -> tuple[str, ...]:
+    """Notes for tiers that no traffic crosses (only built when a tier count is forced)."""
+    notes = []
+    if tiers >= 2 and leaves == 1:
+        notes.append("warning: every NIC is on one leaf: the spine tier (forced by tiers) carries no traffic")
+    if tiers == 3 and pods == 1:
+        notes.append("warning: one pod: the core tier (forced by tiers=3) carries no traffic")
+    return tuple(notes)
+
+
+def _designs(ctx: FabricContext, layout: _Layout, tiers: int) -> list[FatTreePlan]:
+    """The 2- or 3-tier plans of one layout (see the module docstring), one per leaf-spine spread; [] if none fit."""
+    radix, half, d = ctx.radix, ctx.radix // 2, layout.down_used
+    need = max(1, math.ceil(d / ctx.spec.oversubscription - 1e-9))
+    base = FatTreePlan(layout.rail_optimized, layout.rails, tiers, half, 0, layout.leaves, 0, 1, layout.leaves, 0,
+                       0, 1.0, 0, layout.rails_per_leaf, layout.groups, layout.sets, d)
+    if tiers == 2:
+        if layout.leaves > radix:
+            return []
+        return [replace(base, up=spines * bundle, group_spines=spines, oversubscription=_ratio(d, spines * bundle),
+                        notes=_idle_tier_notes(2, layout.leaves, 1))
+                for spines, bundle in spreads(need, layout.leaves, radix, radix - d)]
+    pods, pod_leaves, per_set = _pods(layout, half)
+    if pods > radix:
+        return []
+    out = []
+    for spines, bundle in spreads(need, pod_leaves, half, radix - d):
+        spine_down = pod_leaves * bundle
+        core_fits = spreads(spine_down, pods, radix, radix - spine_down)
+        if not core_fits:
+            continue
+        cores, core_bundle = min(core_fits, key=lambda f: _tier_cost(ctx, spines * f[0], pods * spines * f[0] * f[1]))
+        out.append(replace(base, up=spines * bundle, group_spines=spines, pods=pods, pod_leaves=pod_leaves,
+                           spine_up=cores * core_bundle, cores_per_plane=cores,
+                           oversubscription=_ratio(d, spines * bundle), pods_per_rail=per_set,
+                           notes=_idle_tier_notes(3, layout.leaves, pods)))
+    return out
+
+
+def _tier_cost(ctx: FabricContext, switches: int, cables: int) -> float:
+    """Price of some switches and inter-switch cables (see `_unit_prices`)."""
+    switch_usd, cable_usd = _unit_prices(ctx)
+    return switches * switch_usd + cables * cable_usd
+
+
+def _cost(ctx: FabricContext, plan: FatTreePlan) -> tuple[float, int, int, int]:
+    """(price of switches and inter-switch cables, switches, cables, leaves): the plan with the least wins."""
+    switches = plan.leaves + plan.spines + plan.cores
+    cables = plan.leaves * plan.up + plan.spines * plan.spine_up
+    return _tier_cost(ctx, switches, cables), switches, cables, plan.leaves
+
+
+def _unit_prices(ctx: FabricContext) -> tuple[float, float]:
+    """Catalog prices of the fabric switch and of an inter-switch cable; without them a switch weighs as much as
+    ``radix`` cables (one per port), so the cheapest design is still the one with the fewest ports in use."""
+    from fabricsim.topology.bom import cable_class
+
+    switch_usd = ctx.resolved.switch.price_usd
+    cable_usd: float | None = None
+    if ctx.catalog is not None:
+        try:
+            cable_usd = cable_class(ctx.catalog, "optical", ctx.port_bytes_per_s).price_usd
+        except SpecError:
+            cable_usd = None
+    if switch_usd is None or cable_usd is None:
+        return float(ctx.radix), 1.0
+    return float(switch_usd), float(cable_usd)
 
 
 def plan_fat_tree(ctx: FabricContext) -> FatTreePlan:
@@ -137,41 +303,23 @@ def plan_fat_tree(ctx: FabricContext) -> FatTreePlan:
     rails = (ctx.node.system.rails or nics) if rail else 1
     switch = ctx.resolved.switch
     half = radix // 2
-    if rail and spec.tiers == 1:
-        raise SpecError("a rail-optimized fat tree needs at least 2 tiers (traffic between rails crosses a spine);"
-                        " use rail_optimized=false for a single switch", field="tiers")
-    if rail and rails > radix:
-        raise SpecError(f"a rail-optimized fat tree needs one leaf per rail: {ctx.node.system.id} has {rails} rails,"
-                        f" more than {switch.id}'s radix {radix}", field="link")
     if half < 1:
         raise SpecError(f"switch {switch.id} has radix {radix}: too small for a fat tree", field="link")
     tiers = spec.tiers
-    if tiers is None and not rail and ctx.nodes * nics <= radix:
-        tiers = 1
-    if tiers == 1:
-        if ctx.nodes * nics > radix:
-            single = radix // nics
-            raise _limit_error(ctx, 1, single, "; use tiers 2 or 3")
-        return FatTreePlan(rail, rails, 1, radix, 0, 1, 0, 1, 1, 0, 0, 1.0, 0)
-    up = max(1, round(half / spec.oversubscription))
-    layout = _Layout(ctx, rail, rails, half)
-    max2 = layout.max_nodes(radix)
+    if tiers == 1 or (tiers is None and ctx.nodes * nics <= radix):
+        return _single_switch(ctx, rail, rails)
+    if rail and rails > radix:
+        raise SpecError(f"a rail-optimized fat tree needs one leaf per rail: {ctx.node.system.id} has {rails} rails,"
+                        f" more than {switch.id}'s radix {radix}", field="link")
+    layouts = _layouts(ctx, rail, rails, half, WIDEN)
     if tiers is None:
-        tiers = 2 if layout.leaves <= radix else 3
-    if tiers == 2:
-        if layout.leaves > radix:
-            raise _limit_error(ctx, 2, max2, "; use tiers 3")
-        spines = smallest_divisor_at_least(up, ceil_div(layout.leaves * up, radix))
-        return FatTreePlan(rail, rails, 2, half, up, layout.leaves, spines, 1, layout.leaves, 0, 0, half / up, 0)
-    pods, pod_leaves, per_rail = _pods(layout, half)
-    if pods > radix:
-        max3 = layout.max_nodes(radix * half)
-        raise _limit_error(ctx, 3, max3, "")
-    pod_spines = smallest_divisor_at_least(up, ceil_div(pod_leaves * up, half))
-    spine_up = pod_leaves * up // pod_spines
-    cores_per_plane = smallest_divisor_at_least(spine_up, ceil_div(pods * spine_up, radix))
-    return FatTreePlan(rail, rails, 3, half, up, layout.leaves, pod_spines, pods, pod_leaves, spine_up,
-                       cores_per_plane, half / up, per_rail)
+        tiers = 2 if min(layout.leaves for layout in layouts) <= radix else 3
+    plans = [p for layout in layouts for p in _designs(ctx, layout, tiers)]
+    if not plans:
+        if tiers == 2:
+            raise _limit_error(ctx, 2, _max_nodes(ctx, rail, rails, half, radix), "; use tiers 3")
+        raise _limit_error(ctx, 3, _max_nodes(ctx, rail, rails, half, radix * half), "")
+    return min(plans, key=lambda p: _cost(ctx, p))
 
 
 class FatTreeRouter:
@@ -239,7 +387,7 @@ def _leaf_pods(plan: FatTreePlan) -> IntArray:
     if plan.tiers < 3:
         return np.zeros(plan.leaves, dtype=np.int64)
     if plan.rail_optimized:
-        return (leaf % plan.rails) * plan.pods_per_rail + (leaf // plan.rails) // plan.pod_leaves
+        return (leaf % plan.leaf_sets) * plan.pods_per_rail + (leaf // plan.leaf_sets) // plan.pod_leaves
     return leaf // plan.pod_leaves
 
 
@@ -249,7 +397,8 @@ def build_fat_tree(ctx: FabricContext) -> Fabric:
     switch, rate = ctx.resolved.switch, ctx.port_bytes_per_s
     kind, hop = ctx.resolved.link_kind, switch.latency_s
     nic_lat = ctx.resolved.link.latency_s
-    layout = _Layout(ctx, plan.rail_optimized, plan.rails, plan.down) if plan.tiers > 1 else None
+    layout = _Layout(plan.rail_optimized, plan.rails, ctx.nics, ctx.nodes, plan.rails_per_leaf, plan.groups,
+                     plan.down_used) if plan.tiers > 1 else None
     nic_leaf = layout.nic_leaf() if layout else np.zeros(ctx.nodes * ctx.nics, dtype=np.int64)
     leaf_pod = _leaf_pods(plan)
     base = ctx.endpoint_offset
@@ -285,20 +434,21 @@ def build_fat_tree(ctx: FabricContext) -> Fabric:
         cables.append(CableRun("spine-core", plan.spines * plan.spine_up, rate, "optical"))
     bisection = (nodes // 2) * nics * ctx.resolved.nic_link_bytes_per_s / plan.oversubscription
     rails = np.full(plan.leaves + plan.spines + plan.cores, -1, dtype=np.int64)
-    if plan.rail_optimized:
+    if plan.rail_optimized and plan.rails_per_leaf == 1:  # leaves shared by rails (or one switch) serve no one rail
         rails[: plan.leaves] = np.arange(plan.leaves) % plan.rails
         if plan.tiers == 3:  # a pod holds one rail's leaves, so its spines serve that rail only
             pod = np.arange(plan.spines) // plan.group_spines
             rails[plan.leaves : plan.leaves + plan.spines] = pod // plan.pods_per_rail
     style = "rail-optimized fat tree" if plan.rail_optimized else "fat tree"
     if plan.tiers == 1:
-        style = "single switch"
+        style = "single switch" + (" (all rails)" if plan.rail_optimized else "")
     tiers = np.repeat(np.arange(3, dtype=np.int64), [plan.leaves, plan.spines, plan.cores])
     router = FatTreeRouter(ctx, plan, nic_leaf, leaf_pod, nic_up, nic_down, ls_up, ls_down, sc_up, sc_down)
     return Fabric(
         kind="fat-tree",
         description=f"{style}, {plan.tiers} tier{'s' if plan.tiers > 1 else ''}, {switch.id}"
-                    + (f", {plan.oversubscription:g}:1 at the leaf" if plan.oversubscription != 1 else ""),
+                    + (f", {plan.rails_per_leaf} rails per leaf" if plan.tiers > 1 and plan.rails_per_leaf > 1 else "")
+                    + (f", {plan.oversubscription:.3g}:1 at the leaf" if plan.oversubscription != 1 else ""),
         tiers=plan.tiers,
         oversubscription=plan.oversubscription,
         tier_names=TIER_NAMES,
@@ -309,4 +459,5 @@ def build_fat_tree(ctx: FabricContext) -> Fabric:
         cables=tuple(cables),
         bisection_bytes_per_s=float(bisection),
         router=router,
+        notes=plan.notes,
     )
