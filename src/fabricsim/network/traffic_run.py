@@ -66,10 +66,13 @@ def link_tiers(topology: Topology) -> list[str]:
 
 
 def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
-    """Per job: completion time from its start, bytes each GPU sent per second, and that over its NIC line rate."""
+    """Per job: completion time from its start, bytes each GPU sent per second (all, and leaving its node), and
+    the latter over the GPU's scale-out line rate (its share of the node's NICs)."""
     tr, fs, res = run.traffic, run.flowset, run.result
     owner = np.asarray(tr.owner)
-    src = tr.arrays()[0]
+    src, dst, _, _ = tr.arrays()
+    gpn = run.topology.gpus_per_node
+    inter = src // gpn != dst // gpn
     line = run.topology.nic_bytes_per_s_per_gpu
     out = []
     for name in dict.fromkeys(tr.owner):
@@ -79,9 +82,12 @@ def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
         done = float(res.stage_finish[stages].max())
         completion = done - begin
         gpus = len(tr.gpus[name]) if name in tr.gpus else len(np.unique(src[members]))
-        per_gpu = float(fs.size[members].sum()) / max(gpus, 1) / completion if completion > 0 else 0.0
+        rate = 1.0 / max(gpus, 1) / completion if completion > 0 else 0.0
+        per_gpu = float(fs.size[members].sum()) * rate
+        scale_out = float(fs.size[members & inter].sum()) * rate
         out.append({"name": name, "gpus": gpus, "flows": int(members.sum()), "completion_time_s": completion,
-                    "bytes_per_s_per_gpu": per_gpu, "fraction_of_line_rate": per_gpu / line})
+                    "bytes_per_s_per_gpu": per_gpu, "scale_out_bytes_per_s_per_gpu": scale_out,
+                    "fraction_of_line_rate": scale_out / line})
     return out
 
 
