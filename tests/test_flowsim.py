@@ -144,7 +144,7 @@ def _cases(draw: st.DrawFn) -> tuple[FlowSet, np.ndarray]:
 @given(_cases(), st.floats(1.0, 4.0))
 def test_invariants(case: tuple[FlowSet, np.ndarray], scale: float) -> None:
     fs, cap = case
-    res = simulate(fs, cap)
+    res = simulate(fs, cap, check=True)
     assert res.max_utilisation <= 1 + 1e-9
     assert res.delivered == pytest.approx(fs.size, rel=1e-9, abs=1e-9)
     assert (res.flow_finish >= res.flow_start + fs.latency - 1e-12).all()

@@ -89,7 +89,7 @@ class FlowResult:
     events: int
     """event times processed (each one recomputes the max-min rates once)"""
     max_utilisation: float
-    """highest load / capacity of any link at any event (<= 1 up to rounding)"""
+    """highest load / capacity of any link at any event (<= 1 up to rounding); NaN unless simulated with check"""
 
     @property
     def makespan(self) -> float:
@@ -151,8 +151,12 @@ class _Stages:
             heapq.heappush(self.heap, (max(now, float(self.release[st])), _ACTIVATE, int(st)))
 
 
-def simulate(fs: FlowSet, capacity: FloatArray) -> FlowResult:
-    """Run the flows to completion on links of the given capacities (bytes/s); see the module docstring."""
+def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResult:
+    """Run the flows to completion on links of the given capacities (bytes/s); see the module docstring.
+
+    With `check`, every event also records the highest link load over capacity (`FlowResult.max_utilisation`,
+    NaN otherwise).
+    """
     fs.check(len(capacity))
     n, num_links = fs.num_flows, len(capacity)
     st = _Stages(fs)
@@ -161,13 +165,11 @@ def simulate(fs: FlowSet, capacity: FloatArray) -> FlowResult:
     start, drained, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     path_len = np.diff(fs.indptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), path_len)  # flow of every incidence entry
-    link_bytes = np.zeros(num_links)
     act = np.zeros(0, dtype=np.int64)  # active flows (global ids)
     entries = np.zeros(0, dtype=np.int64)  # their incidence entries
     pos = np.zeros(n, dtype=np.int64)  # global flow id -> index into act
     rate = np.zeros(0)
-    load = np.zeros(num_links)
-    t, events, max_util, changed = 0.0, 0, 0.0, False
+    t, events, max_util, changed = 0.0, 0, 0.0 if check else np.nan, False
 
     def retire(ids: IntArray, now: float) -> None:
         delivered[ids] += remaining[ids]
@@ -181,8 +183,9 @@ def simulate(fs: FlowSet, capacity: FloatArray) -> FlowResult:
             pos[act] = np.arange(len(act))
             el, ef = fs.links[entries], pos[owner[entries]]
             rate = max_min_rates(capacity, el, ef, fs.weights[entries], len(act))
-            load = link_loads(num_links, el, ef, fs.weights[entries], rate)
-            max_util = max(max_util, float((load / capacity).max()) if len(el) else 0.0)
+            if check and len(el):
+                load = link_loads(num_links, el, ef, fs.weights[entries], rate)
+                max_util = max(max_util, float((load / capacity).max()))
             events += 1
             changed = False
         ttf = remaining[act] / rate if len(act) else np.zeros(0)
@@ -195,7 +198,6 @@ def simulate(fs: FlowSet, capacity: FloatArray) -> FlowResult:
             moved = rate * dt
             delivered[act] += moved
             remaining[act] -= moved
-            link_bytes += load * dt
             done = ttf <= dt + SAME_TIME_RTOL * t_next
             if t_drain <= t_next:
                 done[np.argmin(ttf)] = True  # progress even when t + ttf rounds back to t
@@ -231,4 +233,6 @@ def simulate(fs: FlowSet, capacity: FloatArray) -> FlowResult:
                 changed = True
     if np.isnan(st.start).any():
         raise SpecError("flow dependencies form a cycle", field="deps")
+    # every flow delivers all its bytes over every link of its path (weighted by its share of each)
+    link_bytes = np.bincount(fs.links, weights=fs.weights * fs.size[owner], minlength=num_links).astype(np.float64)
     return FlowResult(start, drained, finish, delivered, st.start, st.finish, link_bytes, events, max_util)
