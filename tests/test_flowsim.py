@@ -152,3 +152,36 @@ def test_invariants(case: tuple[FlowSet, np.ndarray], scale: float) -> None:
     assert res.link_bytes.sum() == pytest.approx(float((np.diff(fs.indptr) * fs.size).sum()), rel=1e-9, abs=1e-9)
     faster = simulate(fs, cap * scale)
     assert (faster.flow_finish <= res.flow_finish + 1e-9).all()
+
+
+def _reference_max_min(cap: np.ndarray, paths: list[list[int]], weights: list[list[float]]) -> np.ndarray:
+    """Textbook progressive filling, one bottleneck level per round, in plain Python."""
+    rate = [np.inf if not p else 0.0 for p in paths]
+    frozen = [not p for p in paths]
+    remaining = list(cap)
+    while not all(frozen):
+        shares = []
+        for link in range(len(cap)):
+            demand = sum(w for f, p in enumerate(paths) if not frozen[f]
+                         for l2, w in zip(p, weights[f], strict=True) if l2 == link)
+            shares.append(remaining[link] / demand if demand > 0 else np.inf)
+        level = min(shares)
+        hit = {f for f, p in enumerate(paths) if not frozen[f] and any(shares[link] <= level * (1 + 1e-12)
+                                                                      for link in p)}
+        for f in hit:
+            rate[f], frozen[f] = level, True
+            for link, w in zip(paths[f], weights[f], strict=True):
+                remaining[link] -= w * level
+    return np.array(rate)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_max_min_matches_textbook_progressive_filling(data: st.DataObject) -> None:
+    nlinks = data.draw(st.integers(1, 6))
+    cap = np.array(data.draw(st.lists(st.sampled_from([1.0, 2.0, 3.0, 5.0, 7.5]), min_size=nlinks,
+                                      max_size=nlinks)))
+    n = data.draw(st.integers(1, 10))
+    paths = [sorted(set(data.draw(st.lists(st.integers(0, nlinks - 1), max_size=4)))) for _ in range(n)]
+    weights = [[data.draw(st.sampled_from([1.0, 0.5, 0.25])) for _ in p] for p in paths]
+    assert _rates(list(cap), paths, weights) == pytest.approx(_reference_max_min(cap, paths, weights), rel=1e-9)
