@@ -5,7 +5,18 @@ random subset of the GPUs, 16 MiB per flow, ECMP; step k starts when step k-1 ha
 steps). Every size runs in a fresh single-threaded process; reported: flows, events (max-min recomputations),
 route + simulate wall time, peak RSS, and microseconds per flow-event (an arrival or a departure: 2 per flow).
 
-Run: `PYTHONPATH=src python benchmarks/bench_flowsim.py` (or pytest-benchmark on the small case below).
+Run: `PYTHONPATH=src python benchmarks/bench_flowsim.py [flows ...]` (or pytest-benchmark on the small case below).
+
+Measured (one core of the development machine, numpy 2.4):
+
+     flows  steps  events  route s    sim s  total s  RSS MB  us/flow-event
+     1,000      1       3     0.00     0.01     0.01      78           4.89
+    10,000      1      39     0.01     0.15     0.16      85           7.88
+   100,000      7     758     0.12     3.51     3.63     140          18.16
+ 1,000,000     62   9,147     1.57    50.24    51.81     512          25.91
+
+Cost is events x active incidence entries: steps of identical flows drain in waves (about 150 events per
+16,384-flow step under ECMP). Many flows of unrelated sizes active at once cost more events each.
 """
 
 from __future__ import annotations
