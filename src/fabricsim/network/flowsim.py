@@ -108,6 +108,15 @@ def gather_entries(indptr: IntArray, flows: IntArray) -> IntArray:
     return out
 
 
+def solo_rates(fs: FlowSet, capacity: FloatArray) -> FloatArray:
+    """Each flow's rate alone on its path: its tightest capacity over weight (+inf for an empty path)."""
+    out = np.full(fs.num_flows, np.inf)
+    nonempty = np.diff(fs.indptr) > 0
+    if nonempty.any():
+        out[nonempty] = np.minimum.reduceat(capacity[fs.links] / fs.weights, fs.indptr[:-1][nonempty])
+    return out
+
+
 class _Stages:
     """Stage bookkeeping: members, remaining flows, unfinished predecessors, the event heap."""
 
@@ -166,7 +175,10 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
     path_len = np.diff(fs.indptr)
     owner = np.repeat(np.arange(n, dtype=np.int64), path_len)  # flow of every incidence entry
     act = np.zeros(0, dtype=np.int64)  # active flows (global ids)
-    entries = np.zeros(0, dtype=np.int64)  # their incidence entries
+    el = np.zeros(0, dtype=np.int64)  # incidence entries of the active flows: link, owner flow, weight
+    eo = np.zeros(0, dtype=np.int64)
+    ew = np.zeros(0)
+    solo = solo_rates(fs, capacity)
     pos = np.zeros(n, dtype=np.int64)  # global flow id -> index into act
     rate = np.zeros(0)
     t, events, max_util, changed = 0.0, 0, 0.0 if check else np.nan, False
@@ -181,10 +193,10 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
     while len(act) or st.heap:
         if changed:
             pos[act] = np.arange(len(act))
-            el, ef = fs.links[entries], pos[owner[entries]]
-            rate = max_min_rates(capacity, el, ef, fs.weights[entries], len(act))
+            ef = pos[eo]
+            rate = max_min_rates(capacity, el, ef, ew, len(act), solo[act])
             if check and len(el):
-                load = link_loads(num_links, el, ef, fs.weights[entries], rate)
+                load = link_loads(num_links, el, ef, ew, rate)
                 max_util = max(max_util, float((load / capacity).max()))
             events += 1
             changed = False
@@ -203,7 +215,8 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
                 done[np.argmin(ttf)] = True  # progress even when t + ttf rounds back to t
             if done.any():
                 retire(act[done], t_next)
-                entries, act = entries[~done[pos[owner[entries]]]], act[~done]
+                stay = ~done[pos[eo]]
+                el, eo, ew, act = el[stay], eo[stay], ew[stay], act[~done]
                 changed = True
         t = t_next
         horizon = t * (1 + SAME_TIME_RTOL) + 1e-300
@@ -229,7 +242,10 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
             new = np.concatenate(arrivals)
             if len(new):
                 act = np.concatenate([act, new])
-                entries = np.concatenate([entries, gather_entries(fs.indptr, new)])
+                idx = gather_entries(fs.indptr, new)
+                el = np.concatenate([el, fs.links[idx]])
+                eo = np.concatenate([eo, owner[idx]])
+                ew = np.concatenate([ew, fs.weights[idx]])
                 changed = True
     if np.isnan(st.start).any():
         raise SpecError("flow dependencies form a cycle", field="deps")

@@ -23,20 +23,22 @@ LEVEL_RTOL = 1e-9
 
 
 def max_min_rates(capacity: FloatArray, entry_link: IntArray, entry_flow: IntArray, entry_weight: FloatArray,
-                  flows: int) -> FloatArray:
+                  flows: int, solo: FloatArray | None = None) -> FloatArray:
     """Max-min fair rate of each of `flows` flows; flow f loads link l with weight w for every entry (l, f, w).
 
     A flow with no entries is unconstrained: its rate is +inf. Links that cannot saturate even if every flow on
     them ran at its solo rate (its slowest link) are left out of the filling, and each flow is capped at that solo
-    rate instead: the same allocation, but the rounds only touch contended links.
+    rate instead: the same allocation, but the rounds only touch contended links. Pass `solo` (each flow's
+    tightest capacity / weight) when it is already known.
     """
     rate = np.full(flows, np.inf)
     if flows == 0 or len(entry_link) == 0:
         return rate
     ef = np.asarray(entry_flow, dtype=np.int64)
     ew = np.asarray(entry_weight, dtype=np.float64)
-    solo = np.full(flows, np.inf)
-    np.minimum.at(solo, ef, capacity[entry_link] / ew)
+    if solo is None:
+        solo = np.full(flows, np.inf)
+        np.minimum.at(solo, ef, capacity[entry_link] / ew)
     worst = np.bincount(entry_link, weights=ew * solo[ef], minlength=len(capacity))
     contended = worst > capacity * (1 + LEVEL_RTOL)
     keep = contended[entry_link]
