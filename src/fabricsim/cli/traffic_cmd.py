@@ -73,8 +73,9 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
     left.set_ylabel("links")
     left.set_yscale("log")
     left.legend(fontsize=7)
-    names = [j["name"] for j in job_metrics(run)]
-    right.bar(names, [slow.get(n, 1.0) for n in names])
+    names = list(slow)
+    right.bar(names, [slow[n] for n in names])
+    right.tick_params(axis="x", labelrotation=30)
     right.axhline(1.0, color="gray", lw=0.8)
     right.set_ylabel("slowdown vs alone")
     fig.tight_layout()
