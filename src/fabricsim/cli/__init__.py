@@ -12,6 +12,7 @@ from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.output import console
 from fabricsim.cli.topo_cmd import topo_command
+from fabricsim.cli.traffic_cmd import traffic_command
 from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
 from fabricsim.cli.validate_cmd import validate_command
 from fabricsim.cli.whatif_cmd import whatif_command
@@ -26,6 +27,7 @@ app = typer.Typer(
 app.command("catalog")(catalog_command)
 app.command("collective")(collective_command)
 app.command("topo")(topo_command)
+app.command("traffic")(traffic_command)
 app.command("train")(train_command)
 app.command("whatif")(whatif_command)
 app.command("validate")(validate_command)

@@ -1,0 +1,143 @@
+"""`fabricsim traffic`: jobs and background traffic on a cluster, simulated at flow level (max-min fair sharing):
+per-job completion and bandwidth, link utilisation by tier, the hottest links; optional design-review plots."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.catalog import load_catalog
+from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.topo_cmd import fabric_link, parse_dims
+from fabricsim.network.flowroute import check_routing
+from fabricsim.network.traffic import JobSpec, build_traffic, check_pattern
+from fabricsim.network.traffic_run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns
+from fabricsim.network.traffic_run import utilisation as link_utilisation
+from fabricsim.network.traffic_spec import load_jobs
+from fabricsim.topology import FABRICS, ClusterSpec, build_topology
+
+
+def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
+    """jobs, links (by tier, hottest), flows, events, wall_s."""
+    jobs = job_metrics(run)
+    for j in jobs:
+        if j["name"] in slow:
+            j["slowdown"] = slow[j["name"]]
+    return {"routing": routing, "gpus": run.topology.num_gpus, "jobs": jobs, "links": link_summary(run),
+            "flows": run.flowset.num_flows, "events": run.result.events,
+            "makespan_s": run.result.makespan, "wall_s": run.wall_s}
+
+
+def traffic_tables(data: dict[str, Any]) -> list[Table]:
+    """Jobs, utilisation by tier, hottest links."""
+    jobs = Table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing {data['routing']}, "
+                       f"simulated in {data['wall_s']:.2f} s", header_style="bold")
+    for col in ("job", "GPUs", "flows", "completion", "per GPU", "of line rate", "slowdown"):
+        jobs.add_column(col)
+    for j in data["jobs"]:
+        jobs.add_row(j["name"], f"{j['gpus']:,}", f"{j['flows']:,}", units.format_duration(j["completion_time_s"]),
+                     units.format_rate(j["bytes_per_s_per_gpu"]), f"{j['fraction_of_line_rate']:.1%}",
+                     f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
+    tiers = Table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
+    for col in ("tier", "links", "mean", "p99", "max"):
+        tiers.add_column(col)
+    for name, t in data["links"]["by_tier"].items():
+        tiers.add_row(name, f"{t['links']:,}", f"{t['mean']:.1%}", f"{t['p99']:.1%}", f"{t['max']:.1%}")
+    hot = Table(title="hottest links", header_style="bold")
+    for col in ("link", "tier", "endpoints", "utilisation"):
+        hot.add_column(col)
+    for h in data["links"]["hottest"]:
+        hot.add_row(str(h["link"]), h["tier"], f"{h['src']} -> {h['dst']}", f"{h['utilisation']:.1%}")
+    return [jobs, tiers, hot]
+
+
+def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
+    """Two panels for a design review: utilisation histogram per fabric tier, and per-job slowdown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    u = link_utilisation(run)
+    tiers = np.asarray(link_tiers(run.topology))
+    used = run.result.link_bytes > 0
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for tier in dict.fromkeys(tiers[used].tolist()):
+        left.hist(u[used & (tiers == tier)] * 100, bins=20, range=(0, 100), histtype="step", label=tier)
+    left.set_xlabel("link utilisation (%)")
+    left.set_ylabel("links")
+    left.set_yscale("log")
+    left.legend(fontsize=7)
+    names = list(slow)
+    right.bar(names, [slow[n] for n in names])
+    right.tick_params(axis="x", labelrotation=30)
+    right.axhline(1.0, color="gray", lw=0.8)
+    right.set_ylabel("slowdown vs alone")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+@spec_errors
+def traffic_command(
+    system: str = typer.Option("dgx-h100", "--system", help="catalog system id (fabricsim catalog systems)"),
+    nodes: int = typer.Option(1, "--nodes", help="compute nodes (servers, or racks for NVL72)"),
+    fabric: str = typer.Option("fat-tree", "--fabric", help=f"one of {', '.join(FABRICS)}"),
+    ib: str | None = typer.Option(None, "--ib", help="InfiniBand generation: hdr, ndr, xdr (default ndr)"),
+    eth: str | None = typer.Option(None, "--eth", help="Ethernet fabric instead: 400g or 800g"),
+    switch: str | None = typer.Option(None, "--switch", help="fabric switch id instead (qm9700, sn5600, ...)"),
+    tiers: int | None = typer.Option(None, "--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)"),
+    rail_optimized: bool = typer.Option(True, "--rail-optimized/--no-rail-optimized",
+                                        help="NIC i of every node on rail leaf i (fat tree)"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="leaf node ports : uplinks (>= 1)"),
+    node_cable: str = typer.Option("optical", "--node-cable", help="optical or copper NIC-to-switch cables"),
+    torus_dims: str | None = typer.Option(None, "--torus-dims", help="torus switches per dimension, e.g. 4x4x2"),
+    nodes_per_switch: int = typer.Option(1, "--nodes-per-switch", help="torus: nodes per torus switch"),
+    pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
+                                "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
+    nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
+    gpus: int | None = typer.Option(None, "--gpus", help="GPUs in the job (default: all)"),
+    placement: str = typer.Option("packed", "--placement", help="packed, scattered or random"),
+    seed: int = typer.Option(0, "--seed", help="seed of random placements and permutations"),
+    routing: str = typer.Option("ecmp", "--routing", help="ecmp (hash per flow), adaptive (by load), spray"),
+    jobs_file: Path | None = typer.Option(None, "--jobs", help="YAML of several jobs and background traffic "
+                                          "(replaces --pattern/--bytes/--gpus/--placement)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON (SI units) instead of tables"),
+    plot: Path | None = typer.Option(None, "--plot", help="write utilisation-by-tier and slowdown plots (PNG)"),
+    calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
+) -> None:
+    """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
+    route = check_routing(routing)
+    if jobs_file is not None:
+        jobs, background, storage = load_jobs(jobs_file)
+    else:
+        jobs, background, storage = [JobSpec("traffic", -1, check_pattern(pattern),
+                                             float(units.parse_size(nbytes, field="--bytes")), placement, 0.0,
+                                             seed)], [], 0
+    spec = ClusterSpec.parse({
+        "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
+        "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
+        "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch,
+    })
+    topo = build_topology(spec, load_catalog(*calibration))
+    if jobs_file is None:
+        jobs = [JobSpec("traffic", topo.num_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
+                        placement, 0.0, seed)]
+    traffic = build_traffic(topo, jobs, background, storage)
+    run = run_traffic(topo, traffic, route)
+    slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
+    data = traffic_json(run, route, slow)
+    if plot is not None:
+        plot_traffic(run, slow, plot)
+    if as_json:
+        print_json(data)
+        return
+    for table in traffic_tables(data):
+        console.print(table)
+    if plot is not None:
+        console.print(f"[dim]plots written to {plot}[/]")

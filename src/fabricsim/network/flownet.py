@@ -1,0 +1,95 @@
+"""The flow simulator behind the `NetworkModel` protocol, and collective schedules timed on it.
+
+`FlowSimNetwork.phase` times one phase of concurrent flows; `time_schedule_flow` runs a whole schedule as one
+simulation (phase k starts when phase k-1 has delivered its last byte), so the collectives time on it as they do on
+`AnalyticalNetwork` and `LinkLoadNetwork`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricsim.errors import SpecError
+from fabricsim.network.flowroute import check_routing, route_flows
+from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
+from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.network.models import PhaseLike, PhaseTiming
+from fabricsim.topology import Topology, link_kind_name
+
+
+def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, nbytes: npt.ArrayLike,
+                   stage: IntArray, stage_release: FloatArray, routing: str = "ecmp",
+                   dep_before: IntArray | None = None, dep_after: IntArray | None = None) -> FlowSet:
+    """Route flows (src[i] -> dst[i], nbytes[i] bytes, in stage[i]) and bundle them with their stage DAG."""
+    s = np.atleast_1d(np.asarray(src, dtype=np.int64))
+    size = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).astype(np.float64)
+    if (size < 0).any():
+        raise SpecError("flow sizes must be non-negative", field="bytes")
+    r = route_flows(topology, s, dst, routing, sizes=size)
+    empty = np.zeros(0, dtype=np.int64)
+    return FlowSet(r.indptr, r.links, r.weights, size, r.latency, np.asarray(stage, dtype=np.int64),
+                   np.asarray(stage_release, dtype=np.float64),
+                   empty if dep_before is None else dep_before, empty if dep_after is None else dep_after)
+
+
+def stage_timings(topology: Topology, fs: FlowSet, result: FlowResult) -> list[PhaseTiming]:
+    """Per stage: its duration and the busiest link (bytes / capacity over the run) of its last-finishing flow."""
+    drain = result.link_bytes / topology.link_capacity
+    out = []
+    for k in range(fs.num_stages):
+        members = np.flatnonzero(fs.stage == k)
+        duration = float(result.stage_finish[k] - result.stage_start[k])
+        if len(members) == 0:
+            out.append(PhaseTiming(duration, -1, "none"))
+            continue
+        last = int(members[np.argmax(result.flow_finish[members])])
+        path = fs.links[fs.indptr[last]:fs.indptr[last + 1]]
+        if len(path) == 0:
+            out.append(PhaseTiming(duration, -1, "none"))
+            continue
+        link = int(path[np.argmax(drain[path])])
+        out.append(PhaseTiming(duration, link, link_kind_name(int(topology.link_kind[link]))))
+    return out
+
+
+class FlowSimNetwork:
+    """Max-min fair flow-level simulation of a phase (NetworkModel protocol); routing ecmp, adaptive or spray."""
+
+    def __init__(self, routing: str = "ecmp") -> None:
+        self.routing = check_routing(routing)
+
+    def phase(self, topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike,
+              nbytes: npt.ArrayLike) -> PhaseTiming:
+        s = np.atleast_1d(np.asarray(src, dtype=np.int64))
+        fs = routed_flowset(topology, s, dst, nbytes, np.zeros(len(s), dtype=np.int64), np.zeros(1), self.routing)
+        result = simulate(fs, topology.link_capacity)
+        return stage_timings(topology, fs, result)[0]
+
+
+def time_schedule_flow(topology: Topology, schedule: Sequence[PhaseLike], routing: str = "ecmp",
+                       gpus: Sequence[int] | npt.NDArray[np.int64] | None = None
+                       ) -> tuple[float, list[PhaseTiming]]:
+    """Total time and per-phase timings of a collective schedule on the flow simulator (rank r on gpus[r]).
+
+    The phases run in order as one simulation; in-network reduction (rank -1: NVLS, SHARP) is not modelled.
+    """
+    if not schedule:
+        return 0.0, []
+    nranks = max(int(max(ph.src.max(initial=0), ph.dst.max(initial=0))) for ph in schedule) + 1
+    where = np.arange(nranks, dtype=np.int64) if gpus is None else np.asarray(gpus, dtype=np.int64)
+    if any((ph.src < 0).any() or (ph.dst < 0).any() for ph in schedule):
+        raise SpecError("the flow simulator does not model in-network reduction (NVLS, SHARP) yet", field="--algo")
+    if len(where) < nranks:
+        raise SpecError(f"schedule has {nranks} ranks but {len(where)} GPUs were given", field="gpus")
+    src = np.concatenate([where[ph.src] for ph in schedule])
+    dst = np.concatenate([where[ph.dst] for ph in schedule])
+    size = np.concatenate([np.broadcast_to(np.asarray(ph.bytes, dtype=np.float64), ph.src.shape)
+                           for ph in schedule])
+    stage = np.repeat(np.arange(len(schedule), dtype=np.int64), [len(ph.src) for ph in schedule])
+    chain = np.arange(len(schedule) - 1, dtype=np.int64)
+    fs = routed_flowset(topology, src, dst, size, stage, np.zeros(len(schedule)), routing, chain, chain + 1)
+    result = simulate(fs, topology.link_capacity)
+    return result.makespan, stage_timings(topology, fs, result)

@@ -1,0 +1,135 @@
+"""Path choice for the flow simulator: ECMP (one hashed path per flow), spray (an even split over the equal-cost
+paths, per packet) and adaptive (a split over the equal-cost paths weighted away from loaded links).
+
+The topology's router gives the equal-cost paths; spray and adaptive take up to `max_paths` of them per flow
+(all of them on 2-tier fat trees; an even sample of the (spine, core) choices on large 3-tier ones) and turn a flow
+into weighted incidence entries: weight w on a link means w of the flow's rate crosses it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from fabricsim.errors import SpecError
+from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.topology import Routes, Topology
+
+ROUTINGS = ("ecmp", "adaptive", "spray")
+MAX_PATHS = 16
+"""equal-cost paths a sprayed or adaptive flow is split over, at most"""
+ADAPTIVE_ROUNDS = 12
+PATH_CHUNK = 1 << 18
+
+
+@dataclass(frozen=True)
+class RoutedFlows:
+    """Weighted CSR incidence of flows (flow i: ``links[indptr[i]:indptr[i+1]]``) and their path latency."""
+
+    indptr: IntArray
+    links: IntArray
+    weights: FloatArray
+    latency: FloatArray
+
+
+def check_routing(routing: str) -> str:
+    """The routing name, or a SpecError listing the allowed ones."""
+    name = routing.strip().lower()
+    if name not in ROUTINGS:
+        raise SpecError(f"unknown routing {routing!r}; choose one of {', '.join(ROUTINGS)}", field="--routing")
+    return name
+
+
+def _route_choices(topology: Topology, s: IntArray, d: IntArray, choice: IntArray) -> Routes:
+    """Paths of flows with their equal-cost choice given (not hashed), in chunks of bounded memory.
+
+    Uses the topology's choice router (its private ``_route_choices``; `Topology.route` hashes the choice).
+    """
+    parts = [topology._route_choices(s[i:i + PATH_CHUNK], d[i:i + PATH_CHUNK], choice[i:i + PATH_CHUNK])
+             for i in range(0, len(s), PATH_CHUNK)]
+    return Routes.concatenate(parts) if parts else Routes(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+def _latency(topology: Topology, routes: Routes) -> FloatArray:
+    out: FloatArray = np.bincount(routes.flow_of_entry(), weights=topology.link_latency[routes.links],
+                                  minlength=len(routes)).astype(np.float64, copy=False)
+    return out
+
+
+def path_counts(topology: Topology, s: IntArray, d: IntArray) -> IntArray:
+    """Equal-cost path choices of every flow (1 inside a node)."""
+    counts = np.ones(len(s), dtype=np.int64)
+    inter = (s // topology.gpus_per_node) != (d // topology.gpus_per_node)
+    if inter.any():
+        counts[inter] = topology.fabric.router.counts(s[inter], d[inter])
+    return counts
+
+
+def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, routing: str = "ecmp",
+                sizes: npt.ArrayLike | None = None, flow_ids: npt.ArrayLike | None = None,
+                max_paths: int = MAX_PATHS) -> RoutedFlows:
+    """Route flows from GPU src[i] to GPU dst[i]; `sizes` (bytes) weigh the load adaptive routing steers by."""
+    name = check_routing(routing)
+    s = np.atleast_1d(np.asarray(src, dtype=np.int64))
+    d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
+    if name == "ecmp":
+        ids = np.arange(len(s), dtype=np.int64) if flow_ids is None else np.asarray(flow_ids, dtype=np.int64)
+        routes = topology.route(s, d, ids)
+        return RoutedFlows(routes.indptr, routes.links, np.ones(len(routes.links)), _latency(topology, routes))
+    if s.shape != d.shape:
+        raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
+    if len(s) and (min(s.min(), d.min()) < 0 or max(s.max(), d.max()) >= topology.num_gpus):
+        raise SpecError(f"GPU rank out of range 0..{topology.num_gpus - 1}", field="src")
+    counts = path_counts(topology, s, d)
+    k = np.minimum(counts, max(1, max_paths))
+    flow_of_path = np.repeat(np.arange(len(s), dtype=np.int64), k)
+    j = np.arange(len(flow_of_path), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
+    stride = np.maximum(counts // k, 1)[flow_of_path]
+    choice = (j * stride + j % stride) % counts[flow_of_path]
+    paths = _route_choices(topology, s[flow_of_path], d[flow_of_path], choice)
+    share = 1.0 / k[flow_of_path]
+    if name == "adaptive":
+        size = np.ones(len(s)) if sizes is None else np.broadcast_to(np.asarray(sizes, dtype=np.float64), s.shape)
+        share = _adaptive_split(topology, paths, flow_of_path, share, size)
+    latency = np.zeros(len(s))
+    np.maximum.at(latency, flow_of_path, _latency(topology, paths))
+    return _merge(len(s), topology.num_links, paths, flow_of_path, share, latency)
+
+
+def _adaptive_split(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray,
+                    size: FloatArray) -> FloatArray:
+    """Shift each flow's split towards its less loaded paths (load = bytes over capacity, all flows at once)."""
+    entry_path = paths.flow_of_entry()
+    lens = paths.lengths
+    nonempty = lens > 0
+    starts = paths.indptr[:-1][nonempty]
+    w = share.copy()
+    for _ in range(ADAPTIVE_ROUNDS):
+        load = np.bincount(paths.links, weights=(size[flow_of_path] * w)[entry_path],
+                           minlength=topology.num_links) / topology.link_capacity
+        cost = np.zeros(len(w))
+        if len(starts):
+            cost[nonempty] = np.maximum.reduceat(load[paths.links], starts)
+        best = np.full(int(flow_of_path.max()) + 1 if len(flow_of_path) else 0, np.inf)
+        np.minimum.at(best, flow_of_path, cost)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            pref = np.where(cost > 0, (best[flow_of_path] / cost) ** 4, 1.0)
+        target = w * np.nan_to_num(pref, nan=1.0)
+        norm = np.bincount(flow_of_path, weights=target, minlength=len(best))
+        w = 0.5 * w + 0.5 * target / norm[flow_of_path]
+    return w
+
+
+def _merge(flows: int, num_links: int, paths: Routes, flow_of_path: IntArray, share: FloatArray,
+           latency: FloatArray) -> RoutedFlows:
+    """One weighted entry per (flow, link): the shares of a flow's paths that cross the link, summed."""
+    entry_path = paths.flow_of_entry()
+    key = flow_of_path[entry_path] * num_links + paths.links
+    uniq, inv = np.unique(key, return_inverse=True)
+    weights = np.bincount(inv, weights=share[entry_path], minlength=len(uniq)).astype(np.float64)
+    flow = uniq // num_links
+    indptr = np.zeros(flows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(flow, minlength=flows), out=indptr[1:])
+    return RoutedFlows(indptr, (uniq % num_links).astype(np.int64), weights, latency)

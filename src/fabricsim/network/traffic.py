@@ -1,0 +1,199 @@
+"""Traffic on a cluster for the flow simulator: patterns, job placements and background transfers as flows.
+
+A job is GPUs placed on the cluster (packed: the first free GPUs; scattered: free nodes spread evenly over the
+cluster; random: seeded random free GPUs) running a pattern, each GPU sending `bytes` in total:
+permutation (to one other GPU, a seeded derangement), all_to_all (bytes / n to every GPU, itself included as
+nccl-tests does), ring (to the next GPU), incast (all to the job's first GPU), a CSV matrix of bytes between
+the job's ranks, or a collective (all_reduce, all_gather, reduce_scatter: NCCL-style multi-channel rings, one
+stage per step). Background: checkpoint writes (a job's GPUs to storage nodes) and storage reads (back), where
+the storage nodes are the last nodes of the cluster, kept out of the jobs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from fabricsim.collectives import schedule
+from fabricsim.errors import SpecError
+from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.topology import Topology
+
+PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")
+PLACEMENTS = ("packed", "scattered", "random")
+BACKGROUND = ("checkpoint_write", "storage_read")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job: its size, placement, traffic pattern (or a CSV matrix file) and per-GPU bytes."""
+
+    name: str
+    gpus: int
+    pattern: str
+    bytes: float
+    placement: str = "packed"
+    start: float = 0.0
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class BackgroundSpec:
+    """Bulk transfers between a job's GPUs and the storage nodes: `bytes` per GPU, starting at `start`."""
+
+    kind: str
+    job: str
+    bytes: float
+    start: float = 0.0
+
+
+@dataclass
+class Traffic:
+    """Flows (GPU to GPU, bytes, stage), stages (release time, owner), stage dependencies, job GPU sets."""
+
+    src: list[IntArray] = field(default_factory=list)
+    dst: list[IntArray] = field(default_factory=list)
+    size: list[FloatArray] = field(default_factory=list)
+    stage: list[IntArray] = field(default_factory=list)
+    release: list[float] = field(default_factory=list)
+    owner: list[str] = field(default_factory=list)
+    """job (or background) name of every stage"""
+    dep_before: list[int] = field(default_factory=list)
+    dep_after: list[int] = field(default_factory=list)
+    gpus: dict[str, IntArray] = field(default_factory=dict)
+
+    def add_stage(self, owner: str, release: float, src: IntArray, dst: IntArray, size: FloatArray,
+                  after: int | None = None) -> int:
+        """Append a stage of flows; it waits for stage `after` when given. Returns its index."""
+        k = len(self.release)
+        self.release.append(release)
+        self.owner.append(owner)
+        self.src.append(src)
+        self.dst.append(dst)
+        self.size.append(np.broadcast_to(size, src.shape).astype(np.float64))
+        self.stage.append(np.full(len(src), k, dtype=np.int64))
+        if after is not None:
+            self.dep_before.append(after)
+            self.dep_after.append(k)
+        return k
+
+    def arrays(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+        """(src, dst, bytes, stage) of all flows."""
+        def cat(parts: list[IntArray]) -> IntArray:
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+        size = np.concatenate(self.size) if self.size else np.zeros(0)
+        return cat(self.src), cat(self.dst), size, cat(self.stage)
+
+
+def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
+    name = value.strip().lower().replace("-", "_")
+    if name not in allowed:
+        raise SpecError(f"unknown {what} {value!r}; choose one of {', '.join(allowed)}", field=what)
+    return name
+
+
+def check_pattern(value: str) -> str:
+    """A pattern name, or a path to an existing CSV matrix."""
+    if value.lower().endswith(".csv"):
+        if not Path(value).is_file():
+            raise SpecError(f"matrix file {value} not found", field="pattern")
+        return value
+    return check_choice(value, PATTERNS, "pattern")
+
+
+def place(topology: Topology, free: IntArray, gpus: int, placement: str, seed: int) -> IntArray:
+    """GPUs for a job from the free ones (ascending), by placement; SpecError when too few are free."""
+    if gpus < 1:
+        raise SpecError(f"a job needs at least 1 GPU, got {gpus}", field="gpus")
+    if gpus > len(free):
+        raise SpecError(f"job needs {gpus} GPUs but only {len(free)} of the cluster's {topology.num_gpus} are free",
+                        field="gpus")
+    if placement == "random":
+        return np.random.default_rng(seed).choice(free, gpus, replace=False)  # ranks in random order too
+    if placement == "scattered":
+        gpn = topology.gpus_per_node
+        nodes, counts = np.unique(free // gpn, return_counts=True)
+        whole = nodes[counts == gpn]
+        need = -(-gpus // gpn)
+        if need <= len(whole):
+            pick = whole[(np.arange(need) * len(whole)) // need]
+            out: IntArray = (pick[:, None] * gpn + np.arange(gpn)).ravel()[:gpus]
+            return out
+        return free[(np.arange(gpus) * len(free)) // gpus]
+    return free[:gpus]
+
+
+def read_matrix(path: str, n: int) -> FloatArray:
+    """An n x n CSV matrix of bytes (row: source rank, column: destination rank); SpecError when malformed."""
+    try:
+        m = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+    except (ValueError, OSError) as exc:
+        raise SpecError(f"cannot read matrix {path}: {str(exc).splitlines()[0]}", field="pattern") from exc
+    if m.shape != (n, n):
+        raise SpecError(f"matrix {path} is {m.shape[0]}x{m.shape[1]}, the job has {n} GPUs", field="pattern")
+    if not np.isfinite(m).all() or (m < 0).any():
+        raise SpecError(f"matrix {path} has negative or non-numeric entries", field="pattern")
+    return m
+
+
+def pattern_flows(topology: Topology, pattern: str, g: IntArray, nbytes: float, seed: int
+                  ) -> list[tuple[IntArray, IntArray, FloatArray]]:
+    """The stages of a pattern on GPUs g: a list of (src, dst, bytes) run one after another."""
+    n = len(g)
+    idx = np.arange(n)
+    if pattern.lower().endswith(".csv"):
+        m = read_matrix(pattern, n)
+        s, d = np.nonzero(m)
+        return [(g[s], g[d], m[s, d])]
+    if pattern == "permutation":
+        perm = np.random.default_rng(seed).permutation(n)
+        if n > 1:  # derangement: send to the next in a random cycle
+            perm = perm[(np.argsort(perm) + 1) % n]
+        return [(g, g[perm], np.full(n, nbytes))]
+    if pattern == "all_to_all":
+        s, d = np.repeat(idx, n), np.tile(idx, n)
+        keep = s != d
+        return [(g[s[keep]], g[d[keep]], np.full(int(keep.sum()), nbytes / n))]
+    if pattern == "ring":
+        return [(g, g[(idx + 1) % n], np.full(n, nbytes))]
+    if pattern == "incast":
+        return [(g[1:], np.full(n - 1, g[0]), np.full(n - 1, nbytes))]
+    if n < 2:
+        raise SpecError(f"{pattern} needs at least 2 GPUs", field="gpus")
+    gpn = topology.gpus_per_node
+    phases = schedule("ring", pattern, n, gpn, nbytes, channels=min(gpn, n))
+    return [(g[ph.src], g[ph.dst], np.asarray(ph.bytes, dtype=np.float64)) for ph in phases]
+
+
+def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
+                  storage_nodes: int = 0) -> Traffic:
+    """Place the jobs in order on the GPUs outside the storage nodes, and turn everything into stages."""
+    if storage_nodes >= topology.num_nodes:
+        raise SpecError(f"{storage_nodes} storage nodes leave no compute nodes", field="storage_nodes")
+    tr = Traffic()
+    compute = topology.num_gpus - storage_nodes * topology.gpus_per_node
+    free = np.arange(compute, dtype=np.int64)
+    names = [j.name for j in jobs]
+    if len(set(names)) != len(names):
+        raise SpecError("job names must be unique", field="jobs")
+    for job in jobs:
+        g = place(topology, free, job.gpus, check_choice(job.placement, PLACEMENTS, "placement"), job.seed)
+        free = np.setdiff1d(free, g, assume_unique=True)
+        tr.gpus[job.name] = g
+        prev: int | None = None
+        for s, d, b in pattern_flows(topology, check_pattern(job.pattern), g, job.bytes, job.seed):
+            prev = tr.add_stage(job.name, job.start, s, d, b, prev)
+    storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
+    for k, bg in enumerate(background):
+        kind = check_choice(bg.kind, BACKGROUND, "background kind")
+        if bg.job not in tr.gpus:
+            raise SpecError(f"background {kind} names unknown job {bg.job!r}", field="background")
+        if len(storage) == 0:
+            raise SpecError("background traffic needs storage nodes (storage_nodes >= 1)", field="storage_nodes")
+        g = tr.gpus[bg.job]
+        peer = storage[np.arange(len(g)) % len(storage)]
+        s, d = (g, peer) if kind == "checkpoint_write" else (peer, g)
+        tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes))
+    return tr

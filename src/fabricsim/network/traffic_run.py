@@ -1,0 +1,135 @@
+"""Run traffic on the flow simulator and summarise it: per-job completion and bandwidth, link utilisation by tier,
+the hottest links; with several jobs, each job's slowdown against running alone on the same GPUs."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from fabricsim.network.flownet import routed_flowset
+from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
+from fabricsim.network.maxmin import FloatArray
+from fabricsim.network.traffic import Traffic
+from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
+
+HOTTEST = 10
+
+
+@dataclass(frozen=True)
+class TrafficRun:
+    """A finished simulation with the inputs needed to summarise it."""
+
+    topology: Topology
+    traffic: Traffic
+    flowset: FlowSet
+    result: FlowResult
+    wall_s: float
+
+
+def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp") -> TrafficRun:
+    """Route and simulate all the traffic at once."""
+    t0 = time.perf_counter()
+    src, dst, size, stage = traffic.arrays()
+    deps = np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after, dtype=np.int64)
+    fs = routed_flowset(topology, src, dst, size, stage, np.asarray(traffic.release, dtype=np.float64), routing,
+                        *deps)
+    result = simulate(fs, topology.link_capacity)
+    return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
+
+
+def link_tiers(topology: Topology) -> list[str]:
+    """A tier label per directed link: nic->leaf, leaf->spine, spine->core, ... in the fabric; the link kind
+    (nvlink, pcie) inside nodes."""
+    names = topology.fabric.tier_names
+    nic = ENDPOINT_KINDS.index("nic")
+
+    def end(e: int) -> str:
+        t = int(topology.endpoint_tier[e])
+        if t >= 0:
+            return names[t]
+        return "nic" if int(topology.endpoint_kind[e]) == nic else "node"
+
+    src, dst = topology.link_src, topology.link_dst
+    code_src = np.where(topology.endpoint_tier[src] >= 0, topology.endpoint_tier[src], -1 - topology.endpoint_kind[src])
+    code_dst = np.where(topology.endpoint_tier[dst] >= 0, topology.endpoint_tier[dst], -1 - topology.endpoint_kind[dst])
+    keys = np.stack([code_src, code_dst, topology.link_kind.astype(np.int64)], axis=1)
+    _, first, inv = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    table = []
+    for i in first:
+        a, b = end(int(src[i])), end(int(dst[i]))
+        inside = a in ("nic", "node") and b in ("nic", "node")
+        table.append(link_kind_name(int(topology.link_kind[i])) if inside else f"{a}->{b}")
+    return [table[k] for k in np.asarray(inv).ravel()]
+
+
+def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
+    """Per job: completion time from its start, bytes each GPU sent per second (all, and leaving its node), and
+    the latter over the GPU's scale-out line rate (its share of the node's NICs)."""
+    tr, fs, res = run.traffic, run.flowset, run.result
+    owner = np.asarray(tr.owner)
+    src, dst, _, _ = tr.arrays()
+    gpn = run.topology.gpus_per_node
+    inter = src // gpn != dst // gpn
+    line = run.topology.nic_bytes_per_s_per_gpu
+    out = []
+    for name in dict.fromkeys(tr.owner):
+        stages = np.flatnonzero(owner == name)
+        members = np.isin(fs.stage, stages)
+        begin = float(np.min(np.asarray(tr.release)[stages]))
+        done = float(res.stage_finish[stages].max())
+        completion = done - begin
+        gpus = len(tr.gpus[name]) if name in tr.gpus else len(np.unique(src[members]))
+        rate = 1.0 / max(gpus, 1) / completion if completion > 0 else 0.0
+        per_gpu = float(fs.size[members].sum()) * rate
+        scale_out = float(fs.size[members & inter].sum()) * rate
+        out.append({"name": name, "gpus": gpus, "flows": int(members.sum()), "completion_time_s": completion,
+                    "bytes_per_s_per_gpu": per_gpu, "scale_out_bytes_per_s_per_gpu": scale_out,
+                    "fraction_of_line_rate": scale_out / line})
+    return out
+
+
+def utilisation(run: TrafficRun) -> FloatArray:
+    """Each link's bytes over what it could carry during the whole run."""
+    span = run.result.makespan
+    u: FloatArray = run.result.link_bytes / (run.topology.link_capacity * span) if span > 0 \
+        else np.zeros(run.topology.num_links)
+    return u
+
+
+def link_summary(run: TrafficRun, tiers: list[str] | None = None) -> dict[str, Any]:
+    """Utilisation by tier (links, mean, p99, max over links that carried traffic) and the hottest links."""
+    u = utilisation(run)
+    labels = np.asarray(tiers if tiers is not None else link_tiers(run.topology))
+    used = run.result.link_bytes > 0
+    by_tier = {}
+    for tier in dict.fromkeys(labels[used].tolist()):
+        x = u[used & (labels == tier)]
+        by_tier[tier] = {"links": len(x), "mean": float(x.mean()), "p99": float(np.quantile(x, 0.99)),
+                         "max": float(x.max())}
+    top = np.argsort(-u, kind="stable")[:HOTTEST]
+    hottest = [{"link": int(i), "tier": str(labels[i]), "src": int(run.topology.link_src[i]),
+                "dst": int(run.topology.link_dst[i]), "utilisation": float(u[i])} for i in top if u[i] > 0]
+    return {"by_tier": by_tier, "hottest": hottest}
+
+
+def slowdowns(topology: Topology, run: TrafficRun, routing: str) -> dict[str, float]:
+    """Each job's completion time together over alone (same GPUs, its own stages only)."""
+    together = {j["name"]: j["completion_time_s"] for j in job_metrics(run)}
+    tr = run.traffic
+    out = {}
+    for name in tr.gpus:
+        alone = Traffic()
+        remap: dict[int, int] = {}
+        for k, who in enumerate(tr.owner):
+            if who != name:
+                continue
+            after = [remap[b] for b, a in zip(tr.dep_before, tr.dep_after, strict=True) if a == k and b in remap]
+            remap[k] = alone.add_stage(who, tr.release[k], tr.src[k], tr.dst[k], tr.size[k],
+                                       after[0] if after else None)
+        alone.gpus[name] = tr.gpus[name]
+        t_alone = job_metrics(run_traffic(topology, alone, routing))[0]["completion_time_s"]
+        out[name] = together[name] / t_alone if t_alone > 0 else 1.0
+    return out

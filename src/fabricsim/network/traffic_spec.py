@@ -1,0 +1,82 @@
+"""Jobs files for `fabricsim traffic`: a YAML list of jobs and background transfers, checked field by field.
+
+    storage_nodes: 2            # last nodes of the cluster serve storage (needed by background traffic)
+    jobs:
+      - {name: train-a, gpus: 512, placement: packed, pattern: all_to_all, bytes: 1G}
+      - {name: train-b, gpus: 512, placement: scattered, pattern: all_reduce, bytes: 4G, start: 0.01}
+    background:
+      - {kind: checkpoint_write, job: train-a, bytes: 2G, start: 0}
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from fabricsim import units
+from fabricsim.errors import SpecError
+from fabricsim.network.traffic import BackgroundSpec, JobSpec
+
+_JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
+_BG_KEYS = {"kind", "job", "bytes", "start"}
+
+
+def _keys(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
+    if not isinstance(entry, dict):
+        raise SpecError(f"{where} must be a mapping", field=where)
+    unknown = sorted(set(entry) - allowed)
+    if unknown:
+        raise SpecError(f"{where}: unknown key {unknown[0]!r}; allowed {', '.join(sorted(allowed))}", field=where)
+    missing = sorted(required - set(entry))
+    if missing:
+        raise SpecError(f"{where}: missing {missing[0]!r}", field=where)
+    return entry
+
+
+def _int(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where} must be an integer, got {value!r}", field=where)
+    return value
+
+
+def _start(value: Any, where: str) -> float:
+    return units.parse_duration(value, field=where) if isinstance(value, str) else float(value)
+
+
+def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
+    """(jobs, background, storage_nodes) from a jobs YAML file; matrix paths are relative to the file."""
+    p = Path(path)
+    try:
+        data = yaml.safe_load(p.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise SpecError(f"cannot read jobs file {path}: {str(exc).splitlines()[0]}", field="--jobs") from exc
+    doc = _keys(data, {"jobs", "background", "storage_nodes"}, {"jobs"}, "jobs file")
+    raw_jobs = doc["jobs"]
+    if not isinstance(raw_jobs, list) or not raw_jobs:
+        raise SpecError("jobs file: 'jobs' must be a non-empty list", field="jobs")
+    root = base or p.parent
+    jobs = []
+    for i, raw in enumerate(raw_jobs):
+        where = f"jobs[{i}]"
+        e = _keys(raw, _JOB_KEYS, {"gpus", "pattern", "bytes"}, where)
+        pattern = str(e["pattern"])
+        if pattern.lower().endswith(".csv") and not Path(pattern).is_absolute():
+            pattern = str(root / pattern)
+        jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_int(e["gpus"], f"{where}.gpus"),
+                            pattern=pattern, bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+                            placement=str(e.get("placement", "packed")),
+                            start=_start(e.get("start", 0.0), f"{where}.start"),
+                            seed=_int(e.get("seed", i), f"{where}.seed")))
+    background = []
+    for i, raw in enumerate(doc.get("background") or []):
+        where = f"background[{i}]"
+        e = _keys(raw, _BG_KEYS, {"kind", "job", "bytes"}, where)
+        background.append(BackgroundSpec(kind=str(e["kind"]), job=str(e["job"]),
+                                         bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+                                         start=_start(e.get("start", 0.0), f"{where}.start")))
+    storage = _int(doc.get("storage_nodes", 1 if background else 0), "storage_nodes")
+    if storage < 0:
+        raise SpecError("storage_nodes must be >= 0", field="storage_nodes")
+    return jobs, background, storage

@@ -1,0 +1,79 @@
+"""`fabricsim traffic`: JSON shape, jobs files with background traffic, plots, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fabricsim.cli import app
+
+TOPO = ["traffic", "--nodes", "8", "--fabric", "fat-tree", "--ib", "ndr", "--tiers", "2"]
+
+
+def _run(runner: CliRunner, *args: str) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(app, [*TOPO, *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_json_shape(runner: CliRunner) -> None:
+    data = _run(runner, "--pattern", "permutation", "--bytes", "64M", "--routing", "spray")
+    assert set(data) >= {"jobs", "links", "flows", "events", "wall_s"}
+    job = data["jobs"][0]
+    assert set(job) >= {"name", "completion_time_s", "bytes_per_s_per_gpu", "fraction_of_line_rate"}
+    assert data["flows"] == 64
+    assert set(data["links"]) == {"by_tier", "hottest"}
+    assert "leaf->spine" in data["links"]["by_tier"] or "nic->leaf" in data["links"]["by_tier"]
+
+
+def test_jobs_file_with_background_and_plot(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "m.csv").write_text("0,1000000\n2000000,0\n")
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(
+        "storage_nodes: 1\n"
+        "jobs:\n"
+        "  - {name: a, gpus: 16, placement: scattered, pattern: all_to_all, bytes: 16M}\n"
+        "  - {name: b, gpus: 16, placement: random, pattern: all_reduce, bytes: 16M, seed: 4}\n"
+        "  - {name: c, gpus: 2, pattern: m.csv, bytes: 1}\n"
+        "background:\n"
+        "  - {kind: checkpoint_write, job: a, bytes: 8M}\n")
+    png = tmp_path / "t.png"
+    data = _run(runner, "--jobs", str(jobs), "--plot", str(png))
+    names = [j["name"] for j in data["jobs"]]
+    assert names[:3] == ["a", "b", "c"] and names[3].startswith("checkpoint_write")
+    assert all(j["slowdown"] >= 1 - 1e-9 for j in data["jobs"] if j["name"] in "abc")
+    assert png.stat().st_size > 0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--pattern", "zigzag"], "unknown pattern"),
+    (["--gpus", "4096"], "needs 4096 GPUs"),
+    (["--routing", "random"], "unknown routing"),
+    (["--placement", "diagonal"], "unknown placement"),
+])
+def test_bad_input_is_one_line(runner: CliRunner, args: list[str], message: str) -> None:
+    result = runner.invoke(app, [*TOPO, *args])
+    assert result.exit_code == 2
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_malformed_matrix_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("1,2\n3\n")
+    result = runner.invoke(app, [*TOPO, "--pattern", str(bad), "--gpus", "2"])
+    assert result.exit_code == 2
+    assert "matrix" in result.output and len(result.output.strip().splitlines()) == 1
+    bad.write_text("0,1\n1,0\n")
+    result = runner.invoke(app, [*TOPO, "--pattern", str(bad), "--gpus", "3"])
+    assert result.exit_code == 2 and "2x2" in result.output
+
+
+def test_bad_jobs_file_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {gpus: 8, pattern: ring, bytes: 1M, colour: red}\n")
+    result = runner.invoke(app, [*TOPO, "--jobs", str(jobs)])
+    assert result.exit_code == 2 and "unknown key 'colour'" in result.output
