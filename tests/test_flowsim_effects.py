@@ -61,8 +61,9 @@ def test_two_to_one_oversubscription_halves_cross_leaf_all_to_all() -> None:
 
 @pytest.mark.parametrize(("placement", "crosses"), [("packed", False), ("random", True)])
 def test_rail_aligned_ring_all_reduce_crosses_no_spine(placement: str, crosses: bool) -> None:
-    """NCCL-style rings enter every node on the rail they left the previous one by (8 nodes: the wrap too)."""
-    topo = build_cluster("dgx-h100", nodes=8, fabric="fat-tree")
+    """NCCL-style rings enter every node on the rail they left the previous one by (8 nodes: the wrap too). 16
+    nodes: a single switch no longer holds every NIC, so the fabric has a spine tier to cross."""
+    topo = build_cluster("dgx-h100", nodes=16, fabric="fat-tree")
     tr = build_traffic(topo, [JobSpec("ring", 64, "all_reduce", 2.0**26, placement=placement, seed=3)], [])
     run = run_traffic(topo, tr, "ecmp")
     tiers = np.asarray(link_tiers(topo))
