@@ -8,9 +8,9 @@ import typer
 from rich.table import Table
 
 from fabricsim import units
-from fabricsim.catalog import load_catalog
+from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.collectives import CollectiveModel, check_op, group_shape, size_sweep
+from fabricsim.collectives import CollectiveModel, Prediction, check_op, group_shape, size_sweep
 from fabricsim.errors import SpecError
 
 
@@ -32,6 +32,10 @@ def collective_command(
     fabric: str | None = typer.Option(None, "--ib", help="network between nodes (ndr, hdr, xdr, eth-400g...); "
                                       "default: the system's NICs"),
     dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
+    sim: str = typer.Option("analytical", "--sim", help="analytical (NCCL-style closed forms) or flow (the "
+                            "algorithm's schedule on the built fat tree, max-min flow simulation)"),
+    routing: str = typer.Option("ecmp", "--routing", help="with --sim flow: ecmp, adaptive or spray"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --sim flow: leaf ports : uplinks"),
     as_json: bool = typer.Option(False, "--json", help="print JSON"),
     plot: Path | None = typer.Option(None, "--plot", help="write busbw vs size to this PNG"),
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
@@ -53,7 +57,13 @@ def collective_command(
                        step_factor)
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric, catalog=catalog)
     model = CollectiveModel(shape, catalog=catalog)
-    prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
+    if sim == "flow":
+        prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing, fabric,
+                                      oversubscription, dtype, catalog)
+    elif sim == "analytical":
+        prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
+    else:
+        raise SpecError(f"unknown simulator {sim!r}; choose analytical or flow", field="--sim")
     if plot is not None:
         from fabricsim.report import plot_collective_sweep
 
@@ -71,3 +81,19 @@ def collective_command(
     console.print(table)
     if plot is not None:
         console.print(f"plot written to {plot}")
+
+
+def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,
+                     routing: str, fabric: str | None, oversubscription: float, dtype: str,
+                     catalog: Catalog) -> Prediction:
+    """The sweep on the flow simulator: a fat tree of `nodes` nodes, the group's GPUs spread `per_node` a node."""
+    from fabricsim.collectives import predict_on_flow
+    from fabricsim.collectives.group import resolve_fabric_link
+    from fabricsim.topology import build_cluster
+
+    sysm = catalog.system(system)
+    link = resolve_fabric_link(catalog, sysm, fabric).id
+    topology = build_cluster(system, nodes=nodes, fabric="fat-tree", link=link, oversubscription=oversubscription,
+                             catalog=catalog)
+    gpus = [node * sysm.gpus_per_node + local for node in range(nodes) for local in range(per_node)][:ngpus]
+    return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype)

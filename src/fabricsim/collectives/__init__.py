@@ -3,6 +3,7 @@
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import OPS, busbw_factor, check_op, dtype_bytes, in_network_busbw_factor
 from fabricsim.collectives.cost import Cost
+from fabricsim.collectives.flow import predict_on_flow
 from fabricsim.collectives.group import GroupShape, group_shape, group_shape_on, scaled
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
@@ -28,6 +29,7 @@ __all__ = [
     "group_shape",
     "group_shape_on",
     "in_network_busbw_factor",
+    "predict_on_flow",
     "scaled",
     "schedule",
     "size_sweep",

@@ -45,9 +45,9 @@ def check_routing(routing: str) -> str:
 def _route_choices(topology: Topology, s: IntArray, d: IntArray, choice: IntArray) -> Routes:
     """Paths of flows with their equal-cost choice given (not hashed), in chunks of bounded memory.
 
-    Uses the topology's choice router (its private ``_route_choices``; `Topology.route` hashes the choice).
+    Uses the topology's choice router (``Topology.route_choices``; `Topology.route` hashes the choice).
     """
-    parts = [topology._route_choices(s[i:i + PATH_CHUNK], d[i:i + PATH_CHUNK], choice[i:i + PATH_CHUNK])
+    parts = [topology.route_choices(s[i:i + PATH_CHUNK], d[i:i + PATH_CHUNK], choice[i:i + PATH_CHUNK])
              for i in range(0, len(s), PATH_CHUNK)]
     return Routes.concatenate(parts) if parts else Routes(np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.int64))
 

@@ -30,11 +30,16 @@ class PhaseTiming:
 
 
 class PhaseLike(Protocol):
-    """Concurrent transfers between ranks (fabricsim.collectives.schedule.Phase has this shape)."""
+    """Concurrent transfers between ranks (fabricsim.collectives.schedule.Phase has this shape); read-only."""
 
-    src: npt.NDArray[np.int64]
-    dst: npt.NDArray[np.int64]
-    bytes: npt.NDArray[np.float64]
+    @property
+    def src(self) -> npt.NDArray[np.int64]: ...
+
+    @property
+    def dst(self) -> npt.NDArray[np.int64]: ...
+
+    @property
+    def bytes(self) -> npt.NDArray[np.float64]: ...
 
 
 class NetworkModel(Protocol):

@@ -196,9 +196,11 @@ class Topology:
         if inter.any():
             counts = self.fabric.router.counts(s[inter], d[inter])
             choice[inter] = pick(flow_hash(s[inter], d[inter], f[inter]), counts)
-        return self._route_choices(s, d, choice)
+        return self.route_choices(s, d, choice)
 
-    def _route_choices(self, s: IntArray, d: IntArray, choice: IntArray) -> Routes:
+    def route_choices(self, s: IntArray, d: IntArray, choice: IntArray) -> Routes:
+        """Routes of flows s -> d, each taking equal-cost path number ``choice`` (modulo the path count): what
+        `route` does after hashing, exposed for routings that pick paths themselves (spray, adaptive)."""
         gpn, node = self.node.gpus, self.node
         sn, dn = s // gpn, d // gpn
         sl, dl = s % gpn, d % gpn
@@ -242,7 +244,7 @@ class Topology:
             n = min(n, max(limit, 1))
         s = np.full(n, src_gpu, dtype=np.int64)
         d = np.full(n, dst_gpu, dtype=np.int64)
-        routes = self._route_choices(s, d, np.arange(n, dtype=np.int64))
+        routes = self.route_choices(s, d, np.arange(n, dtype=np.int64))
         seen: set[bytes] = set()
         out: list[IntArray] = []
         for i in range(n):

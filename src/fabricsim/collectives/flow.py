@@ -1,0 +1,57 @@
+"""Collectives timed on the flow-level simulator: an algorithm's schedule of point-to-point phases run on the real
+topology and placement (max-min fair sharing of every link), reported in nccl-tests conventions.
+
+The schedule carries the bandwidth and path-latency terms; protocol overheads and NCCL's per-step latencies stay
+in the analytical model (`CollectiveModel`), and in-network reductions (NVLS, SHARP) have no flow schedule yet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
+from fabricsim.collectives.result import CollectiveRow, Prediction
+from fabricsim.collectives.schedule import schedule
+from fabricsim.errors import SpecError
+from fabricsim.network import time_schedule_flow
+from fabricsim.topology import Topology
+
+FLOW_ALGORITHMS = ("ring", "direct", "halving_doubling", "tree", "hierarchical")
+
+
+def flow_algorithm(op: str, algo: str) -> str:
+    """The algorithm whose schedule the flow simulator runs: the one asked for, else ring (direct for all_to_all
+    and send_recv), since NCCL's in-network choices (NVLS, SHARP) have no point-to-point schedule."""
+    if algo == "auto":
+        return "direct" if op in ("all_to_all", "send_recv") else "ring"
+    if algo not in FLOW_ALGORITHMS:
+        raise SpecError(f"--sim flow runs point-to-point schedules ({', '.join(FLOW_ALGORITHMS)}); {algo!r} reduces "
+                        "in the network", field="--algo")
+    return algo
+
+
+def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Sequence[int], algo: str = "auto",
+                    routing: str = "ecmp", dtype: str = "float") -> Prediction:
+    """Rows in nccl-tests conventions from flow-simulated schedules of `op` over `gpus` (rank r on gpus[r])."""
+    name = check_op(op)
+    where = np.asarray(gpus, dtype=np.int64)
+    per_node = int(np.bincount(where // topology.gpus_per_node).max())
+    chosen = flow_algorithm(name, algo)
+    channels = per_node if chosen == "ring" else 1  # NCCL's rail-aware rings: one per GPU of a node
+    factor, elem = busbw_factor(name, len(where)), dtype_bytes(dtype)
+    rows = []
+    for size in sizes:
+        phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)
+        total, timings = time_schedule_flow(topology, phases, routing, where)
+        bound = max(timings, key=lambda t: t.time_s).bottleneck_kind if timings else "latency"
+        algbw = size / total / 1e9 if total > 0 else 0.0
+        rows.append(CollectiveRow(op=name, size_bytes=int(size), count=int(size) // elem, dtype=dtype, time_s=total,
+                                  algbw_GBps=algbw, busbw_GBps=algbw * factor, algorithm=chosen,
+                                  protocol="flow", bound=bound))
+    assumptions = {"op": name, "sim": "flow", "routing": routing, "ranks": len(where), "nodes": topology.num_nodes,
+                   "algorithm": chosen, "topology": {"system": topology.system.id, "switch": topology.fabric_switch.id,
+                                                     "tiers": topology.tiers,
+                                                     "oversubscription": topology.oversubscription}}
+    return Prediction(rows=rows, assumptions=assumptions)
