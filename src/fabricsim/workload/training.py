@@ -426,17 +426,69 @@ def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -
     return max(reports, key=lambda r: r.total_bytes)
 
 
-def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> TrainingPrediction:
-    """Step time, throughput, memory and the per-layer breakdown of one training step."""
-    warnings = list(check_plan(model, plan))
-    sysm = cluster.system
-    gpus = plan.world_size
-    nodes = ceil(gpus / sysm.gpus_per_node)
-    if gpus % sysm.gpus_per_node and gpus > sysm.gpus_per_node:
-        raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
-    placement = place(plan)
-    warnings += placement_warnings(placement, sysm.nvlink_domain_gpus)
+@dataclass(frozen=True)
+class StepTerms:
+    """The parts of a step that do not depend on the global batch, per layer kind in ``LAYERS`` order: one
+    micro-batch on the slowest stage, the data-parallel sync and the optimizer update. A sizing search prices
+    them once per plan shape and assembles every batch size with ``assemble_steps``."""
 
+    microbatch_exposed: tuple[float, ...]
+    microbatch_overlapped: tuple[float, ...]
+    sync_exposed: tuple[float, ...]
+    sync_overlapped: tuple[float, ...]
+    optimizer_s: float
+    pp: int
+    virtual_stages: int
+
+    @property
+    def microbatch_s(self) -> float:
+        return sum(self.microbatch_exposed)
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Per-layer seconds of whole steps for many micro-batch counts: rows are plans, columns ``LAYERS``."""
+
+    exposed: np.ndarray
+    overlapped: np.ndarray
+    step_time_s: np.ndarray
+    bottleneck: np.ndarray  # index into LAYERS of the largest exposed layer (the first on ties)
+
+
+def pipeline_bubble_fractions(pp: np.ndarray, microbatches: np.ndarray, virtual_stages: np.ndarray) -> np.ndarray:
+    """``pipeline_bubble_fraction`` over arrays (the same arithmetic, element by element)."""
+    return np.where(microbatches >= pp, (pp - 1) / virtual_stages, (pp - 1).astype(np.float64))
+
+
+def assemble_steps(microbatch_exposed: np.ndarray, microbatch_overlapped: np.ndarray, sync_exposed: np.ndarray,
+                   sync_overlapped: np.ndarray, optimizer_s: np.ndarray, pp: np.ndarray, virtual_stages: np.ndarray,
+                   microbatches: np.ndarray) -> StepArrays:
+    """Whole steps from their terms, one row per plan: (m + bubble) x micro-batch + sync + optimizer, each layer
+    kind summed in ``LAYERS`` order (``predict_training`` runs this on one row, so both agree to the bit)."""
+    m = microbatches.astype(np.float64)
+    mb_total = np.zeros(len(m))
+    for k in range(len(LAYERS)):
+        mb_total = mb_total + microbatch_exposed[:, k]
+    bubble = pipeline_bubble_fractions(pp, microbatches, virtual_stages) * mb_total
+    exposed = microbatch_exposed * m[:, None]
+    exposed[:, LAYERS.index("pipeline_bubble")] += bubble
+    exposed = exposed + sync_exposed
+    exposed[:, LAYERS.index("hbm")] += optimizer_s
+    overlapped = microbatch_overlapped * m[:, None] + sync_overlapped
+    step = np.zeros(len(m))
+    for k in range(len(LAYERS)):
+        step = step + exposed[:, k]
+    return StepArrays(exposed, overlapped, step, np.argmax(exposed, axis=1))
+
+
+def _vector(values: dict[str, float]) -> tuple[float, ...]:
+    return tuple(values[k] for k in LAYERS)
+
+
+def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTerms:
+    """Price a plan's micro-batch, gradient sync and optimizer update (independent of gbs)."""
+    sysm = cluster.system
+    placement = place(plan)
     by_signature: dict[tuple[int, int, bool, bool], tuple[Breakdown, _StageCompute]] = {}
     layers_by_stage = stage_layers(model, plan)
     comms = _layer_comms(model, plan, cluster, placement)
@@ -447,28 +499,52 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
         if key not in by_signature:
             by_signature[key] = _microbatch(model, plan, cluster, comms, s, layers)
     mb, work = max(by_signature.values(), key=lambda r: r[0].exposed_total)
-    m, v = plan.microbatches, plan.virtual_stages
-    steady = mb.scaled(float(m))
-    bubble_s = pipeline_bubble_fraction(plan.pp, m, v) * mb.exposed_total
-    total = steady
-    total.add("pipeline_bubble", bubble_s)
-
-    candidates = sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
-    worst_params = max(candidates, key=lambda s: stage_params(model, plan, s).dense)
-    total = total.plus(_gradient_sync(model, plan, cluster, placement, worst_params, work))
+    worst_params = max(_memory_stages(model, plan), key=lambda s: stage_params(model, plan, s).dense)
+    sync = _gradient_sync(model, plan, cluster, placement, worst_params, work)
     p = stage_params(model, plan, worst_params)
     owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
                                                                                  else 1)
     gpu = cluster.catalog.gpu(sysm.gpu)
-    total.add("hbm", optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value))
+    optimizer_s = optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    return StepTerms(_vector(mb.exposed), _vector(mb.overlapped), _vector(sync.exposed), _vector(sync.overlapped),
+                     optimizer_s, plan.pp, plan.virtual_stages)
 
-    step_time = total.exposed_total
+
+def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:
+    """The stages whose memory and parameters can be the largest: first, last and the one with most layers."""
+    layers_by_stage = stage_layers(model, plan)
+    return sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
+
+
+def plan_memory(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> MemoryReport:
+    """The per-GPU memory ``predict_training`` reports for a plan."""
+    return _memory(model, plan, cluster.catalog.gpu(cluster.system.gpu), _memory_stages(model, plan))
+
+
+def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> TrainingPrediction:
+    """Step time, throughput, memory and the per-layer breakdown of one training step."""
+    warnings = list(check_plan(model, plan))
+    sysm = cluster.system
+    gpus = plan.world_size
+    nodes = ceil(gpus / sysm.gpus_per_node)
+    if gpus % sysm.gpus_per_node and gpus > sysm.gpus_per_node:
+        raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
+    warnings += placement_warnings(place(plan), sysm.nvlink_domain_gpus)
+    terms = step_terms(model, plan, cluster)
+    steps = assemble_steps(np.array([terms.microbatch_exposed]), np.array([terms.microbatch_overlapped]),
+                           np.array([terms.sync_exposed]), np.array([terms.sync_overlapped]),
+                           np.array([terms.optimizer_s]), np.array([plan.pp]), np.array([plan.virtual_stages]),
+                           np.array([plan.microbatches]))
+    total = Breakdown({k: float(steps.exposed[0, i]) for i, k in enumerate(LAYERS)},
+                      {k: float(steps.overlapped[0, i]) for i, k in enumerate(LAYERS)})
+    step_time = float(steps.step_time_s[0])
+    gpu = cluster.catalog.gpu(sysm.gpu)
     flops = step_flops(model, plan, causal=plan.flash_attention)
     model_flops = step_flops(model, plan).model_flops  # MFU convention: attention unmasked (Megatron, PaLM)
-    mem = _memory(model, plan, gpu, candidates)
+    mem = plan_memory(model, plan, cluster)
     if not mem.fits:
         warnings.append(mem.summary())
-    bottleneck = max(total.exposed.items(), key=lambda kv: kv[1])[0]
+    bottleneck = LAYERS[int(steps.bottleneck[0])]
     return TrainingPrediction(
         step_time_s=step_time,
         tokens_per_s=plan.tokens_per_step() / step_time,
