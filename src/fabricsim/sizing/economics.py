@@ -8,8 +8,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.caching import ByIdentity
+from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec

@@ -162,6 +162,13 @@ def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> t
     """Time of one collective and the link kind it loads most."""
     if shape is None or size <= 0:
         return 0.0, "nvlink"
+    return _cached_comm(shape, op, size, ByIdentity(catalog))
+
+
+@lru_cache(maxsize=65536)
+def _cached_comm(shape: GroupShape, op: str, size: float, catalog_ref: ByIdentity[Catalog]) -> tuple[float, str]:
+    """Collectives cached per group shape, operation and size (a sizing search prices the same ones often)."""
+    catalog = catalog_ref.value
     choice = CollectiveModel(shape, catalog=catalog).choose(op, size)
     kind = max(choice.cost.per_byte_s.items(), key=lambda kv: kv[1])[0] if choice.cost.per_byte_s else "nvlink"
     return choice.cost.time_s(size), kind
@@ -285,28 +292,53 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
     return flops / slowed if slowed > 0 else 1.0
 
 
-def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
-                layers: list[int]) -> tuple[Breakdown, _StageCompute]:
-    """Breakdown of one micro-batch (forward + backward, with recompute) on one GPU of ``stage``; also returns
-    its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
-    gpu = cluster.catalog.gpu(cluster.system.gpu)
-    out = Breakdown()
+@dataclass(frozen=True)
+class _StageWork:
+    """The network-independent part of one micro-batch on a stage: matmul time by pass, element-wise HBM time,
+    and whether FP8 was dropped for BF16 (the TP gathers then stay BF16 too)."""
+
+    work: _StageCompute
+    hbm_s: float
+    bf16_fallback: bool
+
+
+def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, layers: list[int]) -> _StageWork:
+    """Cached per model, plan, GPU and stage: a sizing search prices the same plan on many networks."""
+    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage, tuple(layers))
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU], stage: int,
+                       layer_tuple: tuple[int, ...]) -> _StageWork:
+    model, gpu, layers = model_ref.value, gpu_ref.value, list(layer_tuple)
     last = stage == plan.pp - 1
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
     work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
     casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
                 + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
-    tp_pass = comms.tp_per_layer_pass
+    fallback = False
     if plan.precision == "fp8":  # FP8 GEMMs only where they pay for their casts (else the stage stays BF16)
         bf16 = _stage_compute(model, plan, gpu, layers, last, "bf16")
         if bf16.total_s <= work.total_s + casts / hbm_rate:
-            work, casts, tp_pass = bf16, 0.0, comms.tp_bf16_per_layer_pass
-    out.add("compute", work.total_s)
+            work, casts, fallback = bf16, 0.0, True
     fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
     held = stage_params(model, plan, stage)
     hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
-    hbm_s = hbm_bytes / hbm_rate
+    return _StageWork(work, hbm_bytes / hbm_rate, fallback)
+
+
+def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
+                layers: list[int]) -> tuple[Breakdown, _StageCompute]:
+    """Breakdown of one micro-batch (forward + backward, with recompute) on one GPU of ``stage``; also returns
+    its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    out = Breakdown()
+    recompute_passes = 1.0 if plan.recompute == "full" else 0.0
+    staged = _stage_work(model, plan, gpu, stage, layers)
+    work, hbm_s = staged.work, staged.hbm_s
+    tp_pass = comms.tp_bf16_per_layer_pass if staged.bf16_fallback else comms.tp_per_layer_pass
+    out.add("compute", work.total_s)
     out.add("hbm", hbm_s)
     passes = 2.0 + recompute_passes  # forward, backward (same collectives), recomputed forward
     t_tp, kind = tp_pass
