@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Literal
+from typing import Any, Literal
 
 from fabricsim.errors import SpecError
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_task
@@ -54,7 +54,7 @@ def _run_ray(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_resul
             ray.init(address=address, log_to_driver=False)
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(evaluate_task)
+    remote: Any = ray.remote(evaluate_task)
     pending = [remote.remote(spec, task, done) for task in tasks]
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)

@@ -3,6 +3,7 @@ pass the divisibility rules; every rule here holds before any timing."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -57,11 +58,22 @@ def priced_systems(catalog: Catalog) -> tuple[str, ...]:
 
 
 def node_counts(spec: SizingSpec, system: System) -> tuple[int, ...]:
-    """Node counts for a system: ``nodes`` as given, or each GPU target rounded down to whole nodes."""
+    """Node counts for a system: ``nodes`` as given; else each GPU target as whole nodes, rounded down for nodes
+    of a power-of-two GPU count and to the nearest power-of-two node count otherwise (72-GPU racks: 1024 GPUs ->
+    16 racks), so data parallelism can divide power-of-two batches."""
     if spec.nodes is not None:
         return spec.nodes
     targets = spec.gpus or (1024, 2048, 4096, 8192, 16384)
-    return tuple(sorted({max(1, g // system.gpus_per_node) for g in targets}))
+    per = system.gpus_per_node
+    if per & (per - 1) == 0:
+        return tuple(sorted({max(1, g // per) for g in targets}))
+    return tuple(sorted({2 ** max(0, round(math.log2(max(g / per, 1.0)))) for g in targets}))
+
+
+def _odd_part(n: int) -> int:
+    while n % 2 == 0 and n > 0:
+        n //= 2
+    return n
 
 
 def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
@@ -101,11 +113,15 @@ def _tp_values(model: ModelSpec, spec: SizingSpec, system: System) -> list[int]:
     return ok
 
 
-def _pp_values(model: ModelSpec, spec: SizingSpec) -> list[int]:
+def _pp_values(model: ModelSpec, spec: SizingSpec, gpus: int) -> list[int]:
+    """Powers of two, divisors of the layer count, and the GPU count's odd part times powers of two (so a
+    72-GPU-rack cluster can still run power-of-two data parallelism)."""
     if spec.knobs.pp is not None:
         return [p for p in spec.knobs.pp if p <= model.layers]
     pow2 = {2**k for k in range(7)}
-    return sorted(p for p in pow2 | set(_divisors(model.layers, MAX_PP)) if p <= min(model.layers, MAX_PP))
+    odd = _odd_part(gpus)
+    extra = {odd * k for k in pow2} if odd > 1 else set()
+    return sorted(p for p in pow2 | extra | set(_divisors(model.layers, MAX_PP)) if p <= min(model.layers, MAX_PP))
 
 
 def _vpp_values(model: ModelSpec, spec: SizingSpec, pp: int) -> list[int]:
@@ -141,7 +157,7 @@ def shapes(model: ModelSpec, spec: SizingSpec, system: System, fp8: bool, gpus: 
                 continue
             if tp > 1 and sp is not False and (spec.seq // cp) % tp:
                 continue
-            for pp in _pp_values(model, spec):
+            for pp in _pp_values(model, spec, gpus):
                 if gpus % (tp * pp * cp):
                     continue
                 dp = gpus // (tp * pp * cp)
