@@ -4,7 +4,9 @@ every (shape, batch) plan with numpy (``assemble_steps``): the same arithmetic, 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -47,6 +49,18 @@ class _Caches:
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
 
 
+def spec_model(spec: SizingSpec) -> ModelSpec:
+    """The model a spec names: a preset or file, or an inline mapping (one object per process, so caches hit)."""
+    if isinstance(spec.model, str):
+        return load_model(spec.model)
+    return _inline_model(json.dumps(spec.model, sort_keys=True))
+
+
+@lru_cache(maxsize=64)
+def _inline_model(text: str) -> ModelSpec:
+    return ModelSpec.from_data(json.loads(text), source="model")
+
+
 def plan_for(model: ModelSpec, spec: SizingSpec, shape: Shape, gbs: int) -> ParallelPlan:
     """The validated training plan of a shape and batch (raises SpecError where it cannot run)."""
     plan = ParallelPlan.build(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep, mbs=shape.mbs,
@@ -87,7 +101,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
     """All candidate plans of one cluster: pruned, timed, costed."""
     catalog = catalog or default_catalog()
     caches = caches or _Caches()
-    model = load_model(spec.model)
+    model = spec_model(spec)
     system = catalog.system(choice.system)
     gpu = catalog.gpu(system.gpu)
     econ = economics(choice, spec.rail_optimized, catalog)

@@ -25,7 +25,7 @@ def plot_pareto(result: SizingResult, path: Path) -> None:
         ax.plot(front["time_to_train_s"] / DAY_S, front["cost_usd"] / 1e6, "k.-", label="Pareto frontier")
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("cost (M USD)")
-    ax.set_title(f"{result.spec.model}: {result.spec.tokens / 1e12:g}T tokens")
+    ax.set_title(f"{result.to_json()['model']}: {result.spec.tokens / 1e12:g}T tokens")
     ax.legend(fontsize=7, markerscale=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

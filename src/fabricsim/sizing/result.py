@@ -72,7 +72,7 @@ class SizingResult:
         defaults = sizing_defaults()
         spec = self.spec
         return {
-            "model": spec.model,
+            "model": spec.model if isinstance(spec.model, str) else spec.model.get("name", "model"),
             "tokens": spec.tokens,
             "objective": spec.objective,
             "constraints": {"deadline_s": spec.deadline_s, "budget_usd": spec.budget_usd,

@@ -10,13 +10,12 @@ from typing import TYPE_CHECKING
 
 from fabricsim.catalog import default_catalog
 from fabricsim.sizing.engine import Engine, Task, run_tasks
-from fabricsim.sizing.evaluate import ChunkResult
+from fabricsim.sizing.evaluate import ChunkResult, spec_model
 from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank
 from fabricsim.sizing.result import SizingResult
 from fabricsim.sizing.space import ClusterChoice, clusters
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.sizing.store import ResultStore
-from fabricsim.workload import load_model
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +38,7 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
     import pandas as pd
 
     start = time.perf_counter()
-    load_model(spec.model)  # a bad model name fails here, before any work
+    spec_model(spec)  # a bad model fails here, before any work
     choices = clusters(spec, default_catalog())
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None

@@ -42,7 +42,7 @@ class SizingSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: str
+    model: str | dict[str, Any]  # a preset name or YAML path, or a model spec mapping
     tokens: float = Field(gt=0)
     seq: int = Field(8192, ge=1)
     gbs: tuple[int, ...] = Field((1024,), min_length=1)
