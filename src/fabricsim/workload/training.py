@@ -137,12 +137,21 @@ class TrainingPrediction:
         }
 
 
-def _group_shape(cluster: Cluster, row: np.ndarray) -> GroupShape | None:
-    """Shape of the first group of a kind (all groups of a kind have the same shape on uniform nodes)."""
+def _group_shape_of(cluster: Cluster, plan: ParallelPlan, kind: str, widest: bool) -> GroupShape | None:
+    """``_group_shape`` of the widest (or first) group of a kind, its layout cached per plan and node size."""
+    layout = _group_layout(plan, kind, cluster.system.gpus_per_node, widest)
+    return None if layout is None else _cached_shape(cluster, *layout)
+
+
+@lru_cache(maxsize=65536)
+def _group_layout(plan: ParallelPlan, kind: str, gpus_per_node: int, widest: bool) -> tuple[int, int] | None:
+    """(ranks, most ranks on one node) of a group kind; None for groups of one (no collective)."""
+    placement = place(plan)
+    row = (widest_group(placement, kind, gpus_per_node) if widest
+           else placement.first_group(kind))
     if len(row) < 2:
         return None
-    per_node = np.bincount(row // cluster.system.gpus_per_node)
-    return _cached_shape(cluster, len(row), int(per_node.max()))
+    return len(row), int(np.bincount(row // gpus_per_node).max())
 
 
 def _cached_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
@@ -189,7 +198,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
     cat = cluster.catalog
 
     def widest(kind: str) -> GroupShape | None:
-        return _group_shape(cluster, widest_group(placement, kind, cluster.system.gpus_per_node))
+        return _group_shape_of(cluster, plan, kind, True)
 
     act = plan.mbs * plan.seq / plan.cp * model.hidden * ACT_BYTES
     tp_shape = widest("tp")
@@ -218,7 +227,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
         cp = _comm(widest("cp"), "send_recv", kv_block, cat)
     pp = (0.0, "nvlink")
     if plan.pp > 1:
-        pp_shape = _group_shape(cluster, placement.first_group("pp"))
+        pp_shape = _group_shape_of(cluster, plan, "pp", False)
         pair = None if pp_shape is None else _cached_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
         pp = _comm(pair, "send_recv", act / (plan.tp if plan.sequence_parallel else 1), cat)
     return _LayerComms(tp, tp_bf16, ep, cp, pp)
@@ -384,7 +393,7 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
                                       (params.expert, "edp", plan.expert_dp)):
         if count <= 0 or shards < 2:
             continue
-        shape = _group_shape(cluster, place(plan).first_group(group_kind))
+        shape = _group_shape_of(cluster, plan, group_kind, False)
         per_layer = count / n
         t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
         t_rs, _ = _comm(shape, "reduce_scatter", per_layer * MAIN_GRAD_BYTES, cluster.catalog)
@@ -417,7 +426,7 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
                                                                                    plan.expert_dp)):
         if count <= 0 or shards < 2:
             continue
-        shape = _group_shape(cluster, placement.first_group(kind_name))
+        shape = _group_shape_of(cluster, plan, kind_name, False)
         grads = count * MAIN_GRAD_BYTES
         last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
         if plan.zero == 0:
@@ -442,6 +451,16 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, virtual_stages: int) ->
     if microbatches >= pp:
         return (pp - 1) / virtual_stages
     return float(pp - 1)
+
+
+def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    """``stage_layers``, cached per model and plan."""
+    return _cached_stage_layers(ByIdentity(model), plan)
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_layers(model: ByIdentity[ModelSpec], plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(stage) for stage in stage_layers(model.value, plan))
 
 
 @lru_cache(maxsize=256)
@@ -517,34 +536,59 @@ def _vector(values: dict[str, float]) -> tuple[float, ...]:
     return tuple(values[k] for k in LAYERS)
 
 
+@dataclass(frozen=True)
+class _PlanLayout:
+    """What a plan's step needs of its stages, independent of the cluster: one representative stage per layer mix
+    (stages with the same mix cost the same) and the stage whose parameters are the most and their count."""
+
+    representatives: tuple[tuple[int, tuple[int, ...]], ...]  # (stage, its layers), first stage of each mix
+    worst_params_stage: int
+    owned_params: float  # parameters whose optimizer state that stage's GPU updates
+
+
+def _plan_layout(model: ModelSpec, plan: ParallelPlan) -> _PlanLayout:
+    return _cached_plan_layout(ByIdentity(model), plan)
+
+
+@lru_cache(maxsize=16384)
+def _cached_plan_layout(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan) -> _PlanLayout:
+    model = model_ref.value
+    layers_by_stage = _stage_layers(model, plan)
+    moe_flags = _moe_flags(model)
+    seen: set[tuple[int, int, bool, bool]] = set()
+    representatives = []
+    for s in range(plan.pp):
+        layers = layers_by_stage[s]
+        key = (len(layers), sum(moe_flags[i] for i in layers), s == 0, s == plan.pp - 1)
+        if key not in seen:
+            seen.add(key)
+            representatives.append((s, layers))
+    worst = max(_memory_stages(model, plan), key=lambda s: stage_params(model, plan, s).dense)
+    p = stage_params(model, plan, worst)
+    owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
+                                                                                 else 1)
+    return _PlanLayout(tuple(representatives), worst, owned)
+
+
 def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTerms:
     """Price a plan's micro-batch, gradient sync and optimizer update (independent of gbs)."""
     sysm = cluster.system
     placement = place(plan)
-    by_signature: dict[tuple[int, int, bool, bool], tuple[Breakdown, _StageCompute]] = {}
-    layers_by_stage = stage_layers(model, plan)
+    layout = _plan_layout(model, plan)
     comms = _layer_comms(model, plan, cluster, placement)
-    moe_flags = _moe_flags(model)
-    for s in range(plan.pp):  # stages with the same layer mix cost the same: price each mix once
-        layers = layers_by_stage[s]
-        key = (len(layers), sum(moe_flags[i] for i in layers), s == 0, s == plan.pp - 1)
-        if key not in by_signature:
-            by_signature[key] = _microbatch(model, plan, cluster, comms, s, layers)
-    mb, work = max(by_signature.values(), key=lambda r: r[0].exposed_total)
-    worst_params = max(_memory_stages(model, plan), key=lambda s: stage_params(model, plan, s).dense)
-    sync = _gradient_sync(model, plan, cluster, placement, worst_params, work)
-    p = stage_params(model, plan, worst_params)
-    owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
-                                                                                 else 1)
+    # stages with the same layer mix cost the same: price each mix once
+    priced = [_microbatch(model, plan, cluster, comms, s, list(layers)) for s, layers in layout.representatives]
+    mb, work = max(priced, key=lambda r: r[0].exposed_total)
+    sync = _gradient_sync(model, plan, cluster, placement, layout.worst_params_stage, work)
     gpu = cluster.catalog.gpu(sysm.gpu)
-    optimizer_s = optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    optimizer_s = optimizer_bytes(layout.owned_params) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
     return StepTerms(_vector(mb.exposed), _vector(mb.overlapped), _vector(sync.exposed), _vector(sync.overlapped),
                      optimizer_s, plan.pp, plan.virtual_stages)
 
 
 def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:
     """The stages whose memory and parameters can be the largest: first, last and the one with most layers."""
-    layers_by_stage = stage_layers(model, plan)
+    layers_by_stage = _stage_layers(model, plan)
     return sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
 
 
