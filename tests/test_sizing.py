@@ -133,7 +133,8 @@ def test_cli_json_carries_every_field() -> None:
         assert key in data
     entry = data["results"][0]
     for key in ("system", "fabric", "oversubscription", "gpus", "plan", "tokens_per_s", "time_to_train_s", "cost_usd",
-                "usd_per_million_tokens", "energy_mwh", "mfu", "memory_per_gpu_bytes", "bottleneck"):
+                "usd_per_million_tokens", "energy_mwh", "mfu", "memory_per_gpu_bytes", "memory_headroom_bytes",
+                "bottleneck"):
         assert key in entry
     assert set(entry["plan"]) >= {"tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "zero", "precision",
                                   "flash_attn"}

@@ -36,6 +36,7 @@ def entry(row: Mapping[Any, Any]) -> dict[str, Any]:
         "nodes": _plain(row["nodes"]),
         "plan": {k: _plain(row[k]) for k in PLAN_FIELDS},
         **{k: _plain(row[k]) for k in METRICS},
+        "memory_headroom_bytes": _plain(row["memory_capacity_bytes"] - row["memory_per_gpu_bytes"]),
         "capex_usd": _plain(row["capex_usd"]), "power_w": _plain(row["power_w"]),
     }
 
