@@ -194,7 +194,24 @@ class _LayerComms:
     pp_per_send: tuple[float, str]
 
 
+_COMMS_CACHE: dict[tuple[object, ...], _LayerComms] = {}
+COMMS_CACHE_SIZE = 65536
+
+
 def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
+    """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
+    interleaving or batch share their layer collectives)."""
+    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.mbs, plan.seq,
+           plan.precision, plan.sequence_parallel, plan.order)
+    found = _COMMS_CACHE.get(key)
+    if found is None:
+        if len(_COMMS_CACHE) >= COMMS_CACHE_SIZE:
+            _COMMS_CACHE.clear()
+        found = _COMMS_CACHE[key] = _price_layer_comms(model, plan, cluster, placement)
+    return found
+
+
+def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
     cat = cluster.catalog
 
     def widest(kind: str) -> GroupShape | None:
@@ -313,13 +330,14 @@ class _StageWork:
 
 def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, layers: list[int]) -> _StageWork:
     """Cached per model, plan, GPU and stage: a sizing search prices the same plan on many networks."""
-    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage, tuple(layers))
+    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage)
 
 
 @lru_cache(maxsize=16384)
-def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU], stage: int,
-                       layer_tuple: tuple[int, ...]) -> _StageWork:
-    model, gpu, layers = model_ref.value, gpu_ref.value, list(layer_tuple)
+def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
+                       stage: int) -> _StageWork:
+    model, gpu = model_ref.value, gpu_ref.value
+    layers = list(_stage_layers(model, plan)[stage])
     last = stage == plan.pp - 1
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
