@@ -167,3 +167,22 @@ def test_cli_bad_input_is_one_error_line(args: tuple[str, ...], needle: str) -> 
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error:") and needle in lines[0], proc.stderr
+
+
+def test_rental_and_energy_arithmetic() -> None:
+    owned = size(_spec(), engine="serial")
+    rented = size(_spec(gpu_hour_usd=2.5), engine="serial")
+    row = rented.frame.iloc[0]
+    assert row["cost_usd"] == pytest.approx(row["gpus"] * row["time_to_train_s"] / 3600 * 2.5, rel=1e-12)
+    assert row["energy_mwh"] == pytest.approx(row["power_w"] * row["time_to_train_s"] * 1.3 / 3.6e9, rel=1e-12)
+    first = owned.frame.iloc[0]
+    energy_usd = first["energy_mwh"] * 1000 * 0.08
+    amortised = first["capex_usd"] * first["time_to_train_s"] / (4 * 365.25 * 86400)
+    assert first["cost_usd"] == pytest.approx(amortised + energy_usd, rel=1e-9)
+
+
+def test_cli_plot_writes_a_png(tmp_path: Any) -> None:
+    out = tmp_path / "pareto.png"
+    proc = _cli(*SMALL_ARGS, "--plot", str(out), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert out.read_bytes()[:4] == b"\x89PNG"
