@@ -186,3 +186,33 @@ def test_cli_plot_writes_a_png(tmp_path: Any) -> None:
     proc = _cli(*SMALL_ARGS, "--plot", str(out), "--json")
     assert proc.returncode == 0, proc.stderr
     assert out.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_killed_cli_search_resumes_to_the_uninterrupted_result(tmp_path: Any) -> None:
+    """SIGKILL a `size --out` run once two chunks are on disk, resume it, and compare with a run left alone."""
+    import os
+    import signal
+    import time
+
+    args = ("--model", "llama3-8b", "--gpus", "64", "--systems", "dgx-h100,dgx-b200", "--fabrics", "hdr,ndr",
+            "--oversubscription", "1,2", "--pp", "1,2,4", "--engine", "serial", "--gbs", "256,512", "--json")
+    out = tmp_path / "r.parquet"
+    proc = subprocess.Popen([sys.executable, "-m", "fabricsim", "size", *args, "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    parts = tmp_path / "r.parquet.parts"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        if parts.exists() and len(list(parts.glob("*.json"))) >= 3:  # manifest + two chunks
+            os.kill(proc.pid, signal.SIGKILL)
+            break
+        time.sleep(0.02)
+    proc.wait()
+    finished_before = len(list(parts.glob("*.json"))) - 1
+    resumed = _cli(*args, "--out", str(out), "--resume")
+    whole = _cli(*args)
+    assert resumed.returncode == 0 and whole.returncode == 0, resumed.stderr + whole.stderr
+    a, b = json.loads(resumed.stdout), json.loads(whole.stdout)
+    a.pop("wall_s")
+    b.pop("wall_s")
+    assert a == b
+    assert proc.returncode == -signal.SIGKILL and 2 <= finished_before < 8  # killed midway

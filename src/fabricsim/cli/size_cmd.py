@@ -179,13 +179,18 @@ def size_command(
         fail("--resume needs --out (the Parquet file of the interrupted search)")
     spec = _spec(**{k: v for k, v in locals().items() if k not in ("as_json", "engine", "workers")})
     bar = None if as_json else _Bar()
-    if bar is not None:
-        with bar.progress:
+    try:
+        if bar is not None:
+            with bar.progress:
+                result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+                              out=out, resume=resume, progress=bar)
+        else:
             result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                          out=out, resume=resume, progress=bar)
-    else:
-        result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                      out=out, resume=resume)
+                          out=out, resume=resume)
+    except KeyboardInterrupt:
+        saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""
+        fail(f"interrupted{saved}")
+        raise
     if plot is not None:
         from fabricsim.sizing.plot import plot_pareto
 
