@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'  # bench: torch (CPU build) so CI runs the gloo tests
+	$(BIN)/python -m pip install -q -e '.[dev,bench,scale]'  # bench: torch (CPU build) so CI runs the gloo tests; scale: Ray
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -11,6 +11,7 @@ from fabricsim.cli.calibrate_cmd import calibrate_command, compare_command
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.output import console
+from fabricsim.cli.size_cmd import size_command
 from fabricsim.cli.topo_cmd import topo_command
 from fabricsim.cli.traffic_cmd import traffic_command
 from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
@@ -30,6 +31,7 @@ app.command("topo")(topo_command)
 app.command("traffic")(traffic_command)
 app.command("train")(train_command)
 app.command("whatif")(whatif_command)
+app.command("size")(size_command)
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
 app.command("calibrate")(calibrate_command)

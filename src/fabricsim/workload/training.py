@@ -137,12 +137,21 @@ class TrainingPrediction:
         }
 
 
-def _group_shape(cluster: Cluster, row: np.ndarray) -> GroupShape | None:
-    """Shape of the first group of a kind (all groups of a kind have the same shape on uniform nodes)."""
+def _group_shape_of(cluster: Cluster, plan: ParallelPlan, kind: str, widest: bool) -> GroupShape | None:
+    """``_group_shape`` of the widest (or first) group of a kind, its layout cached per plan and node size."""
+    layout = _group_layout(plan, kind, cluster.system.gpus_per_node, widest)
+    return None if layout is None else _cached_shape(cluster, *layout)
+
+
+@lru_cache(maxsize=65536)
+def _group_layout(plan: ParallelPlan, kind: str, gpus_per_node: int, widest: bool) -> tuple[int, int] | None:
+    """(ranks, most ranks on one node) of a group kind; None for groups of one (no collective)."""
+    placement = place(plan)
+    row = (widest_group(placement, kind, gpus_per_node) if widest
+           else placement.first_group(kind))
     if len(row) < 2:
         return None
-    per_node = np.bincount(row // cluster.system.gpus_per_node)
-    return _cached_shape(cluster, len(row), int(per_node.max()))
+    return len(row), int(np.bincount(row // gpus_per_node).max())
 
 
 def _cached_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
@@ -162,6 +171,13 @@ def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> t
     """Time of one collective and the link kind it loads most."""
     if shape is None or size <= 0:
         return 0.0, "nvlink"
+    return _cached_comm(shape, op, size, ByIdentity(catalog))
+
+
+@lru_cache(maxsize=65536)
+def _cached_comm(shape: GroupShape, op: str, size: float, catalog_ref: ByIdentity[Catalog]) -> tuple[float, str]:
+    """Collectives cached per group shape, operation and size (a sizing search prices the same ones often)."""
+    catalog = catalog_ref.value
     choice = CollectiveModel(shape, catalog=catalog).choose(op, size)
     kind = max(choice.cost.per_byte_s.items(), key=lambda kv: kv[1])[0] if choice.cost.per_byte_s else "nvlink"
     return choice.cost.time_s(size), kind
@@ -178,11 +194,28 @@ class _LayerComms:
     pp_per_send: tuple[float, str]
 
 
+_COMMS_CACHE: dict[tuple[object, ...], _LayerComms] = {}
+COMMS_CACHE_SIZE = 65536
+
+
 def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
+    """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
+    interleaving or batch share their layer collectives)."""
+    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.mbs, plan.seq,
+           plan.precision, plan.sequence_parallel, plan.order)
+    found = _COMMS_CACHE.get(key)
+    if found is None:
+        if len(_COMMS_CACHE) >= COMMS_CACHE_SIZE:
+            _COMMS_CACHE.clear()
+        found = _COMMS_CACHE[key] = _price_layer_comms(model, plan, cluster, placement)
+    return found
+
+
+def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
     cat = cluster.catalog
 
     def widest(kind: str) -> GroupShape | None:
-        return _group_shape(cluster, widest_group(placement, kind, cluster.system.gpus_per_node))
+        return _group_shape_of(cluster, plan, kind, True)
 
     act = plan.mbs * plan.seq / plan.cp * model.hidden * ACT_BYTES
     tp_shape = widest("tp")
@@ -211,7 +244,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
         cp = _comm(widest("cp"), "send_recv", kv_block, cat)
     pp = (0.0, "nvlink")
     if plan.pp > 1:
-        pp_shape = _group_shape(cluster, placement.first_group("pp"))
+        pp_shape = _group_shape_of(cluster, plan, "pp", False)
         pair = None if pp_shape is None else _cached_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
         pp = _comm(pair, "send_recv", act / (plan.tp if plan.sequence_parallel else 1), cat)
     return _LayerComms(tp, tp_bf16, ep, cp, pp)
@@ -285,28 +318,54 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
     return flops / slowed if slowed > 0 else 1.0
 
 
-def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
-                layers: list[int]) -> tuple[Breakdown, _StageCompute]:
-    """Breakdown of one micro-batch (forward + backward, with recompute) on one GPU of ``stage``; also returns
-    its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
-    gpu = cluster.catalog.gpu(cluster.system.gpu)
-    out = Breakdown()
+@dataclass(frozen=True)
+class _StageWork:
+    """The network-independent part of one micro-batch on a stage: matmul time by pass, element-wise HBM time,
+    and whether FP8 was dropped for BF16 (the TP gathers then stay BF16 too)."""
+
+    work: _StageCompute
+    hbm_s: float
+    bf16_fallback: bool
+
+
+def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, layers: list[int]) -> _StageWork:
+    """Cached per model, plan, GPU and stage: a sizing search prices the same plan on many networks."""
+    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage)
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
+                       stage: int) -> _StageWork:
+    model, gpu = model_ref.value, gpu_ref.value
+    layers = list(_stage_layers(model, plan)[stage])
     last = stage == plan.pp - 1
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
     work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
     casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
                 + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
-    tp_pass = comms.tp_per_layer_pass
+    fallback = False
     if plan.precision == "fp8":  # FP8 GEMMs only where they pay for their casts (else the stage stays BF16)
         bf16 = _stage_compute(model, plan, gpu, layers, last, "bf16")
         if bf16.total_s <= work.total_s + casts / hbm_rate:
-            work, casts, tp_pass = bf16, 0.0, comms.tp_bf16_per_layer_pass
-    out.add("compute", work.total_s)
+            work, casts, fallback = bf16, 0.0, True
     fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
     held = stage_params(model, plan, stage)
     hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
-    hbm_s = hbm_bytes / hbm_rate
+    return _StageWork(work, hbm_bytes / hbm_rate, fallback)
+
+
+def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _LayerComms, stage: int,
+                layers: list[int]) -> tuple[Breakdown, _StageCompute]:
+    """Breakdown of one micro-batch (forward + backward, with recompute) on one GPU of ``stage``; also returns
+    its compute by pass (the windows in which gradient reduction and parameter gathers can hide)."""
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    out = Breakdown()
+    recompute_passes = 1.0 if plan.recompute == "full" else 0.0
+    staged = _stage_work(model, plan, gpu, stage, layers)
+    work, hbm_s = staged.work, staged.hbm_s
+    tp_pass = comms.tp_bf16_per_layer_pass if staged.bf16_fallback else comms.tp_per_layer_pass
+    out.add("compute", work.total_s)
     out.add("hbm", hbm_s)
     passes = 2.0 + recompute_passes  # forward, backward (same collectives), recomputed forward
     t_tp, kind = tp_pass
@@ -352,7 +411,7 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
                                       (params.expert, "edp", plan.expert_dp)):
         if count <= 0 or shards < 2:
             continue
-        shape = _group_shape(cluster, place(plan).first_group(group_kind))
+        shape = _group_shape_of(cluster, plan, group_kind, False)
         per_layer = count / n
         t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
         t_rs, _ = _comm(shape, "reduce_scatter", per_layer * MAIN_GRAD_BYTES, cluster.catalog)
@@ -385,7 +444,7 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
                                                                                    plan.expert_dp)):
         if count <= 0 or shards < 2:
             continue
-        shape = _group_shape(cluster, placement.first_group(kind_name))
+        shape = _group_shape_of(cluster, plan, kind_name, False)
         grads = count * MAIN_GRAD_BYTES
         last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
         if plan.zero == 0:
@@ -412,6 +471,16 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, virtual_stages: int) ->
     return float(pp - 1)
 
 
+def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    """``stage_layers``, cached per model and plan."""
+    return _cached_stage_layers(ByIdentity(model), plan)
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_layers(model: ByIdentity[ModelSpec], plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(stage) for stage in stage_layers(model.value, plan))
+
+
 @lru_cache(maxsize=256)
 def _moe_flags(model: ModelSpec) -> tuple[int, ...]:
     return tuple(int(model.is_moe_layer(i)) for i in range(model.layers))
@@ -426,6 +495,126 @@ def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -
     return max(reports, key=lambda r: r.total_bytes)
 
 
+@dataclass(frozen=True)
+class StepTerms:
+    """The parts of a step that do not depend on the global batch, per layer kind in ``LAYERS`` order: one
+    micro-batch on the slowest stage, the data-parallel sync and the optimizer update. A sizing search prices
+    them once per plan shape and assembles every batch size with ``assemble_steps``."""
+
+    microbatch_exposed: tuple[float, ...]
+    microbatch_overlapped: tuple[float, ...]
+    sync_exposed: tuple[float, ...]
+    sync_overlapped: tuple[float, ...]
+    optimizer_s: float
+    pp: int
+    virtual_stages: int
+
+    @property
+    def microbatch_s(self) -> float:
+        return sum(self.microbatch_exposed)
+
+
+@dataclass(frozen=True)
+class StepArrays:
+    """Per-layer seconds of whole steps for many micro-batch counts: rows are plans, columns ``LAYERS``."""
+
+    exposed: np.ndarray
+    overlapped: np.ndarray
+    step_time_s: np.ndarray
+    bottleneck: np.ndarray  # index into LAYERS of the largest exposed layer (the first on ties)
+
+
+def pipeline_bubble_fractions(pp: np.ndarray, microbatches: np.ndarray, virtual_stages: np.ndarray) -> np.ndarray:
+    """``pipeline_bubble_fraction`` over arrays (the same arithmetic, element by element)."""
+    return np.where(microbatches >= pp, (pp - 1) / virtual_stages, (pp - 1).astype(np.float64))
+
+
+def assemble_steps(microbatch_exposed: np.ndarray, microbatch_overlapped: np.ndarray, sync_exposed: np.ndarray,
+                   sync_overlapped: np.ndarray, optimizer_s: np.ndarray, pp: np.ndarray, virtual_stages: np.ndarray,
+                   microbatches: np.ndarray) -> StepArrays:
+    """Whole steps from their terms, one row per plan: (m + bubble) x micro-batch + sync + optimizer, each layer
+    kind summed in ``LAYERS`` order (``predict_training`` runs this on one row, so both agree to the bit)."""
+    m = microbatches.astype(np.float64)
+    mb_total = np.zeros(len(m))
+    for k in range(len(LAYERS)):
+        mb_total = mb_total + microbatch_exposed[:, k]
+    bubble = pipeline_bubble_fractions(pp, microbatches, virtual_stages) * mb_total
+    exposed = microbatch_exposed * m[:, None]
+    exposed[:, LAYERS.index("pipeline_bubble")] += bubble
+    exposed = exposed + sync_exposed
+    exposed[:, LAYERS.index("hbm")] += optimizer_s
+    overlapped = microbatch_overlapped * m[:, None] + sync_overlapped
+    step = np.zeros(len(m))
+    for k in range(len(LAYERS)):
+        step = step + exposed[:, k]
+    return StepArrays(exposed, overlapped, step, np.argmax(exposed, axis=1))
+
+
+def _vector(values: dict[str, float]) -> tuple[float, ...]:
+    return tuple(values[k] for k in LAYERS)
+
+
+@dataclass(frozen=True)
+class _PlanLayout:
+    """What a plan's step needs of its stages, independent of the cluster: one representative stage per layer mix
+    (stages with the same mix cost the same) and the stage whose parameters are the most and their count."""
+
+    representatives: tuple[tuple[int, tuple[int, ...]], ...]  # (stage, its layers), first stage of each mix
+    worst_params_stage: int
+    owned_params: float  # parameters whose optimizer state that stage's GPU updates
+
+
+def _plan_layout(model: ModelSpec, plan: ParallelPlan) -> _PlanLayout:
+    return _cached_plan_layout(ByIdentity(model), plan)
+
+
+@lru_cache(maxsize=16384)
+def _cached_plan_layout(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan) -> _PlanLayout:
+    model = model_ref.value
+    layers_by_stage = _stage_layers(model, plan)
+    moe_flags = _moe_flags(model)
+    seen: set[tuple[int, int, bool, bool]] = set()
+    representatives = []
+    for s in range(plan.pp):
+        layers = layers_by_stage[s]
+        key = (len(layers), sum(moe_flags[i] for i in layers), s == 0, s == plan.pp - 1)
+        if key not in seen:
+            seen.add(key)
+            representatives.append((s, layers))
+    worst = max(_memory_stages(model, plan), key=lambda s: stage_params(model, plan, s).dense)
+    p = stage_params(model, plan, worst)
+    owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
+                                                                                 else 1)
+    return _PlanLayout(tuple(representatives), worst, owned)
+
+
+def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTerms:
+    """Price a plan's micro-batch, gradient sync and optimizer update (independent of gbs)."""
+    sysm = cluster.system
+    placement = place(plan)
+    layout = _plan_layout(model, plan)
+    comms = _layer_comms(model, plan, cluster, placement)
+    # stages with the same layer mix cost the same: price each mix once
+    priced = [_microbatch(model, plan, cluster, comms, s, list(layers)) for s, layers in layout.representatives]
+    mb, work = max(priced, key=lambda r: r[0].exposed_total)
+    sync = _gradient_sync(model, plan, cluster, placement, layout.worst_params_stage, work)
+    gpu = cluster.catalog.gpu(sysm.gpu)
+    optimizer_s = optimizer_bytes(layout.owned_params) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    return StepTerms(_vector(mb.exposed), _vector(mb.overlapped), _vector(sync.exposed), _vector(sync.overlapped),
+                     optimizer_s, plan.pp, plan.virtual_stages)
+
+
+def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:
+    """The stages whose memory and parameters can be the largest: first, last and the one with most layers."""
+    layers_by_stage = _stage_layers(model, plan)
+    return sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
+
+
+def plan_memory(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> MemoryReport:
+    """The per-GPU memory ``predict_training`` reports for a plan."""
+    return _memory(model, plan, cluster.catalog.gpu(cluster.system.gpu), _memory_stages(model, plan))
+
+
 def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> TrainingPrediction:
     """Step time, throughput, memory and the per-layer breakdown of one training step."""
     warnings = list(check_plan(model, plan))
@@ -434,41 +623,22 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
     nodes = ceil(gpus / sysm.gpus_per_node)
     if gpus % sysm.gpus_per_node and gpus > sysm.gpus_per_node:
         raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
-    placement = place(plan)
-    warnings += placement_warnings(placement, sysm.nvlink_domain_gpus)
-
-    by_signature: dict[tuple[int, int, bool, bool], tuple[Breakdown, _StageCompute]] = {}
-    layers_by_stage = stage_layers(model, plan)
-    comms = _layer_comms(model, plan, cluster, placement)
-    moe_flags = _moe_flags(model)
-    for s in range(plan.pp):  # stages with the same layer mix cost the same: price each mix once
-        layers = layers_by_stage[s]
-        key = (len(layers), sum(moe_flags[i] for i in layers), s == 0, s == plan.pp - 1)
-        if key not in by_signature:
-            by_signature[key] = _microbatch(model, plan, cluster, comms, s, layers)
-    mb, work = max(by_signature.values(), key=lambda r: r[0].exposed_total)
-    m, v = plan.microbatches, plan.virtual_stages
-    steady = mb.scaled(float(m))
-    bubble_s = pipeline_bubble_fraction(plan.pp, m, v) * mb.exposed_total
-    total = steady
-    total.add("pipeline_bubble", bubble_s)
-
-    candidates = sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
-    worst_params = max(candidates, key=lambda s: stage_params(model, plan, s).dense)
-    total = total.plus(_gradient_sync(model, plan, cluster, placement, worst_params, work))
-    p = stage_params(model, plan, worst_params)
-    owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
-                                                                                 else 1)
+    warnings += placement_warnings(place(plan), sysm.nvlink_domain_gpus)
+    terms = step_terms(model, plan, cluster)
+    steps = assemble_steps(np.array([terms.microbatch_exposed]), np.array([terms.microbatch_overlapped]),
+                           np.array([terms.sync_exposed]), np.array([terms.sync_overlapped]),
+                           np.array([terms.optimizer_s]), np.array([plan.pp]), np.array([plan.virtual_stages]),
+                           np.array([plan.microbatches]))
+    total = Breakdown({k: float(steps.exposed[0, i]) for i, k in enumerate(LAYERS)},
+                      {k: float(steps.overlapped[0, i]) for i, k in enumerate(LAYERS)})
+    step_time = float(steps.step_time_s[0])
     gpu = cluster.catalog.gpu(sysm.gpu)
-    total.add("hbm", optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value))
-
-    step_time = total.exposed_total
     flops = step_flops(model, plan, causal=plan.flash_attention)
     model_flops = step_flops(model, plan).model_flops  # MFU convention: attention unmasked (Megatron, PaLM)
-    mem = _memory(model, plan, gpu, candidates)
+    mem = plan_memory(model, plan, cluster)
     if not mem.fits:
         warnings.append(mem.summary())
-    bottleneck = max(total.exposed.items(), key=lambda kv: kv[1])[0]
+    bottleneck = LAYERS[int(steps.bottleneck[0])]
     return TrainingPrediction(
         step_time_s=step_time,
         tokens_per_s=plan.tokens_per_step() / step_time,

@@ -1,0 +1,215 @@
+"""`fabricsim size`: the cheapest (or fastest, or least-energy) cluster and parallel plan to train a model on a
+token budget under a deadline, budget and power cap; ranked plans, the Pareto frontier and the best plan per
+system x fabric."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.cli.output import console, fail, print_json, spec_errors
+from fabricsim.sizing import (
+    DEFAULT_FABRICS,
+    Knobs,
+    SizingResult,
+    SizingSpec,
+    entries,
+    parse_int_range,
+    parse_list,
+    parse_money,
+    parse_power_cap,
+    parse_years,
+    size,
+    sizing_defaults,
+)
+
+DAY_S = 86400.0
+
+
+def _opt(help_text: str, *names: str) -> Any:
+    return typer.Option(*names, help=help_text)
+
+
+def _spec(**kw: Any) -> SizingSpec:
+    """The SizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
+    defaults = sizing_defaults()
+    knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
+                  cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
+                  vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
+                  recompute=parse_list(kw["recompute"], "--recompute"), zero=parse_list(kw["zero"], "--zero", int),
+                  precision=parse_list(kw["precision"], "--precision"))
+    fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
+    if not kw["overlap"]:
+        fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
+    return SizingSpec(
+        model=kw["model"], tokens=units.parse_count(kw["tokens"], field="--tokens"), seq=kw["seq"],
+        gbs=parse_int_range(kw["gbs"], "--gbs"),
+        gpus=None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus"),
+        nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
+        systems=parse_list(kw["systems"], "--systems"),
+        fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
+        oversubscription=parse_list(kw["oversubscription"], "--oversubscription", float) or (1.0,),
+        rail_optimized=kw["rail_optimized"], knobs=knobs, fixed=fixed,
+        deadline_s=None if kw["deadline"] is None else units.parse_duration(kw["deadline"], field="--deadline"),
+        budget_usd=None if kw["budget"] is None else parse_money(kw["budget"], "--budget"),
+        power_cap_w=None if kw["power_cap"] is None else parse_power_cap(kw["power_cap"], "--power-cap"),
+        objective=kw["objective"],
+        amortize_s=parse_years(kw["amortize"] or f"{defaults['amortize_years'].value:g}y", "--amortize"),
+        gpu_hour_usd=None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
+        pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
+        kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
+        top=kw["top"],
+    )
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"${value / 1e6:,.2f}M" if value >= 1e5 else f"${value:,.0f}"
+
+
+def _plan(p: dict[str, Any]) -> str:
+    rc = {"none": "", "selective": " rs", "full": " rf"}[p["recompute"]]
+    extra = (f" c{p['cp']}" if p["cp"] > 1 else "") + (f" e{p['ep']}" if p["ep"] > 1 else "") + (
+        f" v{p['vpp']}" if p["vpp"] > 1 else "")
+    fp8 = " f8" if p["precision"] == "fp8" else ""
+    return f"t{p['tp']} p{p['pp']} d{p['dp']}{extra} m{p['mbs']} z{p['zero']}{rc}{fp8}"
+
+
+def _cluster(e: dict[str, Any]) -> str:
+    return f"{e['gpus']} {e['system']} {e['fabric']} {e['oversubscription']:g}:1"
+
+
+def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
+    """One row per plan: cluster, plan, days, cost, $/M tokens, MFU and the bounding layer."""
+    table = Table(title=title, header_style="bold", title_justify="left")
+    for header in ("#", "cluster", "plan", "days", "cost", "$/Mtok", "MFU", "bound"):
+        table.add_column(header, overflow="fold")
+    for i, e in enumerate(rows, 1):
+        per = e["usd_per_million_tokens"]
+        table.add_row(str(i), _cluster(e), _plan(e["plan"]), f"{e['time_to_train_s'] / DAY_S:.1f}",
+                      _money(e["cost_usd"]), "?" if per is None else f"{per:.3f}", f"{e['mfu']:.2f}",
+                      e["bottleneck"])
+    return table
+
+
+def matrix_table(result: SizingResult) -> Table:
+    """The best plan's days and cost per system (rows) x fabric (columns)."""
+    best = entries(result.best_by_system_fabric)
+    fabrics = list(dict.fromkeys(result.spec.fabrics))
+    table = Table(title="best per system x fabric (days / cost)", header_style="bold", title_justify="left")
+    table.add_column("system")
+    for f in fabrics:
+        table.add_column(f)
+    for system in dict.fromkeys(e["system"] for e in best):
+        cells = {e["fabric"]: f"{e['time_to_train_s'] / DAY_S:.1f}d {_money(e['cost_usd'])}"
+                 for e in best if e["system"] == system}
+        table.add_row(system, *(cells.get(f, "-") for f in fabrics))
+    return table
+
+
+class _Bar:
+    """A rich progress bar over chunks showing plans evaluated, plans/s and the ETA (stderr)."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(TextColumn("sizing"), BarColumn(), TextColumn("{task.completed}/{task.total} "
+                                 "clusters"), TextColumn("{task.fields[plans]:,} plans {task.fields[rate]:,.0f}/s"),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                                 transient=True)
+        self.task = self.progress.add_task("size", total=None, plans=0, rate=0.0)
+
+    def __call__(self, done: int, total: int, plans: int) -> None:
+        elapsed = self.progress.tasks[0].elapsed or 1e-9
+        self.progress.update(self.task, completed=done, total=total, plans=plans, rate=plans / elapsed)
+
+
+@spec_errors
+def size_command(
+    model: Annotated[str, _opt("model preset or YAML file", "--model")] = "llama3-70b",
+    tokens: Annotated[str, _opt("training tokens, e.g. 15T", "--tokens")] = "15T",
+    deadline: Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")] = None,
+    budget: Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")] = None,
+    power_cap: Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")] = None,
+    gpus: Annotated[str | None, _opt("GPU counts: 1024..16384 (powers of two), a list or one", "--gpus")] = None,
+    nodes: Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")] = None,
+    systems: Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")] = None,
+    fabrics: Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")] = None,
+    oversubscription: Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")] = "1,2",
+    rail_optimized: Annotated[bool, _opt("rail-optimized fat tree", "--rail-optimized/--no-rail-optimized")] = True,
+    seq: Annotated[int, _opt("sequence length", "--seq")] = 8192,
+    gbs: Annotated[str, _opt("global batch: fixed, list or range (512..4096)", "--gbs")] = "1024",
+    tp: Annotated[str | None, _opt("tensor parallel sizes to try", "--tp")] = None,
+    pp: Annotated[str | None, _opt("pipeline sizes to try", "--pp")] = None,
+    cp: Annotated[str | None, _opt("context parallel sizes to try", "--cp")] = None,
+    ep: Annotated[str | None, _opt("expert parallel sizes to try", "--ep")] = None,
+    vpp: Annotated[str | None, _opt("virtual stages to try", "--vpp")] = None,
+    mbs: Annotated[str | None, _opt("micro-batch sizes to try", "--mbs")] = None,
+    recompute: Annotated[str | None, _opt("recompute modes to try", "--recompute")] = None,
+    zero: Annotated[str | None, _opt("ZeRO stages to try", "--zero")] = None,
+    precision: Annotated[str | None, _opt("precisions to try (bf16,fp8)", "--precision")] = None,
+    flash_attn: Annotated[bool, _opt("fused attention", "--flash-attn/--no-flash-attn")] = True,
+    overlap: Annotated[bool, _opt("overlap gradient reduce / param gather", "--overlap/--no-overlap")] = True,
+    objective: Annotated[str, _opt("rank by time, cost or energy", "--objective")] = "cost",
+    amortize: Annotated[str | None, _opt("capex amortisation period [default: 4y]", "--amortize")] = None,
+    gpu_hour: Annotated[str | None, _opt("rent at this USD per GPU-hour instead", "--gpu-hour")] = None,
+    pue: Annotated[float | None, _opt("power usage effectiveness [default: 1.3]", "--pue")] = None,
+    kwh: Annotated[float | None, _opt("electricity USD per kWh [default: 0.08]", "--kwh")] = None,
+    top: Annotated[int, _opt("rows in the ranked table", "--top")] = 10,
+    engine: Annotated[str, _opt("local (process pool), ray or serial", "--engine")] = "local",
+    workers: Annotated[int | None, _opt("processes [default: all cores]", "--workers")] = None,
+    ray_address: Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
+                                            "--ray-address")] = None,
+    out: Annotated[Path | None, _opt("stream results to this Parquet file", "--out")] = None,
+    resume: Annotated[bool, _opt("continue an interrupted --out search", "--resume")] = False,
+    plot: Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints."""
+    if objective not in ("time", "cost", "energy"):
+        fail(f"--objective: {objective!r} is not one of time, cost, energy")
+    if engine not in ("local", "ray", "serial"):
+        fail(f"--engine: {engine!r} is not one of local, ray, serial")
+    if resume and out is None:
+        fail("--resume needs --out (the Parquet file of the interrupted search)")
+    spec = _spec(**{k: v for k, v in locals().items() if k not in ("as_json", "engine", "workers")})
+    bar = None if as_json else _Bar()
+    try:
+        if bar is not None:
+            with bar.progress:
+                result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+                              out=out, resume=resume, progress=bar)
+        else:
+            result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+                          out=out, resume=resume)
+    except KeyboardInterrupt:
+        saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""
+        fail(f"interrupted{saved}")
+        raise
+    if plot is not None:
+        from fabricsim.sizing.plot import plot_pareto
+
+        plot_pareto(result, plot)
+    if result.note is not None and not len(result.ranked):
+        if as_json:
+            print_json(result.to_json())
+        fail(result.note)
+    if as_json:
+        print_json(result.to_json())
+        return
+    data = result.to_json()
+    console.print(f"[bold]size[/]: {spec.model}, {spec.tokens / 1e12:g}T tokens, objective {spec.objective}; "
+                  f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
+                  f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")
+    console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}"))
+    console.print(matrix_table(result))
+    console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
+    if result.errors:
+        console.print(f"[yellow]{len(result.errors)} cluster(s) cannot be built, e.g. "
+                      f"{next(iter(result.errors.values()))}[/]")
+    console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}, ${spec.kwh_usd:g}/kWh")

@@ -1,0 +1,48 @@
+"""Sizing: search clusters (system x fabric x oversubscription x size) and parallel plans for the cheapest (or
+fastest, or least energy) way to train a model on a token budget, under deadline, budget and power constraints.
+
+Public API: ``SizingSpec``, ``Knobs``, ``size``, ``SizingResult``, ``evaluate_chunk``, ``ClusterChoice``,
+``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers ``parse_int_range``, ``parse_list``,
+``parse_years``, ``parse_money``, ``parse_power_cap``.
+"""
+
+from fabricsim.sizing.defaults import sizing_defaults
+from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
+from fabricsim.sizing.rank import pareto, rank
+from fabricsim.sizing.result import SizingResult, entries
+from fabricsim.sizing.search import size
+from fabricsim.sizing.space import ClusterChoice, Shape, clusters, priced_systems
+from fabricsim.sizing.spec import (
+    DEFAULT_FABRICS,
+    Knobs,
+    SizingSpec,
+    parse_int_range,
+    parse_list,
+    parse_money,
+    parse_power_cap,
+    parse_years,
+)
+
+__all__ = [
+    "DEFAULT_FABRICS",
+    "ChunkResult",
+    "ClusterChoice",
+    "Knobs",
+    "Shape",
+    "SizingResult",
+    "SizingSpec",
+    "clusters",
+    "entries",
+    "evaluate_chunk",
+    "pareto",
+    "parse_int_range",
+    "parse_list",
+    "parse_money",
+    "parse_power_cap",
+    "parse_years",
+    "plan_for",
+    "priced_systems",
+    "rank",
+    "size",
+    "sizing_defaults",
+]

@@ -1,0 +1,201 @@
+"""Evaluate every candidate plan of a cluster at once: prune by divisibility and memory, price each plan shape's
+step terms once with the training model (``step_terms``, the function ``predict_training`` uses), and assemble
+every (shape, batch) plan with numpy (``assemble_steps``): the same arithmetic, so the same numbers."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.errors import SpecError
+from fabricsim.sizing.economics import economics, run_costs
+from fabricsim.sizing.space import ClusterChoice, Shape, shapes
+from fabricsim.sizing.spec import SizingSpec
+from fabricsim.workload import load_model
+from fabricsim.workload.flops import step_flops
+from fabricsim.workload.plan import ParallelPlan, check_plan
+from fabricsim.workload.spec import ModelSpec
+from fabricsim.workload.training import LAYERS, Cluster, StepTerms, assemble_steps, plan_memory, step_terms
+
+STRING_COLUMNS = ("system", "fabric", "recompute", "precision", "bottleneck", "chunk")
+
+
+@dataclass
+class ChunkResult:
+    """The feasible plans of one cluster as columns, and how many candidates were pruned before timing."""
+
+    chunk: str
+    columns: dict[str, np.ndarray]
+    candidates: int
+    pruned: int
+    error: str | None = None
+
+    @property
+    def rows(self) -> int:
+        return len(self.columns.get("gpus", ()))
+
+
+@dataclass
+class _Caches:
+    """Per-task caches shared by the clusters of one system and size (memory does not depend on the network)."""
+
+    plans: dict[Shape, ParallelPlan | None] = field(default_factory=dict)
+    memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
+    model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
+
+
+def spec_model(spec: SizingSpec) -> ModelSpec:
+    """The model a spec names: a preset or file, or an inline mapping (one object per process, so caches hit)."""
+    if isinstance(spec.model, str):
+        return load_model(spec.model)
+    return _inline_model(json.dumps(spec.model, sort_keys=True))
+
+
+@lru_cache(maxsize=64)
+def _inline_model(text: str) -> ModelSpec:
+    return ModelSpec.from_data(json.loads(text), source="model")
+
+
+def plan_for(model: ModelSpec, spec: SizingSpec, shape: Shape, gbs: int) -> ParallelPlan:
+    """The validated training plan of a shape and batch (raises SpecError where it cannot run)."""
+    plan = ParallelPlan.build(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep, mbs=shape.mbs,
+                              gbs=gbs, seq=spec.seq, virtual_stages=shape.vpp, recompute=shape.recompute,
+                              zero=shape.zero, precision=shape.precision, **spec.fixed)
+    check_plan(model, plan)
+    return plan
+
+
+def _valid_batches(spec: SizingSpec, shape: Shape) -> list[tuple[int, int]]:
+    """(gbs, micro-batches) pairs a shape can run: gbs divisible by mbs * dp; interleaving needs m % pp == 0."""
+    out = []
+    for gbs in spec.gbs:
+        if gbs % (shape.mbs * shape.dp):
+            continue
+        m = gbs // (shape.mbs * shape.dp)
+        if shape.vpp > 1 and m % shape.pp:
+            continue
+        out.append((gbs, m))
+    return out
+
+
+def _memory(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, shape: Shape, m: int,
+            caches: _Caches) -> tuple[float, float]:
+    """(bytes needed, capacity) of a plan; depends on the batch only through the micro-batches in flight, which
+    stop growing at 2 pp (1F1B: pp - stage; interleaved: below (pp (v + 1) - 1) / v)."""
+    m_eff = min(m, 2 * shape.pp)
+    key = (shape, m_eff)
+    if key not in caches.memory:
+        probe = plan.model_copy(update={"gbs": m_eff * shape.mbs * shape.dp})
+        report = plan_memory(model, probe, cluster)
+        caches.memory[key] = (report.total_bytes, report.capacity_bytes)
+    return caches.memory[key]
+
+
+def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | None = None,
+                   catalog: Catalog | None = None) -> ChunkResult:
+    """All candidate plans of one cluster: pruned, timed, costed."""
+    catalog = catalog or default_catalog()
+    caches = caches or _Caches()
+    model = spec_model(spec)
+    system = catalog.system(choice.system)
+    gpu = catalog.gpu(system.gpu)
+    econ = economics(choice, spec.rail_optimized, catalog)
+    all_shapes = list(shapes(model, spec, system, gpu.fp8_flops_per_s is not None, choice.gpus))
+    if econ.error is not None:
+        return ChunkResult(choice.chunk_id, {}, len(all_shapes) * len(spec.gbs), len(all_shapes) * len(spec.gbs),
+                           econ.error)
+    cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
+    terms: list[StepTerms] = []
+    rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
+    candidates = len(all_shapes) * len(spec.gbs)
+    for shape in all_shapes:
+        batches = _valid_batches(spec, shape)
+        if not batches:
+            continue
+        if shape not in caches.plans:
+            try:
+                caches.plans[shape] = plan_for(model, spec, shape, batches[0][0])
+            except SpecError:
+                caches.plans[shape] = None
+        plan = caches.plans[shape]
+        if plan is None:
+            continue
+        fitting = []
+        for gbs, m in batches:
+            need, have = _memory(model, plan, cluster, shape, m, caches)
+            if need <= have:
+                fitting.append((gbs, m, need, have))
+        if not fitting:
+            continue
+        terms.append(step_terms(model, plan, cluster))
+        for gbs, m, need, have in fitting:
+            rows.append((len(terms) - 1, shape, gbs, m, need, have))
+    if not rows:
+        return ChunkResult(choice.chunk_id, {}, candidates, candidates)
+    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu.bf16_flops_per_s, terms, rows, caches),
+                       candidates, candidates - len(rows))
+
+
+def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, peak: float, terms: list[StepTerms],
+             rows: list[tuple[int, Shape, int, int, float, float]], caches: _Caches) -> dict[str, np.ndarray]:
+    idx = np.array([r[0] for r in rows])
+    pick = [terms[i] for i in idx]
+    steps = assemble_steps(np.array([t.microbatch_exposed for t in pick]), np.array([t.microbatch_overlapped
+                                                                                      for t in pick]),
+                           np.array([t.sync_exposed for t in pick]), np.array([t.sync_overlapped for t in pick]),
+                           np.array([t.optimizer_s for t in pick]), np.array([t.pp for t in pick]),
+                           np.array([t.virtual_stages for t in pick]), np.array([r[3] for r in rows]))
+    n = len(rows)
+    gbs = np.array([r[2] for r in rows], dtype=np.int64)
+    step = steps.step_time_s
+    tokens_per_s = (gbs * spec.seq) / step
+    flops = np.array([_model_flops(model, spec, r[1].recompute, r[2], caches) for r in rows])
+    mfu = flops / (step * choice.gpus * peak)
+    time_s = spec.tokens / tokens_per_s
+    econ = economics(choice, spec.rail_optimized)
+    cost, energy = run_costs(time_s, econ, choice.gpus, spec)
+    shape_cols: dict[str, Any] = {k: np.array([getattr(r[1], k) for r in rows]) for k in Shape.__dataclass_fields__}
+    return {
+        "chunk": np.full(n, choice.chunk_id, dtype=object),
+        "system": np.full(n, choice.system, dtype=object),
+        "fabric": np.full(n, choice.fabric, dtype=object),
+        "oversubscription": np.full(n, choice.oversubscription),
+        "nodes": np.full(n, choice.nodes, dtype=np.int64),
+        "gpus": np.full(n, choice.gpus, dtype=np.int64),
+        **{k: (v.astype(object) if v.dtype.kind == "U" else v.astype(np.int64)) for k, v in shape_cols.items()},
+        "flash_attn": np.full(n, bool(spec.fixed.get("flash_attention", True))),
+        "seq": np.full(n, spec.seq, dtype=np.int64),
+        "gbs": gbs,
+        "step_time_s": step,
+        "tokens_per_s": tokens_per_s,
+        "time_to_train_s": time_s,
+        "mfu": mfu,
+        "memory_per_gpu_bytes": np.array([r[4] for r in rows]),
+        "memory_capacity_bytes": np.array([r[5] for r in rows]),
+        "bottleneck": np.array([LAYERS[i] for i in steps.bottleneck], dtype=object),
+        "capex_usd": np.full(n, np.nan if econ.capex_usd is None else econ.capex_usd),
+        "power_w": np.full(n, np.nan if econ.power_w is None else econ.power_w),
+        "cost_usd": cost,
+        "usd_per_million_tokens": cost / spec.tokens * 1e6,
+        "energy_mwh": energy,
+    }
+
+
+def _model_flops(model: ModelSpec, spec: SizingSpec, recompute: str, gbs: int, caches: _Caches) -> float:
+    key = (recompute, gbs)
+    if key not in caches.model_flops:
+        plan = ParallelPlan.build(dp=1, gbs=gbs, seq=spec.seq, recompute=recompute)
+        caches.model_flops[key] = step_flops(model, plan).model_flops
+    return caches.model_flops[key]
+
+
+def evaluate_task(spec: SizingSpec, choices: list[ClusterChoice], done: frozenset[str] = frozenset()
+                  ) -> list[ChunkResult]:
+    """The clusters of one system and size (they share plan and memory caches), skipping chunks in ``done``."""
+    caches = _Caches()
+    return [evaluate_chunk(spec, c, caches) for c in choices if c.chunk_id not in done]

@@ -1,0 +1,92 @@
+"""Rank evaluated plans: constraints (deadline, budget, power cap), the objective, the time-cost Pareto frontier,
+the best plan per system x fabric, and, when nothing qualifies, which constraint bound."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fabricsim import units
+from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+OBJECTIVE_COLUMN = {"time": "time_to_train_s", "cost": "cost_usd", "energy": "energy_mwh"}
+# Ties go to the simpler, smaller plan, then to a fixed order of the remaining fields (deterministic output).
+TIE_COLUMNS = ("time_to_train_s", "cost_usd", "gpus", "tp", "pp", "cp", "ep", "vpp", "recompute_rank", "zero", "mbs",
+               "precision", "gbs", "system", "fabric", "oversubscription")
+
+
+def constraint_masks(frame: pd.DataFrame, spec: SizingSpec) -> dict[str, np.ndarray]:
+    """Rows meeting each constraint the spec sets (an unknown cost or power fails its constraint)."""
+    masks: dict[str, np.ndarray] = {}
+    if spec.deadline_s is not None:
+        masks["deadline"] = (frame["time_to_train_s"] <= spec.deadline_s).to_numpy()
+    if spec.budget_usd is not None:
+        masks["budget"] = (frame["cost_usd"] <= spec.budget_usd).to_numpy()
+    if spec.power_cap_w is not None:
+        masks["power cap"] = (frame["power_w"] * spec.pue <= spec.power_cap_w).to_numpy()
+    return masks
+
+
+def rank(frame: pd.DataFrame, spec: SizingSpec) -> pd.DataFrame:
+    """Rows meeting every constraint, best first by the objective (unknown values last), ties as TIE_COLUMNS."""
+    masks = constraint_masks(frame, spec)
+    keep = np.ones(len(frame), dtype=bool)
+    for mask in masks.values():
+        keep &= mask
+    return order(frame[keep], spec.objective)
+
+
+def order(frame: pd.DataFrame, objective: str) -> pd.DataFrame:
+    """Sort by the objective column, NaN last, then the tie columns."""
+    keyed = frame.assign(recompute_rank=frame["recompute"].map(RECOMPUTE.index))
+    columns = [OBJECTIVE_COLUMN[objective], *TIE_COLUMNS]
+    ranked = keyed.sort_values(columns, kind="mergesort", na_position="last")
+    return ranked.drop(columns="recompute_rank").reset_index(drop=True)
+
+
+def pareto(frame: pd.DataFrame) -> pd.DataFrame:
+    """Plans no other plan beats on both time to train and cost (known cost only), fastest first."""
+    known = order(frame[frame["cost_usd"].notna()], "time")
+    costs = known["cost_usd"].to_numpy()
+    keep = np.zeros(len(known), dtype=bool)
+    best = np.inf
+    for i in range(len(known)):
+        if costs[i] < best:  # sorted by time then cost: cheaper than every faster plan
+            keep[i] = True
+            best = costs[i]
+    return known[keep].reset_index(drop=True)
+
+
+def best_by_system_fabric(ranked: pd.DataFrame) -> pd.DataFrame:
+    """The first (best) ranked plan of each system x fabric, in rank order."""
+    return ranked.groupby(["system", "fabric"], sort=False).head(1).reset_index(drop=True)
+
+
+def binding_note(frame: pd.DataFrame, spec: SizingSpec) -> str:
+    """Why nothing qualified: no plan fits, or which constraint bound and how close the best plan came."""
+    if frame.empty:
+        return "no candidate plan fits in GPU memory on any candidate cluster (try more GPUs or nodes)"
+    masks = constraint_masks(frame, spec)
+    parts = []
+    for name, mask in masks.items():
+        if mask.any():
+            continue
+        if name == "deadline":
+            best = frame["time_to_train_s"].min()
+            parts.append(f"no plan meets the deadline of {units.format_duration(spec.deadline_s or 0.0)} "
+                         f"(fastest: {units.format_duration(best)})")
+        elif name == "budget":
+            best = frame["cost_usd"].min()
+            shown = "unknown (no prices)" if np.isnan(best) else f"${best:,.0f}"
+            parts.append(f"no plan meets the budget of ${spec.budget_usd:,.0f} (cheapest: {shown})")
+        else:
+            best = (frame["power_w"] * spec.pue).min()
+            parts.append(f"no cluster meets the power cap of {(spec.power_cap_w or 0) / 1e6:g} MW "
+                         f"(lowest facility power: {best / 1e6:.2f} MW)")
+    if parts:
+        return "; ".join(parts)
+    return "no plan meets all of " + ", ".join(masks) + " at once (each alone is met)"

@@ -1,0 +1,96 @@
+"""`size` end to end: enumerate candidate clusters, evaluate their plans on an engine (streaming to Parquet,
+resumable), then rank under the constraints, find the Pareto frontier and the best plan per system x fabric."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from fabricsim.catalog import default_catalog
+from fabricsim.sizing.engine import Engine, Task, run_tasks
+from fabricsim.sizing.evaluate import ChunkResult, spec_model
+from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank
+from fabricsim.sizing.result import SizingResult
+from fabricsim.sizing.space import ClusterChoice, clusters
+from fabricsim.sizing.spec import SizingSpec
+from fabricsim.sizing.store import ResultStore
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+Progress = Callable[[int, int, int], None]  # (chunks done, chunks in all, plans so far)
+
+
+def tasks_of(choices: list[ClusterChoice]) -> list[Task]:
+    """Clusters grouped by system and size (they share memory and compute caches), in first-seen order."""
+    groups: dict[tuple[str, int], Task] = {}
+    for c in choices:
+        groups.setdefault((c.system, c.nodes), []).append(c)
+    return list(groups.values())
+
+
+def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = None, ray_address: str | None = None,
+         out: Path | None = None, resume: bool = False, progress: Progress | None = None,
+         stop_after: int | None = None) -> SizingResult:
+    """Search every candidate cluster and plan; ``stop_after`` chunks ends the run early (tests of --resume)."""
+    import pandas as pd
+
+    start = time.perf_counter()
+    spec_model(spec)  # a bad model fails here, before any work
+    choices = clusters(spec, default_catalog())
+    order = [c.chunk_id for c in choices]
+    store = ResultStore(out, spec.digest(), resume) if out is not None else None
+    counts: dict[str, tuple[int, int, str | None]] = {}
+    frames: dict[str, pd.DataFrame] = {}
+    if store is not None:
+        for chunk, meta in store.done().items():
+            counts[chunk] = (meta["candidates"], meta["pruned"], meta["error"])
+    plans = sum(c[0] for c in counts.values())
+
+    def on_result(result: ChunkResult) -> None:
+        nonlocal plans
+        if stop_after is not None and len(counts) >= stop_after:
+            raise _Stopped
+        counts[result.chunk] = (result.candidates, result.pruned, result.error)
+        if store is not None:
+            store.write(result)
+        if result.rows:
+            frames[result.chunk] = pd.DataFrame(result.columns)
+        plans += result.candidates
+        if progress is not None:
+            progress(len(counts), len(order), plans)
+
+    if progress is not None:
+        progress(len(counts), len(order), plans)
+    try:
+        run_tasks(spec, tasks_of(choices), frozenset(counts), on_result, engine=engine, workers=workers,
+                  ray_address=ray_address)
+    except _Stopped:
+        return SizingResult.interrupted(spec)
+    if store is not None:
+        frame = store.load(order)
+        store.finish(frame)
+    else:
+        present = [frames[c] for c in order if c in frames]
+        frame = pd.concat(present, ignore_index=True) if present else pd.DataFrame()
+    return _result(spec, frame, counts, time.perf_counter() - start)
+
+
+class _Stopped(Exception):
+    """Raised inside a search to stop it early (as an interrupt would)."""
+
+
+def _result(spec: SizingSpec, frame: pd.DataFrame, counts: dict[str, tuple[int, int, str | None]],
+            wall_s: float) -> SizingResult:
+    evaluated = sum(c[0] - c[1] for c in counts.values())
+    pruned = sum(c[1] for c in counts.values())
+    errors = {chunk: c[2] for chunk, c in counts.items() if c[2]}
+    if frame.empty:
+        return SizingResult(spec, frame, frame, frame, frame, evaluated, pruned, wall_s, errors,
+                            binding_note(frame, spec))
+    ranked = rank(frame, spec)
+    note = None if len(ranked) else binding_note(frame, spec)
+    return SizingResult(spec, frame, ranked, pareto(ranked), best_by_system_fabric(ranked), evaluated, pruned,
+                        wall_s, errors, note)

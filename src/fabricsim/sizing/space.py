@@ -1,0 +1,170 @@
+"""The candidate space: clusters (system x fabric x oversubscription x size) and, per cluster, plan shapes that
+pass the divisibility rules; every rule here holds before any timing."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from fabricsim.analysis import network_link
+from fabricsim.catalog import Catalog, System
+from fabricsim.errors import SpecError
+from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
+from fabricsim.workload.spec import ModelSpec
+
+MAX_PP = 64
+MAX_CP = 8
+MAX_VPP = 8
+MBS = (1, 2, 4, 8)
+
+
+@dataclass(frozen=True)
+class ClusterChoice:
+    """One candidate cluster: a priced system, its scale-out network, oversubscription and size."""
+
+    system: str
+    fabric: str
+    link: str
+    oversubscription: float
+    nodes: int
+    gpus: int
+
+    @property
+    def chunk_id(self) -> str:
+        """Stable id of the chunk of work this cluster is (results and resume key on it)."""
+        return f"{self.system}|{self.fabric}|{self.oversubscription:g}|{self.nodes}"
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A plan without its global batch: the knobs that fix the per-micro-batch and per-step terms."""
+
+    tp: int
+    pp: int
+    dp: int
+    cp: int
+    ep: int
+    vpp: int
+    mbs: int
+    recompute: str
+    zero: int
+    precision: str
+
+
+def priced_systems(catalog: Catalog) -> tuple[str, ...]:
+    """Catalog systems with a price (the default candidates)."""
+    return tuple(sid for sid, s in catalog.systems.items() if s.price_usd is not None)
+
+
+def node_counts(spec: SizingSpec, system: System) -> tuple[int, ...]:
+    """Node counts for a system: ``nodes`` as given; else each GPU target as whole nodes, rounded down for nodes
+    of a power-of-two GPU count and to the nearest power-of-two node count otherwise (72-GPU racks: 1024 GPUs ->
+    16 racks), so data parallelism can divide power-of-two batches."""
+    if spec.nodes is not None:
+        return spec.nodes
+    targets = spec.gpus or (1024, 2048, 4096, 8192, 16384)
+    per = system.gpus_per_node
+    if per & (per - 1) == 0:
+        return tuple(sorted({max(1, g // per) for g in targets}))
+    return tuple(sorted({2 ** max(0, round(math.log2(max(g / per, 1.0)))) for g in targets}))
+
+
+def _odd_part(n: int) -> int:
+    while n % 2 == 0 and n > 0:
+        n //= 2
+    return n
+
+
+def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
+    """Every candidate cluster, in a fixed order; unknown systems or fabrics are a SpecError."""
+    systems = spec.systems if spec.systems is not None else priced_systems(catalog)
+    out = []
+    for sid in systems:
+        if sid not in catalog.systems:
+            raise SpecError(f"unknown system {sid!r}; allowed: {', '.join(sorted(catalog.systems))}",
+                            field="--systems")
+        system = catalog.system(sid)
+        for fabric in spec.fabrics:
+            link = network_link(catalog, system, fabric).id
+            for os in spec.oversubscription:
+                for n in node_counts(spec, system):
+                    out.append(ClusterChoice(sid, fabric, link, float(os), n, n * system.gpus_per_node))
+    return out
+
+
+def _divisors(n: int, limit: int) -> list[int]:
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
+def _tp_values(model: ModelSpec, spec: SizingSpec, system: System) -> list[int]:
+    domain = max(system.nvlink_domain_gpus, 1) if system.nvlink_domain_gpus > 1 else system.gpus_per_node
+    limit = domain * spec.tp_max_domains
+    values = spec.knobs.tp or tuple(t for t in (2**k for k in range(8)) if t <= limit)
+    ok = []
+    for t in values:
+        if model.heads % t or (model.kv_heads % t and t % model.kv_heads):
+            continue
+        if model.dense_layers and model.ffn_hidden % t:
+            continue
+        if model.moe is not None and model.expert_ffn_hidden % t:
+            continue
+        ok.append(t)
+    return ok
+
+
+def _pp_values(model: ModelSpec, spec: SizingSpec, gpus: int) -> list[int]:
+    """Powers of two, divisors of the layer count, and the GPU count's odd part times powers of two (so a
+    72-GPU-rack cluster can still run power-of-two data parallelism)."""
+    if spec.knobs.pp is not None:
+        return [p for p in spec.knobs.pp if p <= model.layers]
+    pow2 = {2**k for k in range(7)}
+    odd = _odd_part(gpus)
+    extra = {odd * k for k in pow2} if odd > 1 else set()
+    return sorted(p for p in pow2 | extra | set(_divisors(model.layers, MAX_PP)) if p <= min(model.layers, MAX_PP))
+
+
+def _vpp_values(model: ModelSpec, spec: SizingSpec, pp: int) -> list[int]:
+    if pp == 1:
+        return [1]
+    values = spec.knobs.vpp or tuple(_divisors(model.layers // pp, MAX_VPP))
+    return [v for v in values if model.layers >= pp * v and (v == 1 or pp >= 2)]
+
+
+def _ep_values(model: ModelSpec, spec: SizingSpec, dp: int, cp: int) -> list[int]:
+    if model.moe is None:
+        return [1]
+    values = spec.knobs.ep or tuple(_divisors(model.moe.experts, 256))
+    return [e for e in values if model.moe.experts % e == 0 and (dp * cp) % e == 0]
+
+
+def _zero_values(spec: SizingSpec, pp: int) -> list[int]:
+    values = spec.knobs.zero or (0, 1, 2, 3)
+    return [z for z in values if z < 3 or pp == 1]
+
+
+def shapes(model: ModelSpec, spec: SizingSpec, system: System, fp8: bool, gpus: int) -> Iterator[Shape]:
+    """Plan shapes for ``gpus`` GPUs of ``system`` that pass the divisibility rules (heads, layers, sequence,
+    experts; tp*pp*cp divides the GPUs), in a fixed order."""
+    precisions = spec.knobs.precision or (("bf16", "fp8") if fp8 else ("bf16",))
+    precisions = tuple(p for p in precisions if p == "bf16" or fp8)
+    recomputes = spec.knobs.recompute or RECOMPUTE
+    mbs_values = spec.knobs.mbs or MBS
+    sp = spec.fixed.get("sequence_parallel")
+    for tp in _tp_values(model, spec, system):
+        for cp in spec.knobs.cp or tuple(c for c in (1, 2, 4, 8) if c <= MAX_CP):
+            if cp > 1 and spec.seq % (2 * cp):
+                continue
+            if tp > 1 and sp is not False and (spec.seq // cp) % tp:
+                continue
+            for pp in _pp_values(model, spec, gpus):
+                if gpus % (tp * pp * cp):
+                    continue
+                dp = gpus // (tp * pp * cp)
+                for ep in _ep_values(model, spec, dp, cp):
+                    for vpp in _vpp_values(model, spec, pp):
+                        for zero in _zero_values(spec, pp):
+                            for precision in precisions:
+                                for recompute in recomputes:
+                                    for mbs in mbs_values:
+                                        yield Shape(tp, pp, dp, cp, ep, vpp, mbs, recompute, zero, precision)

@@ -1,0 +1,126 @@
+"""What `size` searches: the workload, the constraints, the candidate clusters and the plan knobs (pydantic)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricsim import units
+from fabricsim.errors import SpecError
+from fabricsim.sizing.defaults import YEAR_S
+
+DEFAULT_FABRICS = ("hdr", "ndr", "xdr", "eth-400g")
+RECOMPUTE = ("none", "selective", "full")
+Objective = Literal["time", "cost", "energy"]
+# Plan fields a search keeps as given (not searched): flags of the era or framework being sized.
+FIXED_FIELDS = ("flash_attention", "sequence_parallel", "overlap_grad_reduce", "overlap_param_gather",
+                "tp_comm_overlap", "kernels")
+
+
+class Knobs(BaseModel):
+    """Values each plan knob may take; None: the search's default candidates."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    ep: tuple[int, ...] | None = None
+    vpp: tuple[int, ...] | None = None
+    mbs: tuple[int, ...] | None = None
+    recompute: tuple[Literal["none", "selective", "full"], ...] | None = None
+    zero: tuple[int, ...] | None = None
+    precision: tuple[Literal["bf16", "fp8"], ...] | None = None
+
+
+class SizingSpec(BaseModel):
+    """A sizing question: train ``model`` on ``tokens`` under constraints; which cluster and plan is best."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str | dict[str, Any]  # a preset name or YAML path, or a model spec mapping
+    tokens: float = Field(gt=0)
+    seq: int = Field(8192, ge=1)
+    gbs: tuple[int, ...] = Field((1024,), min_length=1)
+    gpus: tuple[int, ...] | None = None  # targets; per system rounded down to whole nodes
+    nodes: tuple[int, ...] | None = None
+    systems: tuple[str, ...] | None = None  # None: every catalog system with a price
+    fabrics: tuple[str, ...] = DEFAULT_FABRICS
+    oversubscription: tuple[float, ...] = (1.0, 2.0)
+    rail_optimized: bool = True
+    knobs: Knobs = Knobs()
+    fixed: dict[str, Any] = Field(default_factory=dict)  # plan fields held fixed (FIXED_FIELDS)
+    tp_max_domains: int = Field(2, ge=1, description="largest TP as a multiple of the NVLink domain (or node)")
+    deadline_s: float | None = None
+    budget_usd: float | None = None
+    power_cap_w: float | None = None
+    objective: Objective = "cost"
+    amortize_s: float = Field(4 * YEAR_S, gt=0)
+    gpu_hour_usd: float | None = None
+    pue: float = Field(1.3, ge=1.0)
+    kwh_usd: float = Field(0.08, ge=0.0)
+    top: int = Field(10, ge=1)
+
+    def digest(self) -> str:
+        """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""
+        data = self.model_dump(mode="json", exclude={"top"})
+        return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _powers_of_two(lo: int, hi: int) -> tuple[int, ...]:
+    out, k = [], 1
+    while k <= hi:
+        if k >= lo:
+            out.append(k)
+        k *= 2
+    return tuple(out)
+
+
+def parse_int_range(text: str, field: str) -> tuple[int, ...]:
+    """``1024..16384`` -> powers of two in the range (and both ends); ``512,1024`` -> a list; ``64`` -> one."""
+    value = text.strip()
+    try:
+        if ".." in value:
+            lo_s, hi_s = value.split("..", 1)
+            lo, hi = int(units.parse_count(lo_s, field=field)), int(units.parse_count(hi_s, field=field))
+            if lo < 1 or hi < lo:
+                raise SpecError(f"{text!r}: a range needs 1 <= low <= high", field=field)
+            return tuple(sorted({lo, hi, *_powers_of_two(lo, hi)}))
+        values = tuple(sorted({int(units.parse_count(part, field=field)) for part in value.split(",")}))
+    except ValueError:
+        raise SpecError(f"{text!r} is not a count, a list (512,1024) or a range (1024..16384)", field=field) from None
+    if not values or min(values) < 1:
+        raise SpecError(f"{text!r}: values must be at least 1", field=field)
+    return values
+
+
+def parse_list(text: str | None, field: str, kind: type = str) -> tuple[Any, ...] | None:
+    """``'1,2'`` -> (1, 2) (or strings); None -> None."""
+    if text is None:
+        return None
+    try:
+        return tuple(kind(p.strip()) for p in text.split(",") if p.strip())
+    except ValueError:
+        raise SpecError(f"{text!r} is not a comma-separated list", field=field) from None
+
+
+def parse_years(text: str, field: str) -> float:
+    """Seconds from ``4y`` (years) or any duration `units.parse_duration` reads (``90d``)."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*y\s*", text)
+    if m:
+        return float(m.group(1)) * YEAR_S
+    return units.parse_duration(text, field=field)
+
+
+def parse_money(text: str, field: str) -> float:
+    """USD from ``50M``, ``$2.5``, ``1.2B``."""
+    return units.parse_count(text.strip().lstrip("$"), field=field)
+
+
+def parse_power_cap(text: str, field: str) -> float:
+    """Watts from ``5MW``, ``800kW``."""
+    return units.parse_power(text, field=field)

@@ -1,0 +1,77 @@
+"""Results on disk: each finished chunk of the search streams to its own Parquet part (with a JSON sidecar of its
+counts) next to ``--out``, so ``--resume`` skips finished chunks; the full table is written to ``--out`` at the end."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fabricsim.errors import SpecError
+from fabricsim.sizing.evaluate import ChunkResult
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+MANIFEST = "manifest.json"
+
+
+def _name(chunk: str) -> str:
+    return hashlib.sha256(chunk.encode()).hexdigest()[:20]
+
+
+class ResultStore:
+    """Parquet parts of one search under ``<out>.parts``; resuming checks the search is the same one."""
+
+    def __init__(self, out: Path, digest: str, resume: bool) -> None:
+        self.out = out
+        self.parts = out.with_name(out.name + ".parts")
+        if resume and (self.parts / MANIFEST).exists():
+            found = json.loads((self.parts / MANIFEST).read_text()).get("digest")
+            if found != digest:
+                raise SpecError(f"{self.parts} holds a different search (its options differ); run without "
+                                "--resume to start over", field="--resume")
+        else:
+            if self.parts.exists():
+                shutil.rmtree(self.parts)
+            self.parts.mkdir(parents=True)
+            (self.parts / MANIFEST).write_text(json.dumps({"digest": digest}))
+
+    def done(self) -> dict[str, dict[str, Any]]:
+        """Finished chunks (those whose sidecar exists) and their counts."""
+        out = {}
+        for path in sorted(self.parts.glob("*.json")):
+            if path.name == MANIFEST:
+                continue
+            meta = json.loads(path.read_text())
+            out[meta["chunk"]] = meta
+        return out
+
+    def write(self, result: ChunkResult) -> None:
+        """The chunk's rows, then its sidecar (written last, atomically: a chunk counts as done only whole)."""
+        import pandas as pd
+
+        name = _name(result.chunk)
+        if result.rows:
+            tmp = self.parts / f"{name}.parquet.tmp"
+            pd.DataFrame(result.columns).to_parquet(tmp, index=False)
+            os.replace(tmp, self.parts / f"{name}.parquet")
+        meta = {"chunk": result.chunk, "candidates": result.candidates, "pruned": result.pruned,
+                "rows": result.rows, "error": result.error}
+        tmp = self.parts / f"{name}.json.tmp"
+        tmp.write_text(json.dumps(meta))
+        os.replace(tmp, self.parts / f"{name}.json")
+
+    def load(self, chunks: list[str]) -> pd.DataFrame:
+        """Rows of the finished chunks, in the given chunk order."""
+        import pandas as pd
+
+        frames = [pd.read_parquet(p) for c in chunks if (p := self.parts / f"{_name(c)}.parquet").exists()]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+    def finish(self, frame: pd.DataFrame) -> None:
+        """Every row of the search in one Parquet file at ``out``."""
+        frame.to_parquet(self.out, index=False)

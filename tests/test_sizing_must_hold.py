@@ -1,0 +1,77 @@
+"""Must-hold results of `size` (issue 11): it rediscovers the plans practitioners chose."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from fabricsim.sizing import Knobs, SizingSpec, size
+from fabricsim.validation.cases import load_cases
+from fabricsim.validation.settings import load_settings, with_settings
+from fabricsim.validation.training_cases import predict_case
+
+# 2021 Megatron-LM: full recompute, no fused attention, replicated optimizer state, no overlap, no context parallelism.
+SC21_FIXED = {"flash_attention": False, "overlap_grad_reduce": False, "overlap_param_gather": False,
+              "tp_comm_overlap": False}
+SC21_KNOBS = Knobs(recompute=("full",), zero=(0,), precision=("bf16",), cp=(1,))
+
+
+def _sc21_cases() -> list[dict[str, Any]]:
+    cases, _ = load_cases("training.yaml")
+    settings = load_settings()
+    return [with_settings(c, settings) for c in cases if c["id"].startswith("megatron_t1_")]
+
+
+def _sc21_search(case: dict[str, Any]) -> tuple[Any, int | None, float]:
+    run = case["run"]
+    spec = SizingSpec(model=case["model"], tokens=1e12, seq=run["seq"], gbs=(run["gbs"],), gpus=(run["gpus"],),
+                      systems=(case["system"],), fabrics=("hdr",), oversubscription=(1.0,), objective="time",
+                      knobs=SC21_KNOBS, fixed=SC21_FIXED)
+    ranked = size(spec, engine="serial").ranked
+    published = ((ranked.tp == run["tp"]) & (ranked.pp == run["pp"]) & (ranked.dp == run["dp"]) & (ranked.mbs == 1)
+                 & (ranked.vpp == 1)).to_numpy()
+    position = int(published.argmax()) if published.any() else None
+    return ranked, position, predict_case(case).tokens_per_s
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", _sc21_cases(), ids=lambda c: c["id"])
+def test_sc21_best_plan_is_at_least_as_fast_as_published(case: dict[str, Any]) -> None:
+    """Each Megatron-LM SC21 Table 1 row: the published plan is among the feasible plans, predicted exactly as
+    `validate` predicts it, and the best plan found is at least as fast."""
+    ranked, position, published_tps = _sc21_search(case)
+    assert position is not None, "the published plan was pruned"
+    assert ranked["tokens_per_s"].iloc[position] == pytest.approx(published_tps, rel=1e-12)
+    assert ranked["tokens_per_s"].iloc[0] >= published_tps
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(reason="training-model gap: it ranks the SC21 Table 1 plans in the top 2.6% (1.7B) but only "
+                          "19-56% for the other rows, preferring smaller TP, larger micro-batches and interleaving "
+                          "over the published settings", strict=False)
+@pytest.mark.parametrize("case", _sc21_cases(), ids=lambda c: c["id"])
+def test_sc21_published_plan_ranks_in_top_5_percent(case: dict[str, Any]) -> None:
+    ranked, position, _ = _sc21_search(case)
+    assert position is not None
+    assert (position + 1) / len(ranked) <= 0.05
+
+
+@pytest.mark.slow
+def test_llama3_405b_on_16k_h100_keeps_tp_inside_nvlink() -> None:
+    spec = SizingSpec(model="llama3-405b", tokens=15e12, seq=8192, gbs=(2048,), gpus=(16384,), systems=("dgx-h100",),
+                      fabrics=("ndr",), oversubscription=(1.0,), objective="time", knobs=Knobs(precision=("bf16",)))
+    ranked = size(spec, engine="serial").ranked
+    assert (ranked.tp > 16).sum() == 0 and (ranked.tp > 8).sum() > 0  # cross-node TP was a candidate
+    assert (ranked.head(20).tp <= 8).all()
+
+
+@pytest.mark.slow
+def test_moe_prefers_an_nvl72_rack_when_not_priced_out() -> None:
+    spec = SizingSpec(model="deepseek-v3", tokens=15e12, seq=4096, gbs=(4096,), gpus=(2048,),
+                      systems=("dgx-b200", "gb200-nvl72"), fabrics=("ndr",), oversubscription=(1.0,),
+                      knobs=Knobs(precision=("bf16",), cp=(1,), mbs=(1, 2), recompute=("none", "selective")))
+    result = size(spec, engine="local", workers=2)
+    assert result.ranked["system"].iloc[0] == "gb200-nvl72"
+    best = result.best_by_system_fabric.set_index("system")
+    assert best.loc["gb200-nvl72", "cost_usd"] < best.loc["dgx-b200", "cost_usd"]
