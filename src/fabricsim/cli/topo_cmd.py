@@ -11,35 +11,22 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.errors import SpecError
-from fabricsim.topology import FABRICS, LINK_KINDS, BillOfMaterials, ClusterSpec, Topology, build_topology
-
-
-def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
-    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id;
-    None when none is given (the system's own NIC generation)."""
-    given = [v for v in (ib, eth, switch) if v]
-    if len(given) > 1:
-        raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")
-    if switch:
-        return switch
-    if eth:
-        rate = eth.strip().lower().removeprefix("eth-")
-        return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
-    if ib:
-        return f"ib-{ib.strip().lower().removeprefix('ib-')}"
-    return None
-
-
-def parse_dims(text: str | None) -> tuple[int, int, int] | None:
-    """``4x4x2`` -> (4, 4, 2)."""
-    if text is None:
-        return None
-    parts = text.lower().split("x")
-    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
-        raise SpecError(f"cannot read {text!r} as three sizes like 4x4x2", field="torus_dims")
-    a, b, c = (int(p) for p in parts)
-    return a, b, c
+from fabricsim.cli.topo_options import (
+    Eth,
+    Fabric,
+    Ib,
+    NodeCable,
+    Nodes,
+    NodesPerSwitch,
+    Oversubscription,
+    RailOptimized,
+    Switch,
+    System,
+    Tiers,
+    TorusDims,
+    cluster_spec,
+)
+from fabricsim.topology import LINK_KINDS, BillOfMaterials, Topology, build_topology
 
 
 def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
@@ -103,29 +90,25 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
 
 @spec_errors
 def topo_command(
-    system: str = typer.Option("dgx-h100", "--system", help="catalog system id (fabricsim catalog systems)"),
-    nodes: int = typer.Option(1, "--nodes", help="compute nodes (servers, or racks for NVL72)"),
-    fabric: str = typer.Option("fat-tree", "--fabric", help=f"one of {', '.join(FABRICS)}"),
-    ib: str | None = typer.Option(None, "--ib", help="InfiniBand: hdr, ndr, xdr (default: the system NIC's)"),
-    eth: str | None = typer.Option(None, "--eth", help="Ethernet fabric instead: 400g or 800g"),
-    switch: str | None = typer.Option(None, "--switch", help="fabric switch id instead (qm9700, sn5600, ...)"),
-    tiers: int | None = typer.Option(None, "--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)"),
-    rail_optimized: bool = typer.Option(True, "--rail-optimized/--no-rail-optimized",
-                                        help="NIC i of every node on rail leaf i (fat tree)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="leaf node ports : uplinks (>= 1)"),
-    node_cable: str = typer.Option("optical", "--node-cable", help="optical or copper NIC-to-switch cables"),
-    torus_dims: str | None = typer.Option(None, "--torus-dims", help="torus switches per dimension, e.g. 4x4x2"),
-    nodes_per_switch: int = typer.Option(1, "--nodes-per-switch", help="torus: nodes per torus switch"),
+    system: System = "dgx-h100",
+    nodes: Nodes = 1,
+    fabric: Fabric = "fat-tree",
+    ib: Ib = None,
+    eth: Eth = None,
+    switch: Switch = None,
+    tiers: Tiers = None,
+    rail_optimized: RailOptimized = True,
+    oversubscription: Oversubscription = 1.0,
+    node_cable: NodeCable = "optical",
+    torus_dims: TorusDims = None,
+    nodes_per_switch: NodesPerSwitch = 1,
     as_json: bool = typer.Option(False, "--json", help="print JSON (SI units) instead of tables"),
     plot: Path | None = typer.Option(None, "--plot", help="draw a sketch of the cluster to this image file"),
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
     """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
-    spec = ClusterSpec.parse({
-        "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
-        "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
-        "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch,
-    })
+    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
+                        torus_dims, nodes_per_switch)
     topo = build_topology(spec, load_catalog(*calibration))
     bom = topo.bom()
     if plot is not None:

@@ -13,13 +13,27 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.cli.topo_cmd import fabric_link, parse_dims
+from fabricsim.cli.topo_options import (
+    Eth,
+    Fabric,
+    Ib,
+    NodeCable,
+    Nodes,
+    NodesPerSwitch,
+    Oversubscription,
+    RailOptimized,
+    Switch,
+    System,
+    Tiers,
+    TorusDims,
+    cluster_spec,
+)
 from fabricsim.network.flowroute import check_routing
 from fabricsim.network.traffic import JobSpec, build_traffic, check_pattern
 from fabricsim.network.traffic_run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns
 from fabricsim.network.traffic_run import utilisation as link_utilisation
 from fabricsim.network.traffic_spec import load_jobs
-from fabricsim.topology import FABRICS, ClusterSpec, build_topology
+from fabricsim.topology import build_topology
 
 
 def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
@@ -85,19 +99,18 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
 
 @spec_errors
 def traffic_command(
-    system: str = typer.Option("dgx-h100", "--system", help="catalog system id (fabricsim catalog systems)"),
-    nodes: int = typer.Option(1, "--nodes", help="compute nodes (servers, or racks for NVL72)"),
-    fabric: str = typer.Option("fat-tree", "--fabric", help=f"one of {', '.join(FABRICS)}"),
-    ib: str | None = typer.Option(None, "--ib", help="InfiniBand generation: hdr, ndr, xdr (default ndr)"),
-    eth: str | None = typer.Option(None, "--eth", help="Ethernet fabric instead: 400g or 800g"),
-    switch: str | None = typer.Option(None, "--switch", help="fabric switch id instead (qm9700, sn5600, ...)"),
-    tiers: int | None = typer.Option(None, "--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)"),
-    rail_optimized: bool = typer.Option(True, "--rail-optimized/--no-rail-optimized",
-                                        help="NIC i of every node on rail leaf i (fat tree)"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="leaf node ports : uplinks (>= 1)"),
-    node_cable: str = typer.Option("optical", "--node-cable", help="optical or copper NIC-to-switch cables"),
-    torus_dims: str | None = typer.Option(None, "--torus-dims", help="torus switches per dimension, e.g. 4x4x2"),
-    nodes_per_switch: int = typer.Option(1, "--nodes-per-switch", help="torus: nodes per torus switch"),
+    system: System = "dgx-h100",
+    nodes: Nodes = 1,
+    fabric: Fabric = "fat-tree",
+    ib: Ib = None,
+    eth: Eth = None,
+    switch: Switch = None,
+    tiers: Tiers = None,
+    rail_optimized: RailOptimized = True,
+    oversubscription: Oversubscription = 1.0,
+    node_cable: NodeCable = "optical",
+    torus_dims: TorusDims = None,
+    nodes_per_switch: NodesPerSwitch = 1,
     pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
                                 "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
     nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
@@ -119,11 +132,8 @@ def traffic_command(
         jobs, background, storage = [JobSpec("traffic", -1, check_pattern(pattern),
                                              float(units.parse_size(nbytes, field="--bytes")), placement, 0.0,
                                              seed)], [], 0
-    spec = ClusterSpec.parse({
-        "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
-        "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
-        "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch,
-    })
+    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
+                        torus_dims, nodes_per_switch)
     topo = build_topology(spec, load_catalog(*calibration))
     if jobs_file is None:
         jobs = [JobSpec("traffic", topo.num_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,

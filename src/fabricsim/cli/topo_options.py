@@ -1,0 +1,62 @@
+"""The cluster options `topo` and `traffic` share (typer annotations), and the ClusterSpec they describe."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from fabricsim.errors import SpecError
+from fabricsim.topology import FABRICS, ClusterSpec
+
+System = Annotated[str, typer.Option("--system", help="catalog system id (fabricsim catalog systems)")]
+Nodes = Annotated[int, typer.Option("--nodes", help="compute nodes (servers, or racks for NVL72)")]
+Fabric = Annotated[str, typer.Option("--fabric", help=f"one of {', '.join(FABRICS)}")]
+Ib = Annotated[str | None, typer.Option("--ib", help="InfiniBand: hdr, ndr, xdr (default: the system NIC's)")]
+Eth = Annotated[str | None, typer.Option("--eth", help="Ethernet fabric instead: 400g or 800g")]
+Switch = Annotated[str | None, typer.Option("--switch", help="fabric switch id instead (qm9700, sn5600, ...)")]
+Tiers = Annotated[int | None, typer.Option("--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)")]
+RailOptimized = Annotated[bool, typer.Option("--rail-optimized/--no-rail-optimized",
+                                             help="NIC i of every node on rail leaf i (fat tree)")]
+Oversubscription = Annotated[float, typer.Option("--oversubscription", help="leaf node ports : uplinks (>= 1)")]
+NodeCable = Annotated[str, typer.Option("--node-cable", help="optical or copper NIC-to-switch cables")]
+TorusDims = Annotated[str | None, typer.Option("--torus-dims", help="torus switches per dimension, e.g. 4x4x2")]
+NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: nodes per torus switch")]
+
+
+def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
+    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id;
+    None when none is given (the system's own NIC generation)."""
+    given = [v for v in (ib, eth, switch) if v]
+    if len(given) > 1:
+        raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")
+    if switch:
+        return switch
+    if eth:
+        rate = eth.strip().lower().removeprefix("eth-")
+        return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
+    if ib:
+        return f"ib-{ib.strip().lower().removeprefix('ib-')}"
+    return None
+
+
+def parse_dims(text: str | None) -> tuple[int, int, int] | None:
+    """``4x4x2`` -> (4, 4, 2)."""
+    if text is None:
+        return None
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise SpecError(f"cannot read {text!r} as three sizes like 4x4x2", field="torus_dims")
+    a, b, c = (int(p) for p in parts)
+    return a, b, c
+
+
+def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str | None, switch: str | None,
+                 tiers: int | None, rail_optimized: bool, oversubscription: float, node_cable: str,
+                 torus_dims: str | None, nodes_per_switch: int) -> ClusterSpec:
+    """The validated ClusterSpec the shared options describe."""
+    return ClusterSpec.parse({
+        "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
+        "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
+        "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch,
+    })
