@@ -78,6 +78,9 @@ TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-ove
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
 Fabric = Annotated[str | None, typer.Option("--ib", help="network (ndr, hdr, xdr, eth-400g...)")]
 Oversubscription = Annotated[float, typer.Option("--oversubscription")]
+Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
+                                  "group at once on the built fat tree (flow simulation)")]
+Routing = Annotated[str, typer.Option("--routing", help="with --sim flow: ecmp, adaptive or spray")]
 AsJson = Annotated[bool, typer.Option("--json")]
 Calibration = Annotated[list[str] | None, typer.Option("--calibration", help="calibration overlay YAML")]
 
@@ -107,7 +110,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                calibration: list[str] | None) -> Run:
+                calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
@@ -117,7 +120,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap}
-    cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
+    cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
+                      sim=sim, routing=routing)
     choice = search_knobs(spec, fields, cluster)
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
 
@@ -171,6 +175,8 @@ def train_command(
     as_json: AsJson = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")] = None,
     calibration: Calibration = None,
+    sim: Sim = "analytical",
+    routing: Routing = "ecmp",
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
@@ -179,7 +185,7 @@ def train_command(
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration)
+                      calibration=calibration, sim=sim, routing=routing)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown

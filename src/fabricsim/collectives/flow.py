@@ -13,7 +13,7 @@ import numpy as np
 
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.result import CollectiveRow, Prediction
-from fabricsim.collectives.schedule import schedule
+from fabricsim.collectives.schedule import ring_orders, schedule
 from fabricsim.errors import SpecError
 from fabricsim.network import time_schedule_flow
 from fabricsim.topology import Topology
@@ -55,3 +55,51 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
                                                      "tiers": topology.tiers,
                                                      "oversubscription": topology.oversubscription}}
     return Prediction(rows=rows, assumptions=assumptions)
+
+
+def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size_bytes: float,
+                           routing: str = "ecmp") -> tuple[float, str]:
+    """Seconds for every group of `groups` (rows of GPU indices) to run `op` on `size_bytes` at the same time,
+    and the link kind of the most loaded link: what a training step's data-parallel or expert-parallel
+    collectives do, all groups of a kind together, sharing the fabric (max-min fair flows).
+
+    Pipelined rings keep every ring edge busy at once, so a ring's bytes are one concurrent phase on its edges
+    (each edge carries the ring's per-rank wire bytes: 2(n-1)/n S for all_reduce, (n-1)/n S for all_gather /
+    reduce_scatter with S the nccl-tests size); NCCL's rail-aware channels (one per GPU of a node) spread them
+    over the NICs. all_to_all sends S/n to every peer at once.
+    """
+    name = check_op(op)
+    n = groups.shape[1]
+    if n < 2 or size_bytes <= 0:
+        return 0.0, "nvlink"
+    per_node = int(np.bincount(groups[0] // topology.gpus_per_node).max())
+    src: list[np.ndarray] = []
+    dst: list[np.ndarray] = []
+    sizes: list[np.ndarray] = []
+    if name == "all_to_all":
+        a, b = np.meshgrid(np.arange(n), np.arange(n), indexing="ij")
+        keep = a != b
+        local_src, local_dst, each = a[keep], b[keep], size_bytes / n
+    elif name in ("all_reduce", "all_gather", "reduce_scatter"):
+        wire = (2.0 if name == "all_reduce" else 1.0) * (n - 1) / n * size_bytes
+        orders = ring_orders(n, per_node, per_node)
+        local_src = np.concatenate([np.asarray(o) for o in orders])
+        local_dst = np.concatenate([np.roll(np.asarray(o), -1) for o in orders])
+        each = wire / len(orders)
+    else:
+        raise SpecError(f"concurrent group timing covers all_reduce, all_gather, reduce_scatter and all_to_all, "
+                        f"not {name}", field="op")
+    for row in groups:
+        src.append(row[local_src])
+        dst.append(row[local_dst])
+        sizes.append(np.full(len(local_src), each))
+    phase = _Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes))
+    total, timings = time_schedule_flow(topology, [phase], routing)
+    return total, timings[0].bottleneck_kind if timings else "nvlink"
+
+
+class _Phase:
+    """One concurrent phase of flows (global GPU indices)."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> None:
+        self.src, self.dst, self.bytes = src, dst, nbytes

@@ -30,6 +30,9 @@ import numpy as np
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import GPU, Catalog, System, default_catalog
 from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
+from fabricsim.collectives.flow import concurrent_groups_time
+from fabricsim.collectives.group import resolve_fabric_link
+from fabricsim.topology import Topology, build_cluster
 from fabricsim.errors import SpecError
 from fabricsim.workload.compute import (
     achievable_flops_per_s,
@@ -51,6 +54,7 @@ from fabricsim.workload.traffic import (
     optimizer_bytes,
 )
 
+SIMS = ("analytical", "flow")
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "pipeline_bubble")
 ACT_BYTES = 2  # bf16 activations
 FP8_BYTES = 1
@@ -66,12 +70,20 @@ DDP_BUCKET_PARAMS = 40_000_000  # Megatron-LM DDP bucket size (parameters)
 
 @dataclass(frozen=True, eq=False)
 class Cluster:
-    """Where the job runs: a system preset, the network between nodes and its oversubscription."""
+    """Where the job runs: a system preset, the network between nodes and its oversubscription; ``sim`` "flow"
+    prices the data-parallel and expert-parallel collectives on the built fat tree, every group of a kind at once
+    (``fabricsim.collectives.flow.concurrent_groups_time``), instead of each group alone on a perfect fabric."""
 
     system: System
     fabric: str | None = None
     oversubscription: float = 1.0
     catalog: Catalog = field(default_factory=default_catalog)
+    sim: str = "analytical"
+    routing: str = "ecmp"
+
+    def __post_init__(self) -> None:
+        if self.sim not in SIMS:
+            raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
 
 
 @dataclass
@@ -174,6 +186,35 @@ def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> t
     return _cached_comm(shape, op, size, ByIdentity(catalog))
 
 
+def _fabric_comm(cluster: Cluster, plan: ParallelPlan, kind: str, shape: GroupShape | None, op: str,
+                 size: float) -> tuple[float, str]:
+    """A collective of every group of ``kind``: on the flow simulator when the cluster asks for it and the groups
+    cross nodes, else one group alone by the analytical model."""
+    if cluster.sim != "flow" or shape is None or shape.nnodes < 2 or size <= 0:
+        return _comm(shape, op, size, cluster.catalog)
+    return _flow_comm(ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.order, kind, op, size)
+
+
+@lru_cache(maxsize=4096)
+def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, dp: int, pp: int, order: str,
+               kind: str, op: str, size: float) -> tuple[float, str]:
+    """``concurrent_groups_time`` for the groups of ``kind`` of a plan layout (cached: only the layout matters)."""
+    cluster = cluster_ref.value
+    plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
+    groups = place(plan).groups(kind)
+    return concurrent_groups_time(_fabric(cluster_ref, ceil(plan.world_size / cluster.system.gpus_per_node)),
+                                  groups, op, size, cluster.routing)
+
+
+@lru_cache(maxsize=64)
+def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
+    """The rail-optimized fat tree of ``nodes`` nodes the cluster describes (its fabric and oversubscription)."""
+    cluster = cluster_ref.value
+    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    return build_cluster(cluster.system.id, nodes=nodes, fabric="fat-tree", link=link,
+                         oversubscription=cluster.oversubscription, catalog=cluster.catalog)
+
+
 @lru_cache(maxsize=65536)
 def _cached_comm(shape: GroupShape, op: str, size: float, catalog_ref: ByIdentity[Catalog]) -> tuple[float, str]:
     """Collectives cached per group shape, operation and size (a sizing search prices the same ones often)."""
@@ -235,8 +276,8 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
     tp = tp_pass(FP8_BYTES) if plan.precision == "fp8" else tp_bf16
     ep = (0.0, "nvlink")
     if model.moe is not None and plan.ep > 1:
-        t_a2a, kind = _comm(widest("ep"), "all_to_all",
-                            act / plan.tp * model.moe.top_k, cat)
+        t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all",
+                                   act / plan.tp * model.moe.top_k)
         ep = (2 * t_a2a, kind)
     cp = (0.0, "nvlink")
     if plan.cp > 1:
@@ -448,11 +489,11 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
         grads = count * MAIN_GRAD_BYTES
         last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
         if plan.zero == 0:
-            t, link = _comm(shape, "all_reduce", grads, cat)
+            t, link = _fabric_comm(cluster, plan, kind_name, shape, "all_reduce", grads)
             gather = 0.0
         else:
-            t, link = _comm(shape, "reduce_scatter", grads, cat)
-            gather, _ = _comm(shape, "all_gather", count * PARAM_BYTES, cat)
+            t, link = _fabric_comm(cluster, plan, kind_name, shape, "reduce_scatter", grads)
+            gather, _ = _fabric_comm(cluster, plan, kind_name, shape, "all_gather", count * PARAM_BYTES)
         exposed = max(t - work.backward_s, t * last_bucket) if plan.overlap_grad_reduce else t
         out.add(link, exposed, t - exposed)
         gather_exposed = (max(gather - work.forward_s, gather * last_bucket) if plan.overlap_param_gather
