@@ -32,8 +32,8 @@ from fabricsim.catalog import GPU, Catalog, System, default_catalog
 from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
 from fabricsim.collectives.flow import concurrent_groups_time
 from fabricsim.collectives.group import resolve_fabric_link
-from fabricsim.topology import Topology, build_cluster
 from fabricsim.errors import SpecError
+from fabricsim.topology import Topology, build_cluster
 from fabricsim.workload.compute import (
     achievable_flops_per_s,
     attention_flops_per_s,
