@@ -476,7 +476,6 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
     that window, and at least the last bucket, is exposed), and the parameter gather of the distributed
     optimizer during the next step's first forward. ZeRO-3 moves its traffic into every micro-batch
     (``_fsdp_layers``)."""
-    cat = cluster.catalog
     out = Breakdown()
     if plan.zero >= 3:
         return out
