@@ -6,11 +6,8 @@ import pytest
 
 from fabricsim.validation import CaseResult, NotExpressible, group_summaries, run_validation
 
-# Counted cases known to sit beyond 30%, each with the mechanism still missing; the list may only shrink.
-KNOWN_GAPS = {
-    "cw_gb200_20rack_ar_512M": "20-rack NVLS-tree fixed cost (~4.5 ms measured intercept) not explained by the "
-                               "pipeline-fill ramp; 1G-16G rows of the same sweep are within 1%",
-}
+# Counted cases known to sit beyond 30%, each with the mechanism still missing; the list may only shrink (empty).
+KNOWN_GAPS: dict[str, str] = {}
 GROUPS = ("collective bandwidth", "collective latency", "training")
 
 

@@ -267,8 +267,10 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     depth = math.ceil(math.log2(shape.nnodes))
     latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _net_hop(shape, tuning, "nvls_tree", proto))
-    fill_s = _nvls_fill(shape, tuning, per_byte["nvlink"])[0] * (1 + 2 * depth)
-    return Cost(latency, per_byte, fill_s=fill_s, fill_bytes=fill_s / max(per_byte.values()),
+    stage_fill_s, stage_fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
+    # Each of the 1 + 2 depth stages (NVLS, up and down the tree) fills like one NVLink domain: the pipeline is
+    # full once a domain's worth of bytes is in flight in every stage, however many stages there are.
+    return Cost(latency, per_byte, fill_s=stage_fill_s * (1 + 2 * depth), fill_bytes=stage_fill_bytes,
                 fill_in_selection=False)
 
 
