@@ -138,3 +138,25 @@ def test_train_sim_flow_moe_all_to_all_across_nodes() -> None:
     analytical = predict_training(model, plan, Cluster(cat.system("dgx-h100"), catalog=cat))
     assert flow.breakdown.exposed["infiniband"] > 0
     assert flow.step_time_s == pytest.approx(analytical.step_time_s, rel=0.3)
+
+
+def test_train_sim_flow_with_other_jobs_sharing_the_leaves(tmp_path: Path) -> None:
+    """Llama 3 8B DP on 48 of 64 DGX H100 nodes (2:1): its rail rings cross the spine between leaf groups 0-31 and
+    32-47; a neighbour's all-to-all on nodes 48-63 sends cross-rail bytes over the same group-1 leaves' links, so
+    the gradient all-reduce slows; the same neighbour without --sim flow is refused in one line."""
+    from fabricsim.cli import app as _app
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("jobs:\n  - {name: neighbour, gpus: 128, pattern: all_to_all, bytes: 16G}\n")
+    runner = CliRunner()
+    args = ["train", "--model", "llama3-8b", "--gpus", "384", "--seq", "4096", "--gbs", "384", "--zero", "0",
+            "--no-overlap-grad-reduce", "--vpp", "1", "--mbs", "1", "--recompute", "none", "--oversubscription", "2",
+            "--sim", "flow", "--cluster-nodes", "64", "--json"]
+    alone = runner.invoke(_app, args)
+    shared = runner.invoke(_app, [*args, "--jobs", str(jobs)])
+    assert alone.exit_code == 0 and shared.exit_code == 0, alone.output + shared.output
+    ib_alone = json.loads(alone.output)["exposed_s"]["infiniband"]
+    ib_shared = json.loads(shared.output)["exposed_s"]["infiniband"]
+    assert ib_shared > 1.5 * ib_alone
+    refused = runner.invoke(_app, [a for a in args if a not in ("--sim", "flow")] + ["--jobs", str(jobs)])
+    assert refused.exit_code == 2 and refused.output.startswith("error:") and "--sim flow" in refused.output

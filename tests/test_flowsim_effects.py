@@ -8,9 +8,9 @@ import math
 import numpy as np
 import pytest
 
-from fabricsim.network.traffic import JobSpec, Traffic, build_traffic
-from fabricsim.network.traffic_run import job_metrics, link_tiers, run_traffic, slowdowns
 from fabricsim.topology import build_cluster
+from fabricsim.traffic.jobs import JobSpec, Traffic, build_traffic
+from fabricsim.traffic.run import job_metrics, link_tiers, run_traffic, slowdowns
 
 
 def _shift_permutation(gpus: int) -> Traffic:

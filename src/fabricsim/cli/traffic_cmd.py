@@ -29,11 +29,11 @@ from fabricsim.cli.topo_options import (
     cluster_spec,
 )
 from fabricsim.network.flowroute import check_routing
-from fabricsim.network.traffic import JobSpec, build_traffic, check_pattern
-from fabricsim.network.traffic_run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns
-from fabricsim.network.traffic_run import utilisation as link_utilisation
-from fabricsim.network.traffic_spec import load_jobs
 from fabricsim.topology import build_topology
+from fabricsim.traffic.jobs import JobSpec, build_traffic, check_pattern
+from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns
+from fabricsim.traffic.run import utilisation as link_utilisation
+from fabricsim.traffic.spec import load_jobs
 
 
 def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:

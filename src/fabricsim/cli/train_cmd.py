@@ -12,6 +12,7 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 from fabricsim.workload import ModelSpec, ParallelPlan, load_model
 from fabricsim.workload.auto import AutoChoice, search_knobs
 from fabricsim.workload.runspec import parse_layout
@@ -81,6 +82,10 @@ Oversubscription = Annotated[float, typer.Option("--oversubscription")]
 Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
                                   "group at once on the built fat tree (flow simulation)")]
 Routing = Annotated[str, typer.Option("--routing", help="with --sim flow: ecmp, adaptive or spray")]
+Jobs = Annotated[Path | None, typer.Option("--jobs", help="with --sim flow: other jobs and background traffic "
+                                           "(the `traffic --jobs` YAML), placed after this job's GPUs")]
+ClusterNodes = Annotated[int | None, typer.Option("--cluster-nodes", help="with --sim flow: nodes of the whole "
+                                                  "fabric (default: this job's)")]
 AsJson = Annotated[bool, typer.Option("--json")]
 Calibration = Annotated[list[str] | None, typer.Option("--calibration", help="calibration overlay YAML")]
 
@@ -110,7 +115,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp") -> Run:
+                calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
+                jobs: Path | None = None, cluster_nodes: int | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
@@ -120,8 +126,16 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap}
+    other_jobs: list[JobSpec] = []
+    background: list[BackgroundSpec] = []
+    storage = 0
+    if jobs is not None:
+        from fabricsim.traffic.spec import load_jobs
+
+        other_jobs, background, storage = load_jobs(jobs)
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
-                      sim=sim, routing=routing)
+                      sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
+                      storage_nodes=storage, fabric_nodes=cluster_nodes)
     choice = search_knobs(spec, fields, cluster)
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
 
@@ -177,6 +191,8 @@ def train_command(
     calibration: Calibration = None,
     sim: Sim = "analytical",
     routing: Routing = "ecmp",
+    jobs: Jobs = None,
+    cluster_nodes: ClusterNodes = None,
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
@@ -185,7 +201,7 @@ def train_command(
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration, sim=sim, routing=routing)
+                      calibration=calibration, sim=sim, routing=routing, jobs=jobs, cluster_nodes=cluster_nodes)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown

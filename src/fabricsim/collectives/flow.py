@@ -8,6 +8,7 @@ in the analytical model (`CollectiveModel`), and in-network reductions (NVLS, SH
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -16,9 +17,21 @@ from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import ring_orders, schedule
 from fabricsim.errors import SpecError
 from fabricsim.network import time_schedule_flow
+from fabricsim.network.flownet import routed_flowset, stage_timings
+from fabricsim.network.flowsim import simulate
 from fabricsim.topology import Topology
 
 FLOW_ALGORITHMS = ("ring", "direct", "halving_doubling", "tree", "hierarchical")
+
+
+class StagedFlows(Protocol):
+    """Other traffic on the fabric as stages of flows (fabricsim.traffic.jobs.Traffic has this shape)."""
+
+    release: list[float]
+    dep_before: list[int]
+    dep_after: list[int]
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
 
 def flow_algorithm(op: str, algo: str) -> str:
@@ -58,7 +71,7 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
 
 
 def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size_bytes: float,
-                           routing: str = "ecmp") -> tuple[float, str]:
+                           routing: str = "ecmp", others: StagedFlows | None = None) -> tuple[float, str]:
     """Seconds for every group of `groups` (rows of GPU indices) to run `op` on `size_bytes` at the same time,
     and the link kind of the most loaded link: what a training step's data-parallel or expert-parallel
     collectives do, all groups of a kind together, sharing the fabric (max-min fair flows).
@@ -66,7 +79,9 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
     Pipelined rings keep every ring edge busy at once, so a ring's bytes are one concurrent phase on its edges
     (each edge carries the ring's per-rank wire bytes: 2(n-1)/n S for all_reduce, (n-1)/n S for all_gather /
     reduce_scatter with S the nccl-tests size); NCCL's rail-aware channels (one per GPU of a node) spread them
-    over the NICs. all_to_all sends S/n to every peer at once.
+    over the NICs. all_to_all sends S/n to every peer at once. `others` (other jobs and background traffic,
+    placed elsewhere on the same fabric) run alongside, with their own release times and stage order; the time
+    returned is the groups' own.
     """
     name = check_op(op)
     n = groups.shape[1]
@@ -94,8 +109,19 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
         dst.append(row[local_dst])
         sizes.append(np.full(len(local_src), each))
     phase = _Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes))
-    total, timings = time_schedule_flow(topology, [phase], routing)
-    return total, timings[0].bottleneck_kind if timings else "nvlink"
+    if others is None or not others.release:
+        total, timings = time_schedule_flow(topology, [phase], routing)
+        return total, timings[0].bottleneck_kind if timings else "nvlink"
+    o_src, o_dst, o_size, o_stage = others.arrays()
+    fs = routed_flowset(topology, np.concatenate([phase.src, o_src]), np.concatenate([phase.dst, o_dst]),
+                        np.concatenate([phase.bytes, o_size]),
+                        np.concatenate([np.zeros(len(phase.src), dtype=np.int64), o_stage + 1]),
+                        np.concatenate([[0.0], np.asarray(others.release, dtype=np.float64)]), routing,
+                        np.asarray(others.dep_before, dtype=np.int64) + 1,
+                        np.asarray(others.dep_after, dtype=np.int64) + 1)
+    result = simulate(fs, topology.link_capacity)
+    own = stage_timings(topology, fs, result)[0]
+    return float(result.stage_finish[0] - result.stage_start[0]), own.bottleneck_kind
 
 
 class _Phase:

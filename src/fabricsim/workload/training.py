@@ -34,6 +34,7 @@ from fabricsim.collectives.flow import concurrent_groups_time
 from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.topology import Topology, build_cluster
+from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, Traffic, build_traffic
 from fabricsim.workload.compute import (
     achievable_flops_per_s,
     attention_flops_per_s,
@@ -80,10 +81,18 @@ class Cluster:
     catalog: Catalog = field(default_factory=default_catalog)
     sim: str = "analytical"
     routing: str = "ecmp"
+    other_jobs: tuple[JobSpec, ...] = ()
+    """with sim "flow": other jobs on the same fabric, placed after this job's GPUs"""
+    background: tuple[BackgroundSpec, ...] = ()
+    storage_nodes: int = 0
+    fabric_nodes: int | None = None
+    """with sim "flow": nodes of the whole fabric (default: this job's)"""
 
     def __post_init__(self) -> None:
         if self.sim not in SIMS:
             raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
+        if self.sim != "flow" and (self.other_jobs or self.background or self.fabric_nodes):
+            raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")
 
 
 @dataclass
@@ -202,8 +211,11 @@ def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, dp: 
     cluster = cluster_ref.value
     plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
     groups = place(plan).groups(kind)
-    return concurrent_groups_time(_fabric(cluster_ref, ceil(plan.world_size / cluster.system.gpus_per_node)),
-                                  groups, op, size, cluster.routing)
+    job_nodes = ceil(plan.world_size / cluster.system.gpus_per_node)
+    nodes = max(job_nodes, cluster.fabric_nodes or 0)
+    topology = _fabric(cluster_ref, nodes)
+    others = _other_traffic(cluster_ref, nodes, plan.world_size) if cluster.other_jobs else None
+    return concurrent_groups_time(topology, groups, op, size, cluster.routing, others)
 
 
 @lru_cache(maxsize=64)
@@ -213,6 +225,14 @@ def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
     link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
     return build_cluster(cluster.system.id, nodes=nodes, fabric="fat-tree", link=link,
                          oversubscription=cluster.oversubscription, catalog=cluster.catalog)
+
+
+@lru_cache(maxsize=64)
+def _other_traffic(cluster_ref: ByIdentity[Cluster], nodes: int, job_gpus: int) -> Traffic:
+    """The other jobs and background transfers, placed on the fabric's GPUs after this job's first ``job_gpus``."""
+    cluster = cluster_ref.value
+    return build_traffic(_fabric(cluster_ref, nodes), list(cluster.other_jobs), list(cluster.background),
+                         cluster.storage_nodes, reserved_gpus=job_gpus)
 
 
 @lru_cache(maxsize=65536)

@@ -168,13 +168,16 @@ def pattern_flows(topology: Topology, pattern: str, g: IntArray, nbytes: float, 
 
 
 def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
-                  storage_nodes: int = 0) -> Traffic:
-    """Place the jobs in order on the GPUs outside the storage nodes, and turn everything into stages."""
+                  storage_nodes: int = 0, reserved_gpus: int = 0) -> Traffic:
+    """Place the jobs in order on the GPUs outside the storage nodes and the first `reserved_gpus` (a job modelled
+    elsewhere, e.g. the training step of `train --sim flow`), and turn everything into stages."""
     if storage_nodes >= topology.num_nodes:
         raise SpecError(f"{storage_nodes} storage nodes leave no compute nodes", field="storage_nodes")
     tr = Traffic()
     compute = topology.num_gpus - storage_nodes * topology.gpus_per_node
-    free = np.arange(compute, dtype=np.int64)
+    if not 0 <= reserved_gpus <= compute:
+        raise SpecError(f"{reserved_gpus} reserved GPUs do not fit the {compute} compute GPUs", field="--cluster-nodes")
+    free = np.arange(reserved_gpus, compute, dtype=np.int64)
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise SpecError("job names must be unique", field="jobs")

@@ -12,8 +12,8 @@ import numpy as np
 from fabricsim.network.flownet import routed_flowset
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray
-from fabricsim.network.traffic import Traffic
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
+from fabricsim.traffic.jobs import Traffic
 
 HOTTEST = 10
 

@@ -17,7 +17,7 @@ import yaml
 
 from fabricsim import units
 from fabricsim.errors import SpecError
-from fabricsim.network.traffic import BackgroundSpec, JobSpec
+from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 
 _JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
 _BG_KEYS = {"kind", "job", "bytes", "start"}
