@@ -14,7 +14,7 @@ import numpy as np
 
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.result import CollectiveRow, Prediction
-from fabricsim.collectives.schedule import ring_orders, schedule
+from fabricsim.collectives.schedule import Phase, ring_orders, schedule
 from fabricsim.errors import SpecError
 from fabricsim.network import time_schedule_flow
 from fabricsim.network.flownet import routed_flowset, stage_timings
@@ -108,7 +108,7 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
         src.append(row[local_src])
         dst.append(row[local_dst])
         sizes.append(np.full(len(local_src), each))
-    phase = _Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes))
+    phase = Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes), f"{name} of every group")
     if others is None or not others.release:
         total, timings = time_schedule_flow(topology, [phase], routing)
         return total, timings[0].bottleneck_kind if timings else "nvlink"
@@ -122,10 +122,3 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
     result = simulate(fs, topology.link_capacity)
     own = stage_timings(topology, fs, result)[0]
     return float(result.stage_finish[0] - result.stage_start[0]), own.bottleneck_kind
-
-
-class _Phase:
-    """One concurrent phase of flows (global GPU indices)."""
-
-    def __init__(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray) -> None:
-        self.src, self.dst, self.bytes = src, dst, nbytes

@@ -147,13 +147,5 @@ class Fabric:
         return {name: int(c) for name, c in zip(self.tier_names, counts, strict=True)}
 
 
-def smallest_divisor_at_least(n: int, low: int) -> int:
-    """The smallest divisor of n that is >= low (n itself at worst): spreads n uplinks evenly over that many."""
-    for d in range(max(1, low), n + 1):
-        if n % d == 0:
-            return d
-    return n
-
-
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)

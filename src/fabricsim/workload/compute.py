@@ -96,8 +96,8 @@ def k_efficiency(k: NDArray[np.float64], gpu: GPU, precision: str) -> NDArray[np
 def gemm_flops_per_s(gpu: GPU, precision: str) -> float:
     """FLOP/s of the weight GEMMs at ``precision`` ('bf16' or 'fp8')."""
     if precision == "fp8":
-        assert gpu.fp8_flops_per_s is not None or fp8_matmul_efficiency(gpu)  # raises for GPUs without FP8
-        return float(gpu.fp8_flops_per_s or 0.0) * fp8_matmul_efficiency(gpu).value
+        efficiency = fp8_matmul_efficiency(gpu).value  # a SpecError for GPUs without FP8 tensor cores
+        return float(gpu.fp8_flops_per_s or 0.0) * efficiency
     return achievable_flops_per_s(gpu)
 
 

@@ -125,11 +125,17 @@ def stage_microbatch_flops(model: ModelSpec, plan: ParallelPlan, stage: int, *, 
     fwd = forward_flops(model, plan.mbs, plan.seq, layers=on_stage, lm_head=stage == plan.pp - 1, causal=causal)
     total = _with_backward(fwd, plan.recompute)
     share = plan.tp * plan.cp
-    extra = model.kv_replication(plan.tp) - 1
-    kv_fwd = extra * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim * len(on_stage) / share
+    kv_fwd = kv_replication_flops(model, plan, len(on_stage))
     kv_recompute = kv_fwd if plan.recompute == "full" else 0.0
     return StepFlops(forward=total.forward / share + kv_fwd, backward=total.backward / share + 2 * kv_fwd,
                      recompute=total.recompute / share + kv_recompute)
+
+
+def kv_replication_flops(model: ModelSpec, plan: ParallelPlan, layers: int) -> float:
+    """Extra forward FLOPs on one GPU for ``layers`` layers when tp > kv_heads: each replicated KV head's K and V
+    projections run tp / kv_heads times over (hardware work, not model work)."""
+    extra = model.kv_replication(plan.tp) - 1
+    return extra * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim * layers / (plan.tp * plan.cp)
 
 
 def megatron_step_flops(batch: float, seq: int, layers: int, hidden: int, vocab: int) -> float:

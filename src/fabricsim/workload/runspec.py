@@ -8,32 +8,6 @@ from typing import Any
 from fabricsim.errors import SpecError
 from fabricsim.workload.plan import ParallelPlan
 
-# Flags a validation case's `extra` list may carry, and the plan field each sets.
-EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "--recompute": ("recompute", str),
-    "--mbs": ("mbs", int),
-    "--zero": ("zero", int),
-    "--cp": ("cp", int),
-    "--ep": ("ep", int),
-    "--vpp": ("virtual_stages", int),
-    "--order": ("order", str),
-    "--precision": ("precision", str),
-    "--kernels": ("kernels", str),
-    "--pp-layout": ("pp_layout", lambda text: parse_layout(text)),
-}
-# Boolean switches: each has an on and an off form.
-SWITCHES: dict[str, str] = {
-    "flash-attn": "flash_attention",
-    "sequence-parallel": "sequence_parallel",
-    "overlap-grad-reduce": "overlap_grad_reduce",
-    "overlap-param-gather": "overlap_param_gather",
-    "tp-comm-overlap": "tp_comm_overlap",
-}
-SWITCH_FLAGS: dict[str, tuple[str, bool]] = {
-    **{f"--{flag}": (name, True) for flag, name in SWITCHES.items()},
-    **{f"--no-{flag}": (name, False) for flag, name in SWITCHES.items()},
-}
-
 
 def parse_layout(text: str | None) -> tuple[int, ...] | None:
     """`'7,8,8,7'` -> (7, 8, 8, 7): layers per pipeline stage; None or '' -> None (automatic layout)."""
@@ -47,6 +21,33 @@ def parse_layout(text: str | None) -> tuple[int, ...] | None:
     if min(counts) < 1:
         raise SpecError(f"every stage needs at least one layer, got {text!r}", field="--pp-layout")
     return counts
+
+
+# Flags a validation case's `extra` list may carry, and the plan field each sets.
+EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "--recompute": ("recompute", str),
+    "--mbs": ("mbs", int),
+    "--zero": ("zero", int),
+    "--cp": ("cp", int),
+    "--ep": ("ep", int),
+    "--vpp": ("virtual_stages", int),
+    "--order": ("order", str),
+    "--precision": ("precision", str),
+    "--kernels": ("kernels", str),
+    "--pp-layout": ("pp_layout", parse_layout),
+}
+# Boolean switches: each has an on and an off form.
+SWITCHES: dict[str, str] = {
+    "flash-attn": "flash_attention",
+    "sequence-parallel": "sequence_parallel",
+    "overlap-grad-reduce": "overlap_grad_reduce",
+    "overlap-param-gather": "overlap_param_gather",
+    "tp-comm-overlap": "tp_comm_overlap",
+}
+SWITCH_FLAGS: dict[str, tuple[str, bool]] = {
+    **{f"--{flag}": (name, True) for flag, name in SWITCHES.items()},
+    **{f"--no-{flag}": (name, False) for flag, name in SWITCHES.items()},
+}
 
 
 def parse_extra(extra: list[str]) -> dict[str, Any]:

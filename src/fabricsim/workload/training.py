@@ -43,7 +43,7 @@ from fabricsim.workload.compute import (
     k_efficiency,
     kernel_gap_s,
 )
-from fabricsim.workload.flops import forward_flops, layer_gemm_shapes, step_flops
+from fabricsim.workload.flops import forward_flops, kv_replication_flops, layer_gemm_shapes, step_flops
 from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
 from fabricsim.workload.plan import ParallelPlan, check_plan, stage_layers
@@ -344,8 +344,7 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     the BF16 GEMM rate, the LM head in BF16 (Megatron keeps its output layer out of FP8)."""
     share = plan.tp * plan.cp
     fwd = forward_flops(model, plan.mbs, plan.seq, layers=layers, lm_head=last, causal=plan.flash_attention)
-    kv_extra = (model.kv_replication(plan.tp) - 1) * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim
-    gemm_flops = fwd.linear / share + kv_extra * len(layers) / share
+    gemm_flops = fwd.linear / share + kv_replication_flops(model, plan, len(layers))
     bf16 = achievable_flops_per_s(gpu)
     attention_rate = attention_flops_per_s(gpu) if plan.flash_attention else bf16
     kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if precision == "fp8" else 0)
@@ -525,10 +524,8 @@ def pipeline_bubble_fraction(pp: int, microbatches: int, virtual_stages: int) ->
     """Idle time of a stage per step, in micro-batch times: (pp - 1) / v for 1F1B and interleaved 1F1B when the
     pipeline fills (m >= pp; Narayanan et al. SC21 sec. 2.2); with fewer micro-batches than stages no stage ever
     holds pp micro-batches, each chunk waits for the whole pipeline's pass, and interleaving saves nothing: every
-    stage idles for the full fill and drain, pp - 1 micro-batch times."""
-    if microbatches >= pp:
-        return (pp - 1) / virtual_stages
-    return float(pp - 1)
+    stage idles for the full fill and drain, pp - 1 micro-batch times. (One plan of ``pipeline_bubble_fractions``.)"""
+    return float(pipeline_bubble_fractions(np.array([pp]), np.array([microbatches]), np.array([virtual_stages]))[0])
 
 
 def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
@@ -585,7 +582,7 @@ class StepArrays:
 
 
 def pipeline_bubble_fractions(pp: np.ndarray, microbatches: np.ndarray, virtual_stages: np.ndarray) -> np.ndarray:
-    """``pipeline_bubble_fraction`` over arrays (the same arithmetic, element by element)."""
+    """``pipeline_bubble_fraction`` for many plans at once (arrays of pp, micro-batch counts, virtual stages)."""
     return np.where(microbatches >= pp, (pp - 1) / virtual_stages, (pp - 1).astype(np.float64))
 
 
