@@ -2,7 +2,7 @@
 swaps priced from the bill of materials, and the verdict of where the next dollar goes."""
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
-from fabricsim.analysis.scenario import Capex, Scenario, network_link, nic_for
+from fabricsim.analysis.scenario import Capex, Scenario
 from fabricsim.analysis.swaps import SWAP_KEYS, Swap, apply_swap, parse_swap
 from fabricsim.analysis.variants import VARIED_LAYERS, faster_catalog
 from fabricsim.analysis.verdict import Verdict, verdict
@@ -21,8 +21,6 @@ __all__ = [
     "apply_swap",
     "faster_catalog",
     "layer_deltas",
-    "network_link",
-    "nic_for",
     "parse_swap",
     "swap_delta",
     "varied_layers",

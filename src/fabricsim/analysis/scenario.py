@@ -5,30 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import ceil
 
-from fabricsim.catalog import NIC, Catalog, LinkTech, System
-from fabricsim.errors import SpecError
+from fabricsim.catalog import Catalog, LinkTech, System
+from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.workload.training import Cluster
-
-NETWORK_KINDS = ("infiniband", "ethernet")
-
-
-def network_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:
-    """The scale-out link technology: ``fabric`` (``ndr``, ``ib-ndr``, ``eth-400g``) or the system NIC's own."""
-    if fabric is None:
-        return catalog.link(catalog.nic(system.nic).link)
-    key = fabric.strip().lower()
-    for candidate in (key, f"ib-{key}", f"eth-{key}"):
-        link = catalog.links.get(candidate)
-        if link is not None and link.kind in NETWORK_KINDS:
-            return link
-    allowed = sorted(lid for lid, link in catalog.links.items() if link.kind in NETWORK_KINDS)
-    raise SpecError(f"unknown network {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
-
-
-def nic_for(catalog: Catalog, link: LinkTech) -> NIC | None:
-    """The catalog NIC whose ports run ``link`` (the cheapest, then by id); None when no NIC does."""
-    runs = [n for n in catalog.nics.values() if n.link == link.id]
-    return min(runs, key=lambda n: (n.price_usd if n.price_usd is not None else float("inf"), n.id), default=None)
 
 
 @dataclass(frozen=True)
@@ -69,7 +48,7 @@ class Scenario:
         return Cluster(system, fabric=self.fabric, oversubscription=self.oversubscription, catalog=cat)
 
     def link(self) -> LinkTech:
-        return network_link(self.catalog, self.system, self.fabric)
+        return resolve_fabric_link(self.catalog, self.system, self.fabric)
 
     def capex(self) -> Capex:
         """Bill of materials of a rail-optimized fat tree of these nodes: nodes, switches, cables and optics, plus

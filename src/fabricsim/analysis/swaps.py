@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from fabricsim.analysis.scenario import Scenario, network_link, nic_for
+from fabricsim.analysis.scenario import Scenario
+from fabricsim.collectives.group import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 
 SWAP_KEYS = ("system", "ib", "oversubscription")
@@ -44,11 +45,12 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
         return replace(base, system_id=system.id, nic=None)
     if swap.key == "ib":
         try:
-            link = network_link(base.catalog, base.system, swap.value)
+            link = resolve_fabric_link(base.catalog, base.system, swap.value)
         except SpecError as exc:
             raise SpecError(f"{swap.label}: {exc}", field="--swap") from None
-        nic = nic_for(base.catalog, link)
-        return replace(base, fabric=link.id, nic=None if nic is None else nic.id)
+        own = base.catalog.system(base.system_id)
+        nic = fabric_nic(base.catalog, own, link)  # the NIC the collective model runs that fabric on
+        return replace(base, fabric=link.id, nic=None if nic.id == own.nic else nic.id)
     try:
         ratio = float(swap.value)
     except ValueError:

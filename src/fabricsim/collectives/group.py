@@ -89,8 +89,8 @@ def resolve_fabric_link(catalog: Catalog, system: System, fabric: str | None) ->
     for candidate in (key, f"ib-{key}", f"eth-{key}"):
         if candidate in catalog.links and catalog.links[candidate].kind in ("infiniband", "ethernet"):
             return catalog.links[candidate]
-    allowed = [lid for lid, link in catalog.links.items() if link.kind in ("infiniband", "ethernet")]
-    raise SpecError(f"unknown fabric {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
+    allowed = sorted(lid for lid, link in catalog.links.items() if link.kind in ("infiniband", "ethernet"))
+    raise SpecError(f"unknown network {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
 
 
 def group_shape(

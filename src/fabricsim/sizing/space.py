@@ -7,8 +7,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fabricsim.analysis import network_link
 from fabricsim.catalog import Catalog, System
+from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
 from fabricsim.workload.spec import ModelSpec
@@ -86,7 +86,7 @@ def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
                             field="--systems")
         system = catalog.system(sid)
         for fabric in spec.fabrics:
-            link = network_link(catalog, system, fabric).id
+            link = resolve_fabric_link(catalog, system, fabric).id
             for os in spec.oversubscription:
                 for n in node_counts(spec, system):
                     out.append(ClusterChoice(sid, fabric, link, float(os), n, n * system.gpus_per_node))
