@@ -29,8 +29,11 @@ def _sc21_search(case: dict[str, Any]) -> tuple[Any, int | None, float]:
                       systems=(case["system"],), fabrics=("hdr",), oversubscription=(1.0,), objective="time",
                       knobs=SC21_KNOBS, fixed=SC21_FIXED)
     ranked = size(spec, engine="serial").ranked
-    published = ((ranked.tp == run["tp"]) & (ranked.pp == run["pp"]) & (ranked.dp == run["dp"]) & (ranked.mbs == 1)
-                 & (ranked.vpp == 1)).to_numpy()
+    extra = [str(x) for x in run.get("extra") or []]
+    mbs = int(extra[extra.index("--mbs") + 1]) if "--mbs" in extra else 1
+    vpp = int(extra[extra.index("--vpp") + 1]) if "--vpp" in extra else 1
+    published = ((ranked.tp == run["tp"]) & (ranked.pp == run["pp"]) & (ranked.dp == run["dp"])
+                 & (ranked.mbs == mbs) & (ranked.vpp == vpp)).to_numpy()
     position = int(published.argmax()) if published.any() else None
     return ranked, position, predict_case(case).tokens_per_s
 
@@ -47,9 +50,10 @@ def test_sc21_best_plan_is_at_least_as_fast_as_published(case: dict[str, Any]) -
 
 
 # The issue asks for the top 5%. Where the training model still prefers other plans (smaller TP, larger
-# micro-batches, interleaving) the rank measured at this landing is the bound: it may only improve.
-SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.34, "megatron_t1_39.1B": 0.57,
-                   "megatron_t1_145.6B": 0.20, "megatron_t1_529.6B": 0.53}
+# micro-batches, interleaving) the rank measured at this landing is the bound: it may only improve. The
+# published plan is the one Megatron-LM examples/sc21/run_table_1.sh ran (its micro-batch and interleaving).
+SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.06, "megatron_t1_39.1B": 0.28,
+                   "megatron_t1_145.6B": 0.07, "megatron_t1_529.6B": 0.44}
 
 
 @pytest.mark.slow

@@ -65,6 +65,8 @@ Zero = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (1 = di
                                                         "(default: auto)")]
 Precision = Annotated[str, typer.Option("--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)")]
 Kernels = Annotated[str, typer.Option("--kernels", help="element-wise kernels: fused (Megatron/TE) or eager")]
+GradDtype = Annotated[str, typer.Option("--grad-dtype", help="gradient buffer and reduction: fp32 (Megatron "
+                                        "default) or bf16 (NeMo FP8 performance recipes)")]
 PpLayout = Annotated[str | None, typer.Option("--pp-layout", help="layers per pipeline stage, e.g. 7,8,8,7 "
                                                                   "(default: automatic)")]
 FlashAttn = Annotated[bool, typer.Option("--flash-attn/--no-flash-attn",
@@ -116,13 +118,14 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
-                jobs: Path | None = None, cluster_nodes: int | None = None) -> Run:
+                jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
                               "precision": precision, "kernels": kernels, "pp_layout": parse_layout(pp_layout),
+                              "grad_dtype": grad_dtype,
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap}
@@ -144,7 +147,7 @@ def plan_json(plan: ParallelPlan) -> dict[str, Any]:
     """The plan a prediction ran, knobs under their CLI names."""
     return {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "seq": plan.seq,
             "gbs": plan.gbs, "mbs": plan.mbs, "vpp": plan.virtual_stages, "recompute": plan.recompute,
-            "zero": plan.zero, "precision": plan.precision}
+            "zero": plan.zero, "precision": plan.precision, "grad_dtype": plan.grad_dtype}
 
 
 def run_title(run: Run) -> str:
@@ -178,6 +181,7 @@ def train_command(
     zero: Zero = None,
     precision: Precision = "bf16",
     kernels: Kernels = "fused",
+    grad_dtype: GradDtype = "fp32",
     pp_layout: PpLayout = None,
     flash_attn: FlashAttn = True,
     sequence_parallel: SequenceParallel = None,
@@ -201,7 +205,8 @@ def train_command(
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration, sim=sim, routing=routing, jobs=jobs, cluster_nodes=cluster_nodes)
+                      calibration=calibration, sim=sim, routing=routing, jobs=jobs, cluster_nodes=cluster_nodes,
+                      grad_dtype=grad_dtype)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown

@@ -21,6 +21,7 @@ from fabricsim.cli.train_cmd import (
     FlashAttn,
     Gbs,
     Gpus,
+    GradDtype,
     Kernels,
     Mbs,
     Model,
@@ -100,6 +101,7 @@ def whatif_command(
     zero: Zero = None,
     precision: Precision = "bf16",
     kernels: Kernels = "fused",
+    grad_dtype: GradDtype = "fp32",
     pp_layout: PpLayout = None,
     flash_attn: FlashAttn = True,
     sequence_parallel: SequenceParallel = None,
@@ -122,7 +124,7 @@ def whatif_command(
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration)
+                      calibration=calibration, grad_dtype=grad_dtype)
     scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
     result = what_if(run.spec, run.plan, scenario, factor, swaps)
     if as_json:

@@ -16,7 +16,7 @@ from fabricsim.workload.spec import ModelSpec
 MAX_PP = 64
 MAX_CP = 8
 MAX_VPP = 8
-MBS = (1, 2, 4, 8)
+MBS = (1, 2, 4, 8, 16)  # SC21 Table 1 ran micro-batches up to 16 (Megatron-LM examples/sc21/run_table_1.sh)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """Per-GPU memory of a training step: weights, gradients, optimizer state and activations, for the fullest stage.
 
-Model state (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO", sec. 3.1): bf16 weights (2 bytes/param) and
-gradients (2) plus fp32 master weights, momentum and variance (12). ZeRO-1 shards the optimizer state over the
+Model state (mixed-precision Adam, Rajbhandari et al. 2020 "ZeRO", sec. 3.1): bf16 weights (2 bytes/param), the
+main-grad buffer in ``plan.grad_dtype`` (fp32: 4, Megatron-LM's default with bf16, so 18 bytes/param replicated and
+6 + 12/d with the distributed optimizer as NVIDIA/Megatron-LM docs/source/distrib_optimizer.md tabulates; bf16: 2)
+plus fp32 master weights, momentum and variance (12). ZeRO-1 shards the optimizer state over the
 data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also the weights, keeping a gathered copy of up to two
 layers (the one computing and the one prefetched). Dense weights shard over dp * cp (Megatron's distributed
 optimizer), expert weights over the expert data-parallel size dp * cp / ep. TP splits every weight matrix (expert
@@ -12,7 +14,8 @@ Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Larg
 arXiv:2205.05198, sec. 4 and Table 2), per layer and micro-batch, 16-bit values and 1-byte dropout masks:
 sbh (34 + 5 a s / h) without parallelism; sbh/t (34 + 5as/h) with TP + sequence parallelism; sbh (10 + 24/t +
 5as/(ht)) with TP alone; selective recompute drops the 5as/h score term; full recompute keeps only the layer input,
-2 sbh (Table 2; here 2 sbh / t with sequence parallelism, where Megatron keeps that input sequence-sharded).
+2 sbh (Table 2; here 2 sbh / t with sequence parallelism, where Megatron keeps that input sequence-sharded), plus,
+once per stage, the full activations of the one layer being recomputed in the backward.
 Fused (flash) attention never stores the 5as/h scores either (it recomputes them in the backward from Q, K, V and
 a 4-byte log-sum-exp per row, Dao et al. 2022 sec. 3.1), so it keeps only that statistic. With FP8
 (TransformerEngine) the inputs of the weight GEMMs (QKV, projection, both MLP GEMMs) are saved in FP8, one byte
@@ -30,13 +33,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from fabricsim.catalog.models import GPU
-from fabricsim.workload.plan import ParallelPlan, layers_by_stage, stage_layers, stage_layout
+from fabricsim.workload.plan import GRAD_DTYPE_BYTES, ParallelPlan, layers_by_stage, stage_layers, stage_layout
 from fabricsim.workload.spec import ModelSpec
 
 WEIGHT_BYTES = 2  # bf16 parameter
 FP8_WEIGHT_BYTES = 1  # TransformerEngine's FP8 copy (and its transpose) of a weight (precision fp8)
 LSE_BYTES = 4  # fused attention's fp32 log-sum-exp per query row and head
-GRAD_BYTES = 2  # bf16 gradient
 OPTIMIZER_BYTES = 12  # fp32 master weight + Adam momentum + variance
 GIB = 2**30
 
@@ -94,13 +96,15 @@ def _gather_buffer(part: float, largest_layer: float, shards: int) -> float:
     return min(2 * largest_layer, part) * (1 - 1 / shards)
 
 
-def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> float:
-    """Activation bytes layer ``index`` keeps for the backward pass, per micro-batch, on one GPU."""
+def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int, recompute: str | None = None) -> float:
+    """Activation bytes layer ``index`` keeps for the backward pass, per micro-batch, on one GPU (under
+    ``recompute``, default the plan's)."""
     t, cp, h = plan.tp, plan.cp, model.hidden
     s_local = plan.seq / cp
     sbh = s_local * plan.mbs * h
     sp = plan.sequence_parallel and t > 1
-    if plan.recompute == "full":
+    recompute = plan.recompute if recompute is None else recompute
+    if recompute == "full":
         return 2 * sbh / (t if sp else 1)
     r = model.kv_dim / h
     gemm_in = 1 if plan.precision == "fp8" else 2  # bytes of a saved weight-GEMM input
@@ -114,7 +118,7 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> 
         replicated += 2 * model.moe.top_k  # each token's copy dispatched to its top_k experts
     else:
         split += mlp_coeff * model.ffn_hidden / h
-    if plan.recompute == "selective":
+    if recompute == "selective":
         scores = 0.0
     elif plan.flash_attention:
         scores = LSE_BYTES * model.heads * s_local * plan.mbs
@@ -130,13 +134,17 @@ def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> 
     t = plan.tp
     sp = plan.sequence_parallel and t > 1
     sbh = plan.seq / plan.cp * plan.mbs * model.hidden
-    per_microbatch = sum(layer_activation_bytes(model, plan, i) for i in stage_layers(model, plan)[stage])
+    layers = stage_layers(model, plan)[stage]
+    per_microbatch = sum(layer_activation_bytes(model, plan, i) for i in layers)
+    # Full recompute rematerialises one layer at a time in the backward: its whole activation set is live then.
+    recompute_working = (max(layer_activation_bytes(model, plan, i, "none") for i in layers)
+                         if plan.recompute == "full" and layers else 0.0)
     if stage == 0:
         per_microbatch += sbh / (t if sp else 1)  # embedding dropout mask
     if stage == plan.pp - 1:
         logits_fp32 = 4 * plan.seq / plan.cp * plan.mbs * model.vocab / t
         per_microbatch += 4 * sbh / (t if sp else 1) + logits_fp32  # final norm and LM head inputs, fp32 logits
-    return per_microbatch * plan.microbatches_in_flight(stage)
+    return per_microbatch * plan.microbatches_in_flight(stage) + recompute_working
 
 
 @dataclass(frozen=True)
@@ -194,7 +202,7 @@ def stage_memory(model: ModelSpec, plan: ParallelPlan, stage: int, capacity_byte
     return MemoryReport(
         stage=stage,
         weights_bytes=weights,
-        gradients_bytes=state(GRAD_BYTES, z >= 2),
+        gradients_bytes=state(GRAD_DTYPE_BYTES[plan.grad_dtype], z >= 2),
         optimizer_bytes=state(OPTIMIZER_BYTES, z >= 1),
         activations_bytes=stage_activation_bytes(model, plan, stage),
         capacity_bytes=capacity_bytes,

@@ -34,6 +34,7 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--order": ("order", str),
     "--precision": ("precision", str),
     "--kernels": ("kernels", str),
+    "--grad-dtype": ("grad_dtype", str),
     "--pp-layout": ("pp_layout", parse_layout),
 }
 # Boolean switches: each has an on and an off form.

@@ -46,7 +46,7 @@ from fabricsim.workload.compute import (
 from fabricsim.workload.flops import forward_flops, kv_replication_flops, layer_gemm_shapes, step_flops
 from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
-from fabricsim.workload.plan import ParallelPlan, check_plan, stage_layers
+from fabricsim.workload.plan import GRAD_DTYPE_BYTES, ParallelPlan, check_plan, stage_layers
 from fabricsim.workload.spec import ModelSpec
 from fabricsim.workload.traffic import (
     fp8_cast_bytes,
@@ -64,7 +64,6 @@ FP8_BYTES = 1
 # collectives; FP8 adds a quantise kernel per GEMM input. Backward and recompute launch as many per pass.
 KERNELS_PER_LAYER_FORWARD = 12
 FP8_CAST_KERNELS_PER_LAYER = 4
-MAIN_GRAD_BYTES = 4  # Megatron reduces bf16-trained gradients in fp32 (accumulate_allreduce_grads_in_fp32)
 PARAM_BYTES = 2
 DDP_BUCKET_PARAMS = 40_000_000  # Megatron-LM DDP bucket size (parameters)
 
@@ -474,7 +473,7 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
         shape = _group_shape_of(cluster, plan, group_kind, False)
         per_layer = count / n
         t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
-        t_rs, _ = _comm(shape, "reduce_scatter", per_layer * MAIN_GRAD_BYTES, cluster.catalog)
+        t_rs, _ = _comm(shape, "reduce_scatter", per_layer * GRAD_DTYPE_BYTES[plan.grad_dtype], cluster.catalog)
         fwd_layer = forward_s / n
         bwd_layer = backward_s / n
         gathers_bwd = 2.0 if plan.recompute == "full" else 1.0
@@ -504,7 +503,7 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
         if count <= 0 or shards < 2:
             continue
         shape = _group_shape_of(cluster, plan, kind_name, False)
-        grads = count * MAIN_GRAD_BYTES
+        grads = count * GRAD_DTYPE_BYTES[plan.grad_dtype]
         last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
         if plan.zero == 0:
             t, link = _fabric_comm(cluster, plan, kind_name, shape, "all_reduce", grads)
