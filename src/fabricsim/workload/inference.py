@@ -355,14 +355,13 @@ class InferenceMemory:
 
     def summary(self) -> str:
         gib = 2.0**30
-        head = (f"{self.total_bytes / gib:.1f} GiB per GPU (weights {self.weights_bytes / gib:.1f}, KV cache "
-                f"{self.kv_cache_bytes / gib:.1f}, activations {self.activations_bytes / gib:.1f}) of "
-                f"{self.usable_bytes / gib:.1f} GiB usable")
+        split = (f"weights {self.weights_bytes / gib:.1f}, KV cache {self.kv_cache_bytes / gib:.1f}, activations "
+                 f"{self.activations_bytes / gib:.1f} GiB")
         if self.fits:
-            return head
+            return f"{self.total_bytes / gib:.1f} GiB per GPU ({split}) of {self.usable_bytes / gib:.1f} GiB usable"
         short = (self.total_bytes - self.usable_bytes) / gib
         return (f"does not fit: needs {self.total_bytes / gib:.1f} GiB per GPU, has {self.usable_bytes / gib:.1f} "
-                f"GiB (short by {short:.1f}); {head}")
+                f"GiB (short by {short:.1f}; {split})")
 
     def to_json(self) -> dict[str, object]:
         return {"weights_bytes": self.weights_bytes, "kv_cache_bytes": self.kv_cache_bytes,
