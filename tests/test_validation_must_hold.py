@@ -25,7 +25,9 @@ def test_every_group_median_within_8_percent(results: list[CaseResult | NotExpre
 
 
 def test_no_counted_case_beyond_30_percent(results: list[CaseResult | NotExpressible]) -> None:
-    beyond = {r.id: round(r.error, 3) for r in results if isinstance(r, CaseResult) and abs(r.error) > 0.30}
+    # the inference group has its own must-hold bounds (tests/test_inference_validation.py)
+    beyond = {r.id: round(r.error, 3) for r in results
+              if isinstance(r, CaseResult) and r.group in GROUPS and abs(r.error) > 0.30}
     assert set(beyond) <= set(KNOWN_GAPS), beyond
 
 

@@ -47,6 +47,7 @@ class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
     fp8_flops_per_s: FlopPerS | None = Field(None, description="dense FP8 tensor peak, None if unsupported")
+    fp4_flops_per_s: FlopPerS | None = Field(None, description="dense FP4 (NVFP4) tensor peak, None if unsupported")
     hbm_bytes: Bytes
     hbm_bytes_per_s: BytesPerS
     tdp_w: Watts

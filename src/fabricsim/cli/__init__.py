@@ -10,6 +10,7 @@ from fabricsim.cli.bench_cmd import bench_app
 from fabricsim.cli.calibrate_cmd import calibrate_command, compare_command
 from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
 from fabricsim.cli.collective_cmd import collective_command
+from fabricsim.cli.infer_cmd import infer_command
 from fabricsim.cli.output import console
 from fabricsim.cli.size_cmd import size_command
 from fabricsim.cli.topo_cmd import topo_command
@@ -31,6 +32,7 @@ app.command("topo")(topo_command)
 app.command("traffic")(traffic_command)
 app.command("train")(train_command)
 app.command("whatif")(whatif_command)
+app.command("infer")(infer_command)
 app.command("size")(size_command)
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")

@@ -73,6 +73,19 @@ def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
     return _save(fig, path)
 
 
+def plot_bars(values: dict[str, float], title: str, xlabel: str, path: str | Path) -> Path:
+    """Seconds per layer kind as horizontal bars (the non-zero ones), the largest in red."""
+    kinds = [k for k, v in values.items() if v]
+    largest = max(kinds, key=lambda k: values[k]) if kinds else ""
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(kinds) + 1.8), dpi=120)
+    ax.barh(kinds, [values[k] for k in kinds], color=["#c0392b" if k == largest else "#95a5a6" for k in kinds])
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    ax.set_title(f"{title}\nbottleneck: {largest}")
+    ax.grid(True, axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
 def plot_compare(rows: list[dict[str, float | int | str]], title: str, path: str | Path) -> Path:
     """Measured and predicted busbw against size on one chart (log x)."""
     sizes = [int(r["size_bytes"]) for r in rows]

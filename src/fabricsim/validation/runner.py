@@ -10,12 +10,13 @@ from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
 from fabricsim.validation.cases import Case, all_cases
 from fabricsim.validation.collective_cases import LATENCY_METRICS, CaseResult, run_collective_case
+from fabricsim.validation.inference_cases import run_inference_case
 from fabricsim.validation.overlay import OverlayCatalogs
 from fabricsim.validation.settings import ValidationSettings, expressed, expression_for, load_settings, with_settings
 from fabricsim.validation.training_cases import run_training_case
 
 GROUPS = ("collective bandwidth", "collective latency", "training", "inference")
-INFERENCE_REASON = "no inference model yet (inference issue)"
+INFERENCE_REASON = "not expressible by the inference model"  # prefix of every inference case's reason
 
 
 class NotExpressible(BaseModel):
@@ -54,7 +55,7 @@ def not_expressible(case: Case, reason: str) -> NotExpressible:
 def runnable(case: Case, settings: ValidationSettings) -> dict[str, Any] | str:
     """The case's fields ready to run (expression and settings applied), or the reason it cannot run."""
     if case.kind == "inference":
-        return INFERENCE_REASON
+        return case.data
     data = case.data
     if data.get("expressible") is False:
         expr = expression_for(case.id, settings)
@@ -71,9 +72,15 @@ def evaluate(case: Case, catalogs: OverlayCatalogs, settings: ValidationSettings
         if isinstance(data, str):
             return not_expressible(case, data)
         catalog = catalogs.for_case(data)
-        result = run_training_case(data, catalog) if case.kind == "training" else run_collective_case(data, catalog)
+        if case.kind == "inference":
+            result = run_inference_case(data, catalog)
+        elif case.kind == "training":
+            result = run_training_case(data, catalog)
+        else:
+            result = run_collective_case(data, catalog)
     except SpecError as exc:
-        return not_expressible(case, str(exc))
+        reason = str(exc)
+        return not_expressible(case, f"{INFERENCE_REASON}: {reason}" if case.kind == "inference" else reason)
     except (KeyError, TypeError, ValueError) as exc:
         return not_expressible(case, f"malformed case: {type(exc).__name__}: {exc}")
     return result.model_copy(update={"group": case_group(case)})

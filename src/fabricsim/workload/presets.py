@@ -27,6 +27,7 @@ class Preset(BaseModel):
     source: str = Field(min_length=1)
     verified: bool = True
     notes: str = ""
+    max_context: int | None = Field(None, ge=1, description="context window in tokens (inference checks against it)")
     model: ModelSpec
 
 

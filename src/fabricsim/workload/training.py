@@ -194,6 +194,15 @@ def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> t
     return _cached_comm(shape, op, size, ByIdentity(catalog))
 
 
+def group_comm(cluster: Cluster, nranks: int, ranks_per_node: int, op: str, size: float) -> tuple[float, str]:
+    """Seconds of one collective of ``size`` bytes (nccl-tests convention) on a group of ``nranks`` GPUs with at most
+    ``ranks_per_node`` on a node, and the link kind it loads most; the group shape and the price are cached (the
+    public form of the pricing training uses, for inference and other workloads)."""
+    if nranks < 2 or size <= 0:
+        return 0.0, "nvlink"
+    return _comm(_cached_shape(cluster, nranks, ranks_per_node), op, size, cluster.catalog)
+
+
 def _fabric_comm(cluster: Cluster, plan: ParallelPlan, kind: str, shape: GroupShape | None, op: str,
                  size: float) -> tuple[float, str]:
     """A collective of every group of ``kind``: on the flow simulator when the cluster asks for it and the groups

@@ -1,0 +1,222 @@
+"""Validate the inference model against published serving measurements (validation/inference.yaml): map each case's
+hardware, model dimensions, plan and precisions to fabricsim inputs, predict its metric, or say why it cannot."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.errors import SpecError
+from fabricsim.validation.collective_cases import CaseResult
+from fabricsim.workload import ModelSpec
+from fabricsim.workload.compute import _defaults_document
+from fabricsim.workload.inference import (
+    InferencePlan,
+    InferencePrediction,
+    max_batch,
+    predict_inference,
+    serving_max_batch,
+)
+from fabricsim.workload.training import Cluster, group_comm
+
+THROUGHPUT_TOLERANCE = 0.15
+LATENCY_TOLERANCE = 0.25
+# The case files' GPU strings -> the catalog system that carries that GPU (8-GPU HGX/DGX nodes, NVL72 for GB200).
+GPU_SYSTEMS = {
+    "H100-SXM-80GB": "dgx-h100",
+    "H100-80GB": "dgx-h100",
+    "H200-SXM-141GB": "hgx-h200",
+    "A100-SXM-80GB": "dgx-a100",
+    "B200-180GB": "dgx-b200",
+    "B200 (SM100)": "dgx-b200",
+    "GB200-192GB": "gb200-nvl72",
+    "GB200": "gb200-nvl72",
+    "H800-80GB": "hgx-h800",
+}
+THROUGHPUT_METRICS = ("output_throughput_per_gpu", "output_throughput_total", "output_throughput_per_node",
+                      "input_throughput_per_node")
+DEEPEP_METRICS = ("moe_dispatch_latency", "moe_combine_latency", "moe_dispatch_bottleneck_bandwidth")
+
+
+class NotExpressibleCase(SpecError):
+    """A case the model has no input for; the message is the reason."""
+
+
+def _int(value: Any, name: str) -> int:
+    """A config integer, or its leading number ('8 (implied; single HGX H200)'); a missing one is not expressible."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    match = re.match(r"\s*(\d[\d,]*)\s*([Kk])?", str(value)) if value is not None else None
+    if match is None:
+        raise NotExpressibleCase(f"{name} not stated as a number ({value!r})")
+    number = int(match.group(1).replace(",", ""))
+    return number * 1000 if match.group(2) else number
+
+
+def _system(hardware: dict[str, Any]) -> str:
+    gpu = str(hardware.get("gpu"))
+    if gpu not in GPU_SYSTEMS:
+        raise NotExpressibleCase(f"no catalog GPU for {gpu!r}")
+    return GPU_SYSTEMS[gpu]
+
+
+def case_model(model: dict[str, Any]) -> ModelSpec:
+    """The case's model dimensions as a ModelSpec; attention the spec cannot describe is not expressible."""
+    if not isinstance(model.get("kv_heads"), int):
+        raise NotExpressibleCase(f"attention {model.get('kv_heads')!r}: latent (MLA) KV cache has no input in the "
+                                 "model spec")
+    moe = model.get("moe")
+    fields = {k: model[k] for k in ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp",
+                                    "vocab") if model.get(k) is not None}
+    if isinstance(moe, dict):
+        head_dim = moe.get("head_dim")
+        if head_dim is not None and head_dim * model["heads"] != model["hidden"]:
+            raise NotExpressibleCase(f"head_dim {head_dim} x {model['heads']} heads != hidden {model['hidden']}: the "
+                                     "model spec has no head_dim input")
+        fields["moe"] = {"experts": moe.get("experts") or moe.get("routed_experts"), "top_k": moe["top_k"],
+                         "ffn_hidden": moe.get("expert_ffn_hidden"), "shared_experts": moe.get("shared_experts", 0),
+                         "dense_layers": moe.get("dense_layers", 0)}
+    return ModelSpec.from_data(fields, source="inference case model")
+
+
+def precisions(config: dict[str, Any]) -> tuple[str, str, str]:
+    """(weights, kv, note) from the case's precision strings; an unstated KV format is taken as BF16 and said."""
+    text = str(config.get("weight_precision") or "")
+    upper = text.upper()
+    if "FP4" in upper:
+        weights = "fp4"
+    elif "FP8" in upper:
+        weights = "fp8"
+    elif "FP16" in upper or "BF16" in upper:
+        weights = "bf16"
+    else:
+        raise NotExpressibleCase(f"weight precision {text!r} not recognised")
+    kv_text = str(config.get("kv_precision") or "not stated")
+    kv = "fp8" if "FP8" in kv_text.upper() else "bf16"
+    note = "" if ("FP8" in kv_text.upper() or "16" in kv_text) else ", KV not stated: bf16"
+    return weights, kv, note
+
+
+def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, output: int) -> InferencePlan:
+    config = case["config"]
+    weights, kv, _ = precisions(config)
+    tp = _int(config.get("tp"), "tp")
+    pp = _int(config.get("pp") if config.get("pp") is not None else 1, "pp")
+    ep = _int(config["ep"], "ep") if config.get("ep") is not None else 1
+    dp = _int(config["dp"], "dp") if isinstance(config.get("dp"), int) else 1
+    del model
+    return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
+                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config))
+
+
+def gqa_kernel(config: dict[str, Any]) -> bool:
+    """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
+    ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
+    spec = _defaults_document()["inference"]["gqa_decode_kernel"]
+    if str(config.get("framework", "")).strip() != spec["framework"]:
+        return True
+    found = re.match(r"\s*v?(\d+)\.(\d+)", str(config.get("version", "")))
+    if found is None:
+        return True
+    since = tuple(int(x) for x in str(spec["since_version"]).split("."))
+    return (int(found.group(1)), int(found.group(2))) >= since
+
+
+def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[float, str, str]:
+    """The case's metric as fabricsim predicts it: (value, unit, detail)."""
+    cat = catalog or default_catalog()
+    metric = str(case["metric"]["name"])
+    config = case["config"]
+    hardware = case["hardware"]
+    system = cat.system(_system(hardware))
+    cluster = Cluster(system, catalog=cat)
+    if metric in DEEPEP_METRICS:
+        return _deepep(case, cluster)
+    model = case_model(case["model"])
+    if config.get("request_rate") is not None:
+        raise NotExpressibleCase("a request-rate serving case needs the serving scheduler")
+    prompt = _int(config.get("input_len"), "input_len")
+    output = 1 if metric == "ttft_first_token_latency" else _int(config.get("output_len"), "output_len")
+    batch_field = config.get("batch")
+    static = isinstance(batch_field, int) and not isinstance(batch_field, bool)
+    if static:
+        batch = int(batch_field)
+    elif config.get("concurrency") is None or "unbounded" in str(config.get("concurrency")):
+        probe = _plan(case, model, 1, prompt, output)  # every request queued: the engine runs the largest batch
+        batch = min(max_batch(model, probe, cat.gpu(system.gpu)), serving_max_batch())
+        if batch < 1:
+            raise SpecError("the model does not fit on the case's GPUs")
+    else:
+        batch = _int(config.get("concurrency"), "concurrency")
+    plan = _plan(case, model, batch, prompt, output)
+    pred = predict_inference(model, cluster, plan)
+    _, _, kv_note = precisions(config)
+    detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
+              f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
+              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}, "
+              f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
+              + ("" if pred.fits else ", DOES NOT FIT in memory"))
+    return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail
+
+
+def _metric(metric: str, pred: InferencePrediction, gpus_per_node: int) -> float:
+    if metric == "output_throughput_per_gpu":
+        return pred.output_tokens_per_s_per_gpu
+    if metric == "output_throughput_total":
+        return pred.output_tokens_per_s
+    if metric == "output_throughput_per_node":
+        return pred.output_tokens_per_s_per_gpu * gpus_per_node
+    if metric == "ttft_first_token_latency":
+        return pred.ttft_s * 1e3
+    if metric == "e2e_latency":
+        return pred.e2e_s
+    if metric == "output_tokens_per_s_per_user":
+        return 1.0 / pred.tpot_s
+    raise NotExpressibleCase(f"metric {metric!r} has no inference prediction (unit ambiguous or not modelled)")
+
+
+def _deepep(case: dict[str, Any], cluster: Cluster) -> tuple[float, str, str]:
+    """DeepEP: dispatch (FP8, 1 byte per element) and combine (BF16) of each rank's tokens to their top-k experts as
+    one all-to-all on the ep group; bandwidth = bytes a rank sends to other ranks / time, as DeepEP reports it."""
+    config, model, metric = case["config"], case["model"], str(case["metric"]["name"])
+    ep = _int(config.get("ep"), "ep")
+    gpus_per_node = cluster.system.gpus_per_node
+    moe = model.get("moe") or {}
+    top_k = int(moe.get("top_k", 8))
+    hidden = int(model["hidden"])
+    batch = str(config.get("batch"))
+    tokens = _int(batch, "batch")
+    per_rank_tokens = tokens if "per rank" in batch else tokens / ep
+    combine = metric == "moe_combine_latency"
+    size = per_rank_tokens * top_k * hidden * (2 if combine else 1)
+    t, kind = group_comm(cluster, ep, min(ep, gpus_per_node), "all_to_all", size)
+    detail = f"all_to_all of {size / 2**20:.1f} MiB per rank over ep={ep}, bound={kind}"
+    if metric == "moe_dispatch_bottleneck_bandwidth":
+        return size * (ep - 1) / ep / t / 1e9, "GB/s", detail
+    return t * 1e6, "us", detail
+
+
+def case_tolerance(case: dict[str, Any]) -> float:
+    for key in ("tol", "tolerance"):
+        if case.get(key) is not None:
+            return float(case[key])
+    metric = str(case["metric"]["name"])
+    return LATENCY_TOLERANCE if metric in ("ttft_first_token_latency", "e2e_latency") or "latency" in metric \
+        else THROUGHPUT_TOLERANCE
+
+
+def run_inference_case(case: dict[str, Any], catalog: Catalog | None = None) -> CaseResult:
+    """Predict one inference case; a prediction that does not fit in memory fails (the published run ran)."""
+    predicted, unit, detail = predict_case(case, catalog)
+    measured = float(case["metric"]["value"])
+    error = (predicted - measured) / measured
+    tol = case_tolerance(case)
+    source = case.get("source")
+    source_line = " ".join(str(source[k]) for k in ("repo", "path", "url") if source.get(k)) \
+        if isinstance(source, dict) else str(source or "")
+    return CaseResult(
+        id=str(case["id"]), kind="inference", measured=measured, predicted=predicted, unit=unit, error=error,
+        tolerance=tol, passed=abs(error) <= tol and "DOES NOT FIT" not in detail, detail=detail,
+        source=source_line, group="inference", metric=str(case["metric"]["name"]),
+    )

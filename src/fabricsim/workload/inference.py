@@ -1,0 +1,626 @@
+"""Inference time and memory: prefill (time to first token) and decode (time per output token) of a static batch on
+one parallel group, every GEMM as a roofline of its FLOPs and its weight bytes, and the group's collectives on
+their real process groups, so a user sees which layer (compute, HBM, NVLink, PCIe, InfiniBand) bounds serving.
+
+Per forward pass on one pipeline stage, per GPU:
+- weight GEMMs (attention Q/K/V/O, dense MLP, shared experts): max(2 x tokens x params / achievable rate,
+  params x weight bytes / achievable HBM bandwidth); the rate is the weight format's peak (FP8 and FP4 tensor
+  cores run FP8/FP4 weights; INT4 is W4A16 at the BF16 rate) x its efficiency x the reduction-depth factor;
+- routed experts (MoE): the same roofline with the experts the step's tokens touch, E x (1 - (1 - k / E)^T),
+  spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP);
+- attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
+- LM head in BF16 on the last stage (only the new token's logits);
+- per layer an overhead (``data/compute.yaml`` inference.layer_overhead) and per pass a step overhead;
+- TP: 2 all-reduces per layer (attention and MLP outputs) of tokens x hidden x 2 bytes; with attention data
+  parallelism (dp > 1) an MoE layer instead dispatches and combines its tokens by all-to-all over the ep group;
+- PP: the activation to the next stage (InfiniBand when the stage boundary crosses nodes).
+With pp > 1 the batch runs as min(pp, batch) micro-batches through the pipeline.
+
+Conventions: ``tpot_s`` is the mean decode step over the output (the KV cache grows from prompt to prompt + output,
+linearly, so the step at the mid context is the mean); ``e2e_s`` = ttft + (output - 1) x tpot;
+``output_tokens_per_s`` = batch x output / e2e of the whole group (static batching, as TensorRT-LLM's
+gptSessionBenchmark reports it), per GPU divided by tp x pp x dp.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from functools import lru_cache
+from math import ceil, floor
+
+import numpy as np
+
+from fabricsim import units
+from fabricsim.caching import ByIdentity
+from fabricsim.catalog import GPU
+from fabricsim.errors import SpecError
+from fabricsim.workload.compute import (
+    _defaults_document,
+    achievable_flops_per_s,
+    attention_flops_per_s,
+    fp8_matmul_efficiency,
+    gemm_k_overhead,
+    hbm_efficiency,
+)
+from fabricsim.workload.kvcache import (
+    KV_BYTES,
+    WEIGHT_BYTES,
+    kv_bytes_per_token_layer,
+    kv_bytes_per_token_model,
+    kv_heads_per_gpu,
+)
+from fabricsim.workload.spec import ModelSpec
+from fabricsim.workload.training import Cluster, group_comm
+
+LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "other")
+ACT_BYTES = 2  # bf16 activations
+WEIGHTS = tuple(WEIGHT_BYTES)
+KVS = tuple(KV_BYTES)
+
+
+# ---- free parameters (data/compute.yaml, each with its source) ------------------------------------------------
+@lru_cache(maxsize=1)
+def layer_overhead_s() -> float:
+    """Seconds lost per transformer layer per forward pass (``inference.layer_overhead``)."""
+    return units.parse_duration(str(_defaults_document()["inference"]["layer_overhead"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def step_overhead_s() -> float:
+    """Seconds of host work per forward pass of the replica (``inference.step_overhead``)."""
+    return units.parse_duration(str(_defaults_document()["inference"]["step_overhead"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def memory_utilization() -> float:
+    """Fraction of HBM an inference engine uses (``inference.memory_utilization``)."""
+    return float(_defaults_document()["inference"]["memory_utilization"]["value"])
+
+
+@lru_cache(maxsize=1)
+def max_num_tokens() -> int:
+    """Prefill tokens per forward pass the activation workspace is sized for (``inference.max_num_tokens``)."""
+    return int(_defaults_document()["inference"]["max_num_tokens"]["tokens"])
+
+
+@lru_cache(maxsize=1)
+def serving_max_batch() -> int:
+    """Largest batch an engine schedules when every request is queued (``inference.serving_max_batch``)."""
+    return int(_defaults_document()["inference"]["serving_max_batch"]["sequences"])
+
+
+# ---- inputs ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InferencePlan:
+    """How a model is served: parallel sizes (GPUs = tp x pp x dp; ep re-folds the tp x dp GPUs of a stage for
+    the experts), the static batch, prompt and output lengths and the weight and KV-cache formats."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    batch: int = 1
+    prompt_tokens: int = 2048
+    output_tokens: int = 256
+    weights: str = "bf16"
+    kv: str = "bf16"
+    gqa_kernel: bool = True
+    """decode attention reads each KV head once for its whole query group (XQA, FlashDecoding); False: once per
+    query head (masked multi-head attention kernels without GQA support)"""
+    max_context: int | None = None
+    """the model's context window, when known (a preset's); prompt + output beyond it is an error"""
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"must be a positive integer, got {value!r}", field=f"--{_flag(name)}")
+        if self.weights not in WEIGHT_BYTES:
+            raise SpecError(f"unknown weight precision {self.weights!r}; choose {', '.join(WEIGHTS)}",
+                            field="--weights")
+        if self.kv not in KV_BYTES:
+            raise SpecError(f"unknown KV-cache precision {self.kv!r}; choose {', '.join(KVS)}", field="--kv")
+        if self.max_context is not None and self.context > self.max_context:
+            raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
+                            f"exceeds the model's context window of {self.max_context}", field="--prompt")
+        if self.batch % self.dp:
+            raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def context(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    def to_json(self) -> dict[str, object]:
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
+                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
+                "kv": self.kv, "gpus": self.gpus}
+
+
+def _flag(name: str) -> str:
+    return {"prompt_tokens": "prompt", "output_tokens": "output"}.get(name, name)
+
+
+def check_inference_plan(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> None:
+    """Raise a one-line SpecError where the plan cannot run the model on this GPU."""
+    t = plan.tp
+    if model.heads % t:
+        raise SpecError(f"heads ({model.heads}) must be divisible by tp ({t})", field="--tp")
+    if model.kv_heads % t and t % model.kv_heads:
+        raise SpecError(f"kv_heads ({model.kv_heads}) and tp ({t}) must divide one another", field="--tp")
+    if model.layers % plan.pp:
+        raise SpecError(f"layers ({model.layers}) must be divisible by pp ({plan.pp})", field="--pp")
+    if model.dense_layers and model.ffn_hidden % t:
+        raise SpecError(f"ffn_hidden ({model.ffn_hidden}) must be divisible by tp ({t})", field="--tp")
+    stage_gpus = t * plan.dp
+    if plan.ep > 1:
+        if model.moe is None:
+            raise SpecError(f"ep ({plan.ep}) > 1 needs an MoE model; {model.name!r} is dense", field="--ep")
+        if model.moe.experts % plan.ep:
+            raise SpecError(f"moe experts ({model.moe.experts}) must be divisible by ep ({plan.ep})", field="--ep")
+        if stage_gpus % plan.ep:
+            raise SpecError(f"ep ({plan.ep}) must divide tp*dp = {t}*{plan.dp} = {stage_gpus} (experts re-fold "
+                            "a stage's GPUs)", field="--ep")
+    if model.moe is not None and model.expert_ffn_hidden % (stage_gpus // plan.ep):
+        raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by expert-TP = tp*dp/ep = "
+                        f"{stage_gpus // plan.ep}", field="--ep")
+    if plan.weights == "fp8" and gpu.fp8_flops_per_s is None:
+        raise SpecError(f"{gpu.id} has no FP8 tensor cores; use --weights bf16 or int4", field="--weights")
+    if plan.weights == "fp4" and gpu.fp4_flops_per_s is None:
+        raise SpecError(f"{gpu.id} has no FP4 tensor cores in the catalog; use --weights fp8, int4 or bf16",
+                        field="--weights")
+
+
+# ---- per-GPU coefficients of one pipeline stage ---------------------------------------------------------------
+@dataclass(frozen=True)
+class _Stage:
+    """What one GPU of a pipeline stage holds and the rates it runs at; times are linear in these."""
+
+    layers: int
+    moe_layers: float
+    common_params: float  # per GPU, summed over the stage's layers: attention, dense MLP, shared experts
+    expert_share_params: float  # one routed expert's weights / (tp x dp): a GPU's share of every expert's work
+    experts: int
+    top_k: int
+    head_params: float  # LM head on one GPU (vocab-parallel over tp)
+    embedding_params: float
+    router_params: float
+    weight_bytes: float  # per weight of the GEMMs
+    gemm_rate: float  # FLOP/s of the weight GEMMs
+    bf16_rate: float
+    attention_rate: float
+    hbm_rate: float
+    kv_bytes_token_layer: float  # per GPU
+    kv_reads: float  # times decode attention streams each cached K/V element (1 with GQA-aware kernels)
+    attn_flops_pair_layer: float  # per query-key pair per layer per GPU (QK and PV)
+    hidden: int
+
+
+def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
+    return _cached_stage(ByIdentity(model), plan.tp, plan.pp, plan.ep, plan.dp, plan.weights, plan.kv,
+                         plan.gqa_kernel, ByIdentity(gpu))
+
+
+@lru_cache(maxsize=4096)
+def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, dp: int, weights: str, kv: str,
+                  gqa_kernel: bool, gpu_ref: ByIdentity[GPU]) -> _Stage:
+    model, gpu = model_ref.value, gpu_ref.value
+    layers = model.layers // pp
+    moe_layers = model.moe_layers / pp  # the stage's share (pp = 1 for every case with dense leading layers)
+    dense_layers = layers - moe_layers
+    attention = model.attention_params_per_rank(tp)
+    shared = 0.0 if model.moe is None else model.moe.shared_experts * model.expert_params() / tp
+    common = layers * attention + dense_layers * model.mlp_params() / tp + moe_layers * shared
+    share = 1.0 / (tp * dp)
+    rate, precision = _gemm_rate(gpu, weights)
+    k_eff = model.hidden / (model.hidden + gemm_k_overhead() * (rate / achievable_flops_per_s(gpu)
+                                                                 if precision != "bf16" else 1.0))
+    return _Stage(
+        layers=layers, moe_layers=moe_layers, common_params=common,
+        expert_share_params=model.expert_params() * share if model.moe else 0.0,
+        experts=model.moe.experts if model.moe else 0,
+        top_k=model.moe.top_k if model.moe else 0,
+        head_params=model.vocab * model.hidden / tp, embedding_params=model.vocab * model.hidden / tp,
+        router_params=float(model.router_params()), weight_bytes=WEIGHT_BYTES[weights],
+        gemm_rate=rate * k_eff, bf16_rate=achievable_flops_per_s(gpu), attention_rate=attention_flops_per_s(gpu),
+        hbm_rate=gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value,
+        kv_bytes_token_layer=kv_bytes_per_token_layer(model, tp, kv),
+        kv_reads=1.0 if gqa_kernel else (model.heads // tp) / kv_heads_per_gpu(model, tp),
+        attn_flops_pair_layer=4.0 * (model.heads // tp) * model.head_dim, hidden=model.hidden,
+    )
+
+
+def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
+    """Achievable FLOP/s of the weight GEMMs for a weight format, and the tensor-core precision it runs at: FP8 at
+    the FP8 peak x its efficiency; FP4 at the FP4 peak x the FP8 efficiency (no separate FP4 measurement);
+    BF16 and INT4 (W4A16: weights dequantised to BF16) at the BF16 rate."""
+    if weights == "fp8" and gpu.fp8_flops_per_s:
+        return gpu.fp8_flops_per_s * fp8_matmul_efficiency(gpu).value, "fp8"
+    if weights == "fp4" and gpu.fp4_flops_per_s:
+        return gpu.fp4_flops_per_s * fp8_matmul_efficiency(gpu).value, "fp4"
+    return achievable_flops_per_s(gpu), "bf16"
+
+
+def _roof(flops_s: float, bytes_s: float, out: dict[str, float]) -> None:
+    """Add a roofline term to the breakdown under the resource that bounds it."""
+    if flops_s >= bytes_s:
+        out["compute"] += flops_s
+    else:
+        out["hbm"] += bytes_s
+
+
+def touched_experts(experts: int, top_k: int, tokens: float) -> float:
+    """Expected distinct experts a step's tokens route to: E x (1 - (1 - k / E)^tokens)."""
+    if experts == 0 or tokens <= 0:
+        return 0.0
+    return float(experts * (1.0 - (1.0 - top_k / experts) ** tokens))
+
+
+def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank: float, kv_rank: float,
+                head_tokens_rank: float, last: bool) -> dict[str, float]:
+    """Compute, HBM and overhead seconds of one forward pass on one GPU of a stage: ``tokens_rank`` tokens through
+    its attention and dense GEMMs, ``tokens_group`` through the group's routed experts, ``pairs_rank`` causal
+    query-key pairs (prefill) and ``kv_rank`` cached tokens read (decode)."""
+    out = dict.fromkeys(LAYERS, 0.0)
+    _roof(2.0 * tokens_rank * st.common_params / st.gemm_rate, st.common_params * st.weight_bytes / st.hbm_rate, out)
+    if st.experts and st.moe_layers:
+        touched = touched_experts(st.experts, st.top_k, tokens_group)
+        # balanced routing: each GPU runs 1 / (tp x dp) of the token-expert pairs and reads that share of the
+        # touched experts (ep x expert-TP = tp x dp GPUs hold every expert once)
+        flops = 2.0 * tokens_group * st.top_k * st.expert_share_params
+        bytes_read = touched * st.expert_share_params * st.weight_bytes
+        _roof(st.moe_layers * flops / st.gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
+        _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
+    attn_flops = st.layers * st.attn_flops_pair_layer * (pairs_rank + kv_rank)
+    _roof(attn_flops / st.attention_rate,
+          st.layers * kv_rank * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate, out)
+    if last:
+        _roof(2.0 * head_tokens_rank * st.head_params / st.bf16_rate, st.head_params * ACT_BYTES / st.hbm_rate, out)
+    out["other"] += st.layers * layer_overhead_s()
+    return out
+
+
+# ---- communication ------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Groups:
+    """The process groups of a plan as (ranks, most ranks on a node), and the pipeline boundaries' kinds."""
+
+    tp: tuple[int, int]
+    ep: tuple[int, int]
+    boundaries_cross_nodes: tuple[bool, ...]
+
+
+def _groups(plan: InferencePlan, gpus_per_node: int) -> _Groups:
+    """Ranks are laid out tp innermost, then dp, then pp (outermost), as vLLM and TensorRT-LLM do."""
+    stage = plan.tp * plan.dp
+    tp_ppn = min(plan.tp, gpus_per_node)
+    stage_nodes = max(1, ceil(stage / gpus_per_node))
+    ep_ppn = max(1, min(plan.ep, ceil(plan.ep / stage_nodes)))
+    crossings = tuple((s * stage) % gpus_per_node == 0 or stage >= gpus_per_node for s in range(1, plan.pp))
+    return _Groups((plan.tp, tp_ppn), (plan.ep, ep_ppn), crossings)
+
+
+def _layer_comm(model: ModelSpec, plan: InferencePlan, cluster: Cluster, tokens_rank: float,
+                tokens_group: float, out: dict[str, float]) -> None:
+    """Per forward pass of one stage: the TP all-reduces and the MoE all-to-alls of its layers."""
+    groups = _groups(plan, cluster.system.gpus_per_node)
+    layers = model.layers // plan.pp
+    moe_layers = model.moe_layers / plan.pp
+    act = tokens_rank * model.hidden * ACT_BYTES
+    tp_n, tp_ppn = groups.tp
+    t_ar, kind = group_comm(cluster, tp_n, tp_ppn, "all_reduce", act)
+    a2a_layers = moe_layers if (model.moe is not None and plan.dp > 1 and plan.ep > 1) else 0.0
+    # every layer reduces its attention output; MLPs reduce theirs unless the experts exchange tokens by all-to-all
+    out[kind] += t_ar * (2 * layers - a2a_layers)
+    if a2a_layers and model.moe is not None:
+        ep_n, ep_ppn = groups.ep
+        per_rank = tokens_group / ep_n * model.moe.top_k * model.hidden
+        dispatch_bytes = 1.0 if plan.weights in ("fp8", "fp4") else ACT_BYTES  # DeepEP dispatches FP8
+        t_d, kind_d = group_comm(cluster, ep_n, ep_ppn, "all_to_all", per_rank * dispatch_bytes)
+        t_c, _ = group_comm(cluster, ep_n, ep_ppn, "all_to_all", per_rank * ACT_BYTES)
+        out[kind_d] += (t_d + t_c) * a2a_layers
+
+
+def _pipeline_sends(model: ModelSpec, plan: InferencePlan, cluster: Cluster, tokens_rank: float,
+                    out: dict[str, float]) -> None:
+    """One micro-batch's activation across every stage boundary (the pair crosses nodes where the stage does)."""
+    size = tokens_rank * model.hidden * ACT_BYTES
+    for crosses in _groups(plan, cluster.system.gpus_per_node).boundaries_cross_nodes:
+        t, kind = group_comm(cluster, 2, 1 if crosses else 2, "send_recv", size)
+        out[kind] += t
+
+
+# ---- memory ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InferenceMemory:
+    """Per-GPU memory of the fullest GPU: weights, KV cache of the batch at full context, activation workspace."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+    activations_bytes: float
+    capacity_bytes: float
+    usable_bytes: float  # weights + activations + the engine's fraction of the memory left for the KV cache
+
+    @property
+    def total_bytes(self) -> float:
+        return self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.usable_bytes
+
+    def summary(self) -> str:
+        gib = 2.0**30
+        split = (f"weights {self.weights_bytes / gib:.1f}, KV cache {self.kv_cache_bytes / gib:.1f}, activations "
+                 f"{self.activations_bytes / gib:.1f} GiB")
+        if self.fits:
+            return f"{self.total_bytes / gib:.1f} GiB per GPU ({split}) of {self.usable_bytes / gib:.1f} GiB usable"
+        short = (self.total_bytes - self.usable_bytes) / gib
+        return (f"does not fit: needs {self.total_bytes / gib:.1f} GiB per GPU, has {self.usable_bytes / gib:.1f} "
+                f"GiB (short by {short:.1f}; {split})")
+
+    def to_json(self) -> dict[str, object]:
+        return {"weights_bytes": self.weights_bytes, "kv_cache_bytes": self.kv_cache_bytes,
+                "activations_bytes": self.activations_bytes, "capacity_bytes": self.capacity_bytes,
+                "usable_bytes": self.usable_bytes, "total_bytes": self.total_bytes, "summary": self.summary()}
+
+
+def weight_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> float:
+    """Weights on the fullest GPU: its stage's layers in the weight format, the routed experts' share, and the
+    embedding and LM head (vocab-parallel, BF16) on the first and last stage."""
+    st = _stage(model, plan, gpu)
+    layers = st.common_params + st.moe_layers * st.experts * st.expert_share_params
+    ends = st.embedding_params + st.head_params if plan.pp == 1 else max(st.embedding_params, st.head_params)
+    return layers * st.weight_bytes + (ends + st.moe_layers * st.router_params) * ACT_BYTES
+
+
+def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
+    """The engine's activation workspace for one prefill chunk of ``max_num_tokens`` tokens: residual, QKV, attention
+    output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32)."""
+    widest_mlp = max(model.ffn_hidden / plan.tp, (model.moe.top_k if model.moe else 0) * model.expert_ffn_hidden
+                     * plan.ep / (plan.tp * plan.dp))
+    per_token = (4 * model.hidden + 2 * model.heads * model.head_dim / plan.tp + 2 * widest_mlp) * ACT_BYTES
+    logits = plan.batch / plan.dp * model.vocab / plan.tp * 4.0
+    return min(max_num_tokens(), plan.batch * plan.prompt_tokens // plan.dp) * per_token + logits
+
+
+def inference_memory(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> InferenceMemory:
+    weights = weight_bytes_per_gpu(model, plan, gpu)
+    st = _stage(model, plan, gpu)
+    kv = plan.batch / plan.dp * plan.context * st.layers * st.kv_bytes_token_layer
+    act = activation_bytes_per_gpu(model, plan)
+    left = max(0.0, gpu.hbm_bytes - weights - act)
+    return InferenceMemory(weights, kv, act, gpu.hbm_bytes, min(gpu.hbm_bytes, weights + act)
+                           + left * memory_utilization())
+
+
+def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:
+    """KV bytes one token takes on one GPU (its stage's layers, its KV heads)."""
+    return model.layers / plan.pp * kv_bytes_per_token_layer(model, plan.tp, plan.kv)
+
+
+def max_batch(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
+    """The largest batch (a multiple of dp) whose KV cache at this context fits beside the weights; 0 if none."""
+    mem = inference_memory(model, plan, gpu)
+    free = mem.usable_bytes - mem.weights_bytes - mem.activations_bytes
+    per_seq = plan.context * kv_bytes_per_token_gpu(model, plan)
+    return max(0, floor(free / per_seq)) * plan.dp if free > 0 else 0
+
+
+def max_context(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
+    """The longest context (prompt + output) whose KV cache for this batch fits beside the weights; 0 if none."""
+    mem = inference_memory(model, plan, gpu)
+    free = mem.usable_bytes - mem.weights_bytes - mem.activations_bytes
+    per_token = plan.batch / plan.dp * kv_bytes_per_token_gpu(model, plan)
+    return max(0, floor(free / per_token)) if free > 0 else 0
+
+
+# ---- prediction -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class InferencePrediction:
+    """Latency, throughput, memory and the per-layer breakdown of one static batch."""
+
+    ttft_s: float
+    tpot_s: float
+    e2e_s: float
+    output_tokens_per_s: float
+    output_tokens_per_s_per_gpu: float
+    memory: InferenceMemory
+    max_batch: int
+    max_context: int
+    breakdown_s: dict[str, float]
+    prefill_s: dict[str, float]
+    decode_step_s: dict[str, float]
+    bottleneck: str
+    gpus: int
+    nodes: int
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.fits
+
+    @property
+    def memory_per_gpu_bytes(self) -> float:
+        return self.memory.total_bytes
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "ttft_s": self.ttft_s, "tpot_s": self.tpot_s, "e2e_s": self.e2e_s,
+            "output_tokens_per_s": self.output_tokens_per_s,
+            "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
+            "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "memory": self.memory.to_json(), "fits": self.fits,
+            "max_batch": self.max_batch, "max_context": self.max_context, "breakdown_s": dict(self.breakdown_s),
+            "prefill_s": dict(self.prefill_s), "decode_step_s": dict(self.decode_step_s),
+            "bottleneck": self.bottleneck, "gpus": self.gpus, "nodes": self.nodes, "warnings": list(self.warnings),
+        }
+
+
+def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage, seqs: float, new_tokens: int,
+             context: float) -> dict[str, float]:
+    """One forward pass of ``seqs`` sequences through the whole pipeline, each adding ``new_tokens`` tokens after
+    ``context`` cached ones: min(pp, seqs) micro-batches, every stage pricing each micro-batch."""
+    micro = float(min(plan.pp, max(1.0, seqs)))
+    mb = seqs / micro
+    tokens_group = mb * new_tokens
+    tokens_rank = tokens_group / plan.dp
+    if new_tokens > 1:  # prefill: causal pairs of the new tokens among themselves and with the context
+        pairs = mb / plan.dp * new_tokens * (context + (new_tokens + 1) / 2.0)
+        kv = 0.0
+    else:
+        pairs, kv = 0.0, mb / plan.dp * context
+    stage = _stage_work(st, tokens_rank, tokens_group, pairs, kv, mb / plan.dp, last=True)
+    _layer_comm(model, plan, cluster, tokens_rank, tokens_group, stage)
+    passes = micro + plan.pp - 1 if new_tokens > 1 else micro  # prefill fills the pipeline; decode keeps it full
+    out = {k: v * passes for k, v in stage.items()}
+    _pipeline_sends(model, plan, cluster, tokens_rank, out)
+    out["other"] += step_overhead_s()
+    return out
+
+
+def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> InferencePrediction:
+    """TTFT, TPOT, end-to-end latency, throughput, memory and the bounding layer of one static batch."""
+    sysm = cluster.system
+    gpu = cluster.catalog.gpu(sysm.gpu)
+    check_inference_plan(model, plan, gpu)
+    gpus = plan.gpus
+    if gpus > sysm.gpus_per_node and gpus % sysm.gpus_per_node:
+        raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
+    st = _stage(model, plan, gpu)
+    prefill = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens, 0.0)
+    decode = _forward(model, plan, cluster, st, plan.batch, 1, plan.prompt_tokens + plan.output_tokens / 2.0)
+    ttft = sum(prefill.values())
+    tpot = sum(decode.values())
+    steps = plan.output_tokens - 1
+    e2e = ttft + steps * tpot
+    total = {k: prefill[k] + steps * decode[k] for k in LAYERS}
+    mem = inference_memory(model, plan, gpu)
+    warnings = () if mem.fits else (mem.summary(),)
+    throughput = plan.batch * plan.output_tokens / e2e
+    return InferencePrediction(
+        ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, output_tokens_per_s=throughput,
+        output_tokens_per_s_per_gpu=throughput / gpus, memory=mem, max_batch=max_batch(model, plan, gpu),
+        max_context=max_context(model, plan, gpu), breakdown_s=total, prefill_s=prefill, decode_step_s=decode,
+        bottleneck=max(LAYERS, key=lambda k: total[k]), gpus=gpus, nodes=ceil(gpus / sysm.gpus_per_node),
+        warnings=warnings,
+    )
+
+
+# ---- step cost for the serving simulator ----------------------------------------------------------------------
+_GRID = tuple(float(2**i) for i in range(0, 21))  # tokens per iteration at which the collectives are priced
+
+
+@dataclass(frozen=True)
+class InferenceStepCost:
+    """Seconds of one continuous-batching iteration of one replica, from coefficients priced once: the stages run
+    one after another (no micro-batch interleave), every GEMM a roofline, the collectives interpolated between
+    token counts priced on the real groups. ``kv_capacity_tokens``: KV tokens that fit per replica."""
+
+    kv_capacity_tokens: int
+    overhead_s: float
+    common_flop_s: float  # seconds per token per rank of the attention/dense GEMMs (all stages)
+    common_bytes_s: float  # seconds to stream those weights
+    moe_flop_s: float  # seconds per token of the routed experts (all MoE layers)
+    moe_bytes_s: float  # seconds to stream one touched expert's shard (all MoE layers)
+    experts: int
+    top_k: int
+    pair_s: float  # seconds per causal query-key pair per rank (all layers)
+    kv_flop_s: float  # seconds per cached token read per rank, compute and HBM
+    kv_bytes_s: float
+    head_flop_s: float
+    head_bytes_s: float
+    dp: int
+    comm_grid: tuple[float, ...]
+    comm_s: tuple[float, ...]
+    transfer_same_node: tuple[float, float]  # (seconds, seconds per token) of a KV hand-off
+    transfer_other_node: tuple[float, float]
+
+    def step_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
+               decode_kv_tokens: int) -> float:
+        """One iteration: ``prefill_tokens`` new prompt tokens (``prefill_attn_pairs`` causal query-key pairs), and
+        ``decode_seqs`` sequences decoding one token each over ``decode_kv_tokens`` cached tokens in all."""
+        tokens = prefill_tokens + decode_seqs
+        if tokens <= 0:
+            return 0.0
+        dp = self.dp
+        t = self.overhead_s + max(self.common_flop_s * tokens / dp, self.common_bytes_s)
+        if self.experts:
+            touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
+            t += max(self.moe_flop_s * tokens, self.moe_bytes_s * touched)
+        t += max(self.pair_s * prefill_attn_pairs / dp + self.kv_flop_s * decode_kv_tokens / dp,
+                 self.kv_bytes_s * decode_kv_tokens / dp)
+        seqs = (decode_seqs + (1 if prefill_tokens else 0)) / dp
+        t += max(self.head_flop_s * seqs, self.head_bytes_s)
+        grid = self.comm_grid
+        i = bisect_left(grid, tokens)
+        if i == 0:
+            t += self.comm_s[0]
+        elif i >= len(grid):
+            t += self.comm_s[-1] * tokens / grid[-1]
+        else:
+            x0, x1 = grid[i - 1], grid[i]
+            y0, y1 = self.comm_s[i - 1], self.comm_s[i]
+            t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
+        return t
+
+    def kv_transfer_s(self, tokens: int, same_node: bool) -> float:
+        """Seconds to hand ``tokens`` tokens of KV cache from a prefill replica to a decode replica (every GPU
+        sends its shard at once, over NVLink within a node, else the network)."""
+        base, per_token = self.transfer_same_node if same_node else self.transfer_other_node
+        return base + per_token * tokens if tokens > 0 else 0.0
+
+
+def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> InferenceStepCost:
+    """Price a replica's iteration coefficients once (``plan.batch`` and lengths only size the memory check)."""
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    check_inference_plan(model, plan, gpu)
+    st = _stage(model, plan, gpu)
+    pp = plan.pp
+    mem = inference_memory(model, plan, gpu)
+    free = mem.usable_bytes - mem.weights_bytes - mem.activations_bytes
+    kv_token = kv_bytes_per_token_gpu(model, plan)
+    capacity = int(max(0.0, free) / kv_token) * plan.dp
+    comm_s = []
+    for tokens in _GRID:  # every stage's collectives, and the sends across each stage boundary once
+        layers = dict.fromkeys(LAYERS, 0.0)
+        _layer_comm(model, plan, cluster, tokens / plan.dp, tokens, layers)
+        sends = dict.fromkeys(LAYERS, 0.0)
+        _pipeline_sends(model, plan, cluster, tokens / plan.dp, sends)
+        comm_s.append(pp * sum(layers.values()) + sum(sends.values()))
+    moe_flop = moe_bytes = 0.0
+    if st.experts and st.moe_layers:
+        moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.gemm_rate
+        moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
+    per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
+    return InferenceStepCost(
+        kv_capacity_tokens=capacity,
+        overhead_s=step_overhead_s() + pp * st.layers * layer_overhead_s(),
+        common_flop_s=pp * 2.0 * st.common_params / st.gemm_rate,
+        common_bytes_s=pp * (st.common_params * st.weight_bytes
+                             + st.moe_layers * st.router_params * ACT_BYTES) / st.hbm_rate,
+        moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k,
+        pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
+        kv_flop_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
+        kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
+        head_flop_s=2.0 * st.head_params / st.bf16_rate, head_bytes_s=st.head_params * ACT_BYTES / st.hbm_rate,
+        dp=plan.dp, comm_grid=_GRID, comm_s=tuple(comm_s),
+        transfer_same_node=_transfer(cluster, 2, per_shard), transfer_other_node=_transfer(cluster, 1, per_shard),
+    )
+
+
+def _transfer(cluster: Cluster, ranks_per_node: int, bytes_per_token: float) -> tuple[float, float]:
+    """(latency, seconds per token) of a send between two GPUs: two prices of large transfers give the slope."""
+    small, big = 1024.0, 1024.0 * 1024
+    t_small, _ = group_comm(cluster, 2, ranks_per_node, "send_recv", small * bytes_per_token)
+    t_big, _ = group_comm(cluster, 2, ranks_per_node, "send_recv", big * bytes_per_token)
+    slope = (t_big - t_small) / (big - small)
+    return max(0.0, t_small - slope * small), slope
+
+
+def kv_cache_table(model: ModelSpec, plan: InferencePlan, contexts: np.ndarray) -> np.ndarray:
+    """KV bytes per GPU of the plan's batch at each context length (vectorised)."""
+    return plan.batch / plan.dp * contexts * kv_bytes_per_token_gpu(model, plan)

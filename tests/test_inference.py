@@ -1,0 +1,203 @@
+"""The inference model's physics as tests: HBM floor of decode, PCIe vs NVLink, the InfiniBand pipeline hop, FP8
+weights, the KV-cache closed form, the step cost, and the `fabricsim infer` CLI's output and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from fabricsim.catalog import Catalog
+from fabricsim.cli import app
+from fabricsim.errors import SpecError
+from fabricsim.workload import load_model
+from fabricsim.workload.inference import (
+    InferencePlan,
+    predict_inference,
+    step_cost,
+    touched_experts,
+    weight_bytes_per_gpu,
+)
+from fabricsim.workload.kvcache import KV_BYTES, kv_bytes_per_token
+from fabricsim.workload.training import Cluster
+
+MODELS = ("llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b")
+
+
+def _cluster(catalog: Catalog, system: str, fabric: str | None = None) -> Cluster:
+    return Cluster(catalog.system(system), fabric=fabric, catalog=catalog)
+
+
+@settings(max_examples=30, deadline=None)
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 4, 8]), weights=st.sampled_from(["bf16", "fp8"]),
+       system=st.sampled_from(["dgx-h100", "hgx-h200", "dgx-b200"]), prompt=st.sampled_from([128, 2048]))
+def test_decode_tpot_never_beats_streaming_the_weights(catalog: Catalog, model: str, tp: int, weights: str,
+                                                       system: str, prompt: int) -> None:
+    spec = load_model(model)
+    plan = InferencePlan(tp=tp, batch=1, prompt_tokens=prompt, output_tokens=64, weights=weights)
+    cluster = _cluster(catalog, system)
+    gpu = catalog.gpu(cluster.system.gpu)
+    pred = predict_inference(spec, cluster, plan)
+    floor = weight_bytes_per_gpu(spec, plan, gpu) * tp / (tp * gpu.hbm_bytes_per_s)
+    if spec.moe is not None:  # batch 1 touches only top_k experts: the floor is the weights it reads
+        floor = 0.0
+    assert pred.tpot_s >= floor
+    assert pred.tpot_s > 0 and pred.ttft_s > 0
+
+
+def test_dense_decode_floor_is_the_whole_model_over_the_group_bandwidth(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    for tp in (1, 2, 4, 8):
+        plan = InferencePlan(tp=tp, batch=1, prompt_tokens=128, output_tokens=16, weights="fp8")
+        pred = predict_inference(spec, _cluster(catalog, "hgx-h200"), plan)
+        gpu = catalog.gpu("h200-sxm")
+        assert pred.tpot_s >= spec.parameters().total * 1.0 * 0.9 / (tp * gpu.hbm_bytes_per_s)
+
+
+def test_tp8_decode_on_pcie_is_slower_and_names_pcie(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    plan = InferencePlan(tp=8, batch=8, prompt_tokens=1024, output_tokens=128, weights="fp8")
+    nvlink = predict_inference(spec, _cluster(catalog, "dgx-h100"), plan)
+    pcie = predict_inference(spec, _cluster(catalog, "pcie-h100-8gpu"), plan)
+    assert pcie.tpot_s > nvlink.tpot_s
+    comm = {k: pcie.breakdown_s[k] for k in ("nvlink", "pcie", "infiniband", "ethernet")}
+    assert max(comm, key=lambda k: comm[k]) == "pcie"
+    assert pcie.breakdown_s["pcie"] > nvlink.breakdown_s["nvlink"]
+    assert nvlink.breakdown_s["pcie"] == 0.0
+
+
+def test_pipeline_across_nodes_pays_the_infiniband_hop_in_ttft(catalog: Catalog) -> None:
+    spec = load_model("llama3-405b")
+    plan = InferencePlan(tp=8, pp=2, batch=4, prompt_tokens=2048, output_tokens=16, weights="fp8")
+    slow = predict_inference(spec, _cluster(catalog, "dgx-h100", "hdr"), plan)
+    fast = predict_inference(spec, _cluster(catalog, "dgx-h100", "xdr"), plan)
+    assert slow.prefill_s["infiniband"] > 0
+    assert slow.prefill_s["infiniband"] > fast.prefill_s["infiniband"]
+    assert slow.ttft_s > fast.ttft_s
+    assert slow.ttft_s - slow.prefill_s["infiniband"] == pytest.approx(fast.ttft_s - fast.prefill_s["infiniband"])
+    one_node = predict_inference(spec, _cluster(catalog, "hgx-h200"),
+                                 InferencePlan(tp=4, pp=2, batch=4, prompt_tokens=2048, output_tokens=16,
+                                               weights="fp8"))
+    assert one_node.prefill_s["infiniband"] == 0.0  # two stages of four GPUs share a node
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("batch", [1, 16, 256])
+def test_fp8_weights_never_slow_decode(catalog: Catalog, model: str, batch: int) -> None:
+    spec = load_model(model)
+    cluster = _cluster(catalog, "dgx-h100")
+    kw = {"tp": 8, "batch": batch, "prompt_tokens": 1024, "output_tokens": 128}
+    bf16 = predict_inference(spec, cluster, InferencePlan(**kw, weights="bf16"))  # type: ignore[arg-type]
+    fp8 = predict_inference(spec, cluster, InferencePlan(**kw, weights="fp8"))  # type: ignore[arg-type]
+    assert fp8.tpot_s <= bf16.tpot_s
+    assert fp8.memory.weights_bytes < bf16.memory.weights_bytes
+
+
+@pytest.mark.parametrize("tp,pp,kv", [(1, 1, "bf16"), (2, 1, "fp8"), (8, 2, "bf16"), (16, 1, "fp8")])
+def test_kv_cache_per_token_is_the_closed_form(catalog: Catalog, tp: int, pp: int, kv: str) -> None:
+    spec = load_model("llama3-405b")  # 126 layers, 8 KV heads of 128
+    closed = 2 * spec.layers * spec.kv_heads * 128 * KV_BYTES[kv] / (min(tp, spec.kv_heads) * pp)
+    assert kv_bytes_per_token(spec, tp, pp, kv) == pytest.approx(closed)
+    plan = InferencePlan(tp=tp, pp=pp, batch=2, prompt_tokens=1000, output_tokens=24, kv=kv, weights="fp8")
+    mem = predict_inference(spec, _cluster(catalog, "gb200-nvl72"), plan).memory
+    assert mem.kv_cache_bytes == pytest.approx(2 * 1024 * closed)
+
+
+def test_max_batch_and_context_are_the_fitting_edge(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    cluster = _cluster(catalog, "dgx-h100")
+    base = InferencePlan(tp=4, batch=8, prompt_tokens=2048, output_tokens=256, weights="fp8")
+    pred = predict_inference(spec, cluster, base)
+    assert pred.fits and pred.max_batch > 8
+    edge = predict_inference(spec, cluster, InferencePlan(tp=4, batch=pred.max_batch, prompt_tokens=2048,
+                                                          output_tokens=256, weights="fp8"))
+    beyond = predict_inference(spec, cluster, InferencePlan(tp=4, batch=pred.max_batch + 1, prompt_tokens=2048,
+                                                            output_tokens=256, weights="fp8"))
+    assert edge.fits and not beyond.fits
+    assert pred.max_context >= base.context
+
+
+def test_moe_decode_reads_only_touched_experts(catalog: Catalog) -> None:
+    assert touched_experts(8, 2, 1) == pytest.approx(2.0)
+    assert touched_experts(256, 8, 1e6) == pytest.approx(256.0)
+    spec = load_model("mixtral-8x7b")
+    cluster = _cluster(catalog, "dgx-h100")
+    one = predict_inference(spec, cluster, InferencePlan(tp=2, batch=1, prompt_tokens=512, output_tokens=32))
+    many = predict_inference(spec, cluster, InferencePlan(tp=2, batch=64, prompt_tokens=512, output_tokens=32))
+    assert one.decode_step_s["hbm"] < many.decode_step_s["hbm"]
+
+
+def test_bad_plans_are_one_line_errors(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    cluster = _cluster(catalog, "dgx-h100")
+    with pytest.raises(SpecError, match="heads"):
+        predict_inference(spec, cluster, InferencePlan(tp=3))
+    with pytest.raises(SpecError, match="pp"):
+        predict_inference(spec, cluster, InferencePlan(pp=3))
+    with pytest.raises(SpecError, match="dense"):
+        predict_inference(spec, cluster, InferencePlan(tp=2, ep=2))
+    with pytest.raises(SpecError, match="unknown weight precision"):
+        InferencePlan(weights="fp3")
+    with pytest.raises(SpecError, match="context window"):
+        InferencePlan(prompt_tokens=130000, output_tokens=4096, max_context=131072)
+    with pytest.raises(SpecError, match="FP4"):
+        predict_inference(spec, cluster, InferencePlan(weights="fp4"))
+    with pytest.raises(SpecError, match="FP8"):
+        predict_inference(spec, _cluster(catalog, "dgx-a100"), InferencePlan(tp=4, weights="fp8"))
+
+
+def test_step_cost_matches_the_prediction_and_is_cheap(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    cluster = _cluster(catalog, "dgx-h100")
+    plan = InferencePlan(tp=4, batch=32, prompt_tokens=1024, output_tokens=256, weights="fp8")
+    pred = predict_inference(spec, cluster, plan)
+    cost = step_cost(spec, cluster, plan)
+    ctx = plan.prompt_tokens + plan.output_tokens // 2
+    decode = cost.step_s(0, 0.0, plan.batch, plan.batch * ctx)
+    assert decode == pytest.approx(pred.tpot_s, rel=0.05)
+    prefill = cost.step_s(plan.batch * plan.prompt_tokens, plan.batch * plan.prompt_tokens ** 2 / 2, 0, 0)
+    assert prefill == pytest.approx(pred.ttft_s, rel=0.1)
+    assert cost.step_s(0, 0.0, 0, 0) == 0.0
+    assert cost.kv_capacity_tokens >= pred.max_batch * plan.context
+    assert cost.kv_transfer_s(4096, same_node=True) < cost.kv_transfer_s(4096, same_node=False)
+    assert cost.kv_transfer_s(8192, same_node=False) > cost.kv_transfer_s(4096, same_node=False)
+
+
+def test_cli_json_keys_and_inputs(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["infer", "--model", "llama3-70b", "--system", "dgx-h100", "--gpus", "8", "--tp", "8",
+                                 "--batch", "16", "--prompt", "2048", "--output", "256", "--weights", "fp8", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    for key in ("ttft_s", "tpot_s", "e2e_s", "output_tokens_per_s", "output_tokens_per_s_per_gpu",
+                "memory_per_gpu_bytes", "fits", "max_batch", "breakdown_s", "bottleneck", "inputs"):
+        assert key in data
+    assert data["inputs"]["tp"] == 8 and data["inputs"]["weights"] == "fp8" and data["inputs"]["batch"] == 16
+    assert data["fits"] is True
+    assert data["output_tokens_per_s"] == pytest.approx(16 * 256 / data["e2e_s"])
+
+
+def test_cli_table_says_does_not_fit(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["infer", "--model", "llama3-405b", "--tp", "8", "--batch", "8"])
+    assert result.exit_code == 0, result.output
+    assert "does not fit: needs" in result.output and "short by" in result.output
+    assert "--weights fp8" in result.output
+    data = json.loads(runner.invoke(app, ["infer", "--model", "llama3-405b", "--tp", "8", "--json"]).output)
+    assert data["fits"] is False
+
+
+@pytest.mark.parametrize("args,text", [
+    (["--prompt", "200000"], "context window"),
+    (["--weights", "fp3"], "unknown weight precision"),
+    (["--kv", "int8"], "unknown KV-cache precision"),
+    (["--tp", "3"], "divisible by tp"),
+    (["--gpus", "16", "--tp", "8"], "tp*pp*dp"),
+])
+def test_cli_bad_input_is_one_line_exit_2(runner: CliRunner, args: list[str], text: str) -> None:
+    result = runner.invoke(app, ["infer", "--model", "llama3-70b", *args])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and text in lines[0]
