@@ -52,7 +52,7 @@ DEFAULT_MAX_ITERATIONS = 20_000_000  # safety stop (minutes of wall time); reque
 # Overload: the median TTFT of the last quarter of arrivals is this many times the first quarter's and has grown by
 # at least this fraction of the arrival window (a stable queue keeps TTFT flat; an unstable one grows linearly).
 OVERLOAD_TTFT_GROWTH = 3.0
-OVERLOAD_MIN_GROWTH_FRACTION = 0.02
+OVERLOAD_MIN_GROWTH_FRACTION = 0.05
 OVERLOAD_MIN_REQUESTS = 8  # fewer arrivals than this cannot show a trend
 PERCENTILES = (50.0, 90.0, 99.0)
 

@@ -150,19 +150,19 @@ def parse_request_trace(data: bytes, source: str = "<trace>") -> RequestTrace:
     if len(data) > MAX_TRACE_BYTES:
         raise SpecError(f"trace is {len(data)} bytes, over the {MAX_TRACE_BYTES} byte limit", source=source)
     try:
-        text = data.decode("utf-8")
+        text = data.decode("utf-8-sig")  # a leading byte-order mark is harmless
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise SpecError(f"line {line}: not UTF-8 text (byte {exc.start})", source=source) from None
+        bad_line = data.count(b"\n", 0, exc.start) + 1
+        raise SpecError(f"line {bad_line}: not UTF-8 text (byte {exc.start})", source=source) from None
     arrivals: list[float] = []
     prompts: list[int] = []
     outputs: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, row in enumerate(text.split("\n"), start=1):  # JSONL lines end at \n only
+        if not row.strip():
             continue
         where = f"line {number}"
         try:
-            record = json.loads(line)
+            record = json.loads(row)
         except json.JSONDecodeError as exc:
             raise SpecError(f"{where}: bad JSON ({exc.msg} at column {exc.colno})", source=source) from None
         except RecursionError:
