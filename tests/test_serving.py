@@ -408,3 +408,15 @@ def test_missing_trace_file_is_a_spec_error(tmp_path: Path) -> None:
         load_request_trace(tmp_path / "nope.jsonl")
     with pytest.raises(SpecError, match="line 1"):
         parse_request_trace(b"{", "inline")
+
+
+def test_empty_trace_and_decode_pool_cost() -> None:
+    empty = RequestTrace(np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), 0.0)
+    result = simulate_serving(_protocol_check(FakeCost()), empty)
+    assert result.requests_arrived == result.requests_completed == 0 and not result.overloaded
+    trace = poisson_requests(4.0, 10.0, seed=12, prompt=256, output=64)
+    layout = ServingLayout(disagg=(1, 1))
+    same = simulate_serving(FakeCost(), trace, layout=layout)
+    slower = simulate_serving(FakeCost(), trace, layout=layout, decode_cost=FakeCost(base_s=0.03))
+    np.testing.assert_array_equal(same.ttft_s, slower.ttft_s)
+    assert slower.tpot.p50_s > 1.5 * same.tpot.p50_s
