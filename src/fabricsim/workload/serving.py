@@ -1,0 +1,627 @@
+"""Discrete-event simulation of continuous-batching LLM serving with a vLLM-style iteration scheduler.
+
+Each replica runs scheduler iterations back to back on its own clock (a global heap of next-iteration times and
+KV-transfer arrivals keeps replicas in order). One iteration, as vLLM V1's ``Scheduler.schedule``:
+1. every running request past its prefill decodes one token (decodes first; ``max_num_batched_tokens >=
+   max_num_seqs`` so they always fit the budget); when KV blocks run out the newest running request is preempted
+   by recompute: its KV is freed and it goes back to the front of the waiting queue, to re-prefill its prompt and
+   the tokens it had generated;
+2. running requests still in prefill take chunks of the remaining token budget (admission order);
+3. waiting requests are admitted first come first served while the budget, ``max_num_seqs`` and free KV blocks
+   allow (none when this iteration preempted, as vLLM); with ``chunked_prefill`` off a prompt is admitted whole
+   or not at all.
+The iteration takes ``StepCost.step_s(...)``. A request's token appears at the end of the iteration that processes
+the last of its pending tokens: the first token (TTFT) ends its prefill, then one token per decode iteration.
+
+Decoding requests are kept in closed form: with a per-replica decode tick ``t``, a request's KV length is
+``t + a`` and its generated count ``t + b``; the sum of KV lengths, the KV blocks needed at the next tick (a count
+per residue of ``a`` modulo the block size) and the finish tick (a heap) are O(1) to O(log n) per iteration, so
+an iteration costs O(prefill chunks + finishes), not O(running requests). Runs of decode-only iterations between
+events are advanced in a tight loop without the event heap.
+
+Disaggregated serving (``ServingLayout.disagg = (P, D)``): P prefill replicas run steps 2-3 only; when a prompt's
+prefill ends the first token is out (TTFT counts there, as vLLM and DistServe do), the prefill replica frees the
+KV, and the request moves to the decode replica with the fewest assigned requests (ties: lowest index), arriving
+``StepCost.kv_transfer_s(prompt tokens, same_node)`` later; the wait for the transfer shows in TPOT and e2e. A
+decode replica admits transferred requests FCFS when KV blocks allow; a request preempted there re-prefills there.
+Data-parallel serving (``replicas = N``): requests go round robin or to the replica with the fewest unfinished
+requests (``routing``); the prefill pool of a disaggregated layout is routed the same way.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fabricsim.errors import SpecError
+from fabricsim.workload.serving_trace import RequestTrace
+
+# vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): max_num_seqs 256 on GPUs under 70 GiB (and vLLM
+# V0's SchedulerConfig default); max_num_batched_tokens 8192 for the OpenAI server on >= 70 GiB GPUs (H100, H200).
+DEFAULT_MAX_NUM_SEQS = 256
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
+DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM CacheConfig.block_size default on CUDA (PagedAttention block)
+MIN_DRAIN_S = 60.0  # after the arrival window, drain for max(window, this) before reporting requests unfinished
+DEFAULT_MAX_ITERATIONS = 20_000_000  # safety stop (minutes of wall time); requests left are reported unfinished
+# Overload: the median TTFT of the last quarter of arrivals is this many times the first quarter's and has grown by
+# at least this fraction of the arrival window (a stable queue keeps TTFT flat; an unstable one grows linearly).
+OVERLOAD_TTFT_GROWTH = 3.0
+OVERLOAD_MIN_GROWTH_FRACTION = 0.05
+OVERLOAD_MIN_REQUESTS = 8  # fewer arrivals than this cannot show a trend
+PERCENTILES = (50.0, 90.0, 99.0)
+
+Routing = Literal["round_robin", "shortest_queue"]
+_MIXED, _PREFILL, _DECODE = 0, 1, 2
+_EVENT_TRANSFER, _EVENT_REPLICA = 0, 1  # same-time order: KV arrivals are enqueued before a replica schedules
+
+
+class StepCost(Protocol):
+    """Time of one scheduler iteration of one replica, and of moving a request's KV cache between replicas."""
+
+    @property
+    def kv_capacity_tokens(self) -> int:
+        """KV-cache tokens that fit in one replica (a plain attribute satisfies this)."""
+        ...
+
+    def step_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
+               decode_kv_tokens: int) -> float:
+        """Seconds for one iteration: prefill chunks (tokens, sum of chunk*(past+chunk/2)) and decodes (seqs, KV)."""
+        ...
+
+    def kv_transfer_s(self, tokens: int, same_node: bool) -> float:
+        """Seconds to move one request's KV cache (tokens) from a prefill to a decode replica."""
+        ...
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    """vLLM scheduler knobs: sequences and tokens per iteration, chunked prefill, KV block size (tokens)."""
+
+    max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
+    max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    chunked_prefill: bool = True
+    block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"must be an integer >= 1, got {value!r}", field=name)
+        if self.max_num_batched_tokens < self.max_num_seqs:  # vLLM refuses this too: decodes must fit the budget
+            raise SpecError(f"must be >= max_num_seqs ({self.max_num_seqs}), got {self.max_num_batched_tokens}",
+                            field="max_num_batched_tokens")
+
+
+@dataclass(frozen=True)
+class ServingLayout:
+    """Replicas: N co-located data-parallel ones, or P prefill + D decode (disaggregated) with a KV link."""
+
+    replicas: int = 1
+    routing: Routing = "round_robin"
+    disagg: tuple[int, int] | None = None
+    kv_same_node: bool = True  # disagg: pools share a node / NVLink domain (else KV crosses the scale-out network)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int) or self.replicas < 1:
+            raise SpecError(f"must be an integer >= 1, got {self.replicas!r}", field="replicas")
+        if self.routing not in ("round_robin", "shortest_queue"):
+            raise SpecError(f"unknown routing {self.routing!r}; allowed: round_robin, shortest_queue",
+                            field="routing")
+        if self.disagg is not None:
+            if len(self.disagg) != 2 or any(isinstance(k, bool) or not isinstance(k, int) or k < 1
+                                            for k in self.disagg):
+                raise SpecError(f"must be (prefill replicas, decode replicas), each >= 1, got {self.disagg!r}",
+                                field="disagg")
+            if self.replicas != 1:
+                raise SpecError("give replicas or disagg, not both", field="replicas")
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """p50/p90/p99 and mean of one latency (s) over the requests that have it (NaN when none)."""
+
+    p50_s: float
+    p90_s: float
+    p99_s: float
+    mean_s: float
+
+    @staticmethod
+    def of(values: NDArray[np.float64]) -> LatencyStats:
+        """Percentiles (numpy's linear interpolation) of the finite entries."""
+        finite = values[np.isfinite(values)]
+        if not len(finite):
+            return LatencyStats(math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p99 = (float(x) for x in np.percentile(finite, PERCENTILES))
+        return LatencyStats(p50, p90, p99, float(finite.mean()))
+
+
+@dataclass(frozen=True, eq=False)
+class ServingResult:
+    """Per-request latencies (NaN where not reached), their percentiles, throughput, goodput and overload."""
+
+    arrival_s: NDArray[np.float64]
+    prompt_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    ttft_s: NDArray[np.float64]  # first token - arrival
+    tpot_s: NDArray[np.float64]  # (finish - first token) / (output - 1); NaN for one-token outputs
+    e2e_s: NDArray[np.float64]  # finish - arrival
+    replica: NDArray[np.int64]  # replica that prefilled the request (the prefill pool's index under disagg)
+    ttft: LatencyStats
+    tpot: LatencyStats
+    e2e: LatencyStats
+    requests_arrived: int
+    requests_completed: int
+    requests_unfinished: int  # arrived but not finished when the drain limit stopped the run
+    duration_s: float  # arrival window
+    end_s: float  # simulated time of the last event processed
+    output_tokens_per_s: float  # output tokens of completed requests / end_s
+    goodput_rps: float | None  # completed requests meeting every SLO given, per second of end_s (None: no SLO)
+    slo_attainment: float | None  # fraction of arrived requests meeting every SLO given
+    preemptions: int
+    iterations: int
+    mean_batch_size: float  # sequences per iteration (decodes + prefill chunks), over all replicas' iterations
+    overloaded: bool
+    overload_reason: str  # why overloaded ("" when not)
+
+
+class _Replica:
+    """One replica's scheduler state: waiting queue, prefilling requests, the closed-form decode set, KV blocks."""
+
+    __slots__ = ("busy", "cap_blocks", "cost", "dec_a", "dec_b", "finish_heap", "index", "load", "plan_chunks",
+                 "plan_decodes", "prefilling", "res_cnt", "role", "sum_a", "tick", "used_blocks", "waiting")
+
+    def __init__(self, index: int, role: int, cost: StepCost, block: int) -> None:
+        self.index = index
+        self.role = role
+        self.cost = cost
+        self.cap_blocks = int(cost.kv_capacity_tokens) // block
+        self.waiting: deque[int] = deque()
+        self.prefilling: list[int] = []  # running, prefill pending; admission order
+        self.tick = 0  # decode iterations run
+        self.dec_a: dict[int, int] = {}  # decoding request -> KV tokens - tick
+        self.dec_b: dict[int, int] = {}  # decoding request -> generated tokens - tick
+        self.res_cnt = [0] * block  # decoding requests by a mod block (who needs a block next tick)
+        self.sum_a = 0
+        self.finish_heap: list[tuple[int, int, int]] = []  # (finish tick, epoch, request)
+        self.used_blocks = 0
+        self.load = 0  # requests assigned here and not finished or handed off
+        self.busy = False  # an iteration (or a wake-up) is on the event heap
+        self.plan_chunks: list[tuple[int, int]] = []  # in-flight iteration: (request, tokens) besides decodes
+        self.plan_decodes = 0  # in-flight iteration: decode-set members stepped
+
+
+class _Sim:
+    """The whole run: request state (flat lists), replicas, the event heap and counters."""
+
+    def __init__(self, trace: RequestTrace, cost: StepCost, decode_cost: StepCost, cfg: SchedulerConfig,
+                 layout: ServingLayout, cap_s: float, max_iterations: int) -> None:
+        self.cfg = cfg
+        self.layout = layout
+        self.block = cfg.block_size_tokens
+        self.budget = cfg.max_num_batched_tokens
+        self.max_seqs = cfg.max_num_seqs
+        self.chunked = cfg.chunked_prefill
+        self.cap_s = cap_s
+        self.max_iterations = max_iterations
+        n = trace.requests
+        self.arrival = trace.arrival_s.tolist()
+        self.prompt: list[int] = trace.prompt_tokens.tolist()
+        self.output: list[int] = trace.output_tokens.tolist()
+        self.computed = [0] * n  # KV tokens held (valid outside the decode set)
+        self.generated = [0] * n  # output tokens produced (valid outside the decode set)
+        self.first_s = [math.nan] * n
+        self.finish_s = [math.nan] * n
+        self.epoch = [0] * n  # bumped on preemption: stale finish-heap entries are skipped
+        self.admitted = [0] * n  # admission sequence number (newest = largest)
+        self.owner = [-1] * n  # replica the request was routed to (prefill pool under disagg)
+        self.admit_seq = 0
+        self.event_seq = 0
+        self.events: list[tuple[float, int, int, int, int]] = []  # (time, kind, seq, replica, request)
+        self.preemptions = 0
+        self.iterations = 0
+        self.batch_seqs = 0
+        self.completed = 0
+        self.end_s = 0.0
+        self.rr = 0
+        if layout.disagg is None:
+            self.front = [_Replica(i, _MIXED, cost, self.block) for i in range(layout.replicas)]
+            self.back: list[_Replica] = []
+        else:
+            p, d = layout.disagg
+            self.front = [_Replica(i, _PREFILL, cost, self.block) for i in range(p)]
+            self.back = [_Replica(p + i, _DECODE, decode_cost, self.block) for i in range(d)]
+        self.replicas = self.front + self.back
+
+    # -- events -------------------------------------------------------------------------------------------------
+
+    def _push(self, time_s: float, kind: int, replica: int, request: int) -> None:
+        self.event_seq += 1
+        heapq.heappush(self.events, (time_s, kind, self.event_seq, replica, request))
+
+    def _enqueue(self, rep: _Replica, rid: int, now: float) -> None:
+        """A request joins a replica's waiting queue; an idle replica wakes up now."""
+        rep.waiting.append(rid)
+        if not rep.busy:
+            rep.busy = True
+            self._push(now, _EVENT_REPLICA, rep.index, -1)
+
+    def _route(self, rid: int) -> _Replica:
+        """The front replica for a new request: round robin or fewest unfinished requests (lowest index on ties)."""
+        if len(self.front) == 1:
+            return self.front[0]
+        if self.layout.routing == "round_robin":
+            rep = self.front[self.rr % len(self.front)]
+            self.rr += 1
+            return rep
+        return min(self.front, key=lambda r: r.load)
+
+    def run(self) -> None:
+        """Process arrivals and events in time order until everything is done or the drain limit is reached."""
+        arrival = self.arrival
+        n = len(arrival)
+        ptr = 0
+        events = self.events
+        replicas = self.replicas
+        cap_s = self.cap_s
+        inf = math.inf
+        while True:
+            t_evt = events[0][0] if events else inf
+            t_arr = arrival[ptr] if ptr < n else inf
+            if t_arr <= t_evt:
+                if t_arr > cap_s:
+                    break
+                rep = self._route(ptr)
+                rep.load += 1
+                self.owner[ptr] = rep.index
+                self._enqueue(rep, ptr, t_arr)
+                ptr += 1
+                continue
+            if t_evt > cap_s or self.iterations >= self.max_iterations:
+                break
+            now, kind, _, index, rid = heapq.heappop(events)
+            self.end_s = now
+            rep = replicas[index]
+            if kind == _EVENT_TRANSFER:
+                self._enqueue(rep, rid, now)
+                continue
+            self._complete(rep, now)
+            next_s = arrival[ptr] if ptr < n else inf
+            if events and events[0][0] < next_s:
+                next_s = events[0][0]
+            end = self._schedule(rep, now, min(next_s, cap_s))
+            if end is None:
+                rep.busy = False
+            else:
+                self._push(end, _EVENT_REPLICA, index, -1)
+
+    # -- one replica --------------------------------------------------------------------------------------------
+
+    def _finish(self, rep: _Replica, rid: int, now: float) -> None:
+        """A request's last token is out: record it and release its replica slot."""
+        self.finish_s[rid] = now
+        self.completed += 1
+        rep.load -= 1
+
+    def _complete(self, rep: _Replica, now: float) -> None:
+        """End the in-flight iteration at now: decode ticks, finished requests, prefill chunks' tokens."""
+        block = self.block
+        if rep.plan_decodes:
+            rep.plan_decodes = 0
+            rep.tick += 1
+            tick = rep.tick
+            heap = rep.finish_heap
+            epoch = self.epoch
+            while heap and heap[0][0] <= tick:
+                _, ep, rid = heapq.heappop(heap)
+                if ep != epoch[rid] or rid not in rep.dec_a:
+                    continue
+                a = rep.dec_a.pop(rid)
+                del rep.dec_b[rid]
+                rep.sum_a -= a
+                rep.res_cnt[a % block] -= 1
+                rep.used_blocks -= -(-(tick + a) // block)
+                self.generated[rid] = self.output[rid]
+                self.computed[rid] = tick + a
+                self._finish(rep, rid, now)
+        if not rep.plan_chunks:
+            return
+        computed = self.computed
+        generated = self.generated
+        prompt = self.prompt
+        output = self.output
+        for rid, chunk in rep.plan_chunks:
+            c = computed[rid] + chunk
+            computed[rid] = c
+            g = generated[rid]
+            if c < prompt[rid] + g:
+                continue  # partial prefill: stays in rep.prefilling
+            if rid in rep.prefilling:
+                rep.prefilling.remove(rid)
+            g += 1
+            generated[rid] = g
+            if g == 1:
+                self.first_s[rid] = now
+            if g >= output[rid]:
+                rep.used_blocks -= -(-c // block)
+                self._finish(rep, rid, now)
+            elif rep.role == _PREFILL:
+                rep.used_blocks -= -(-c // block)
+                rep.load -= 1
+                dest = min(self.back, key=lambda r: r.load)
+                dest.load += 1
+                self._push(now + dest.cost.kv_transfer_s(c, self.layout.kv_same_node), _EVENT_TRANSFER,
+                           dest.index, rid)
+            else:
+                tick = rep.tick
+                a = c - tick
+                b = g - tick
+                rep.dec_a[rid] = a
+                rep.dec_b[rid] = b
+                rep.sum_a += a
+                rep.res_cnt[a % block] += 1
+                heapq.heappush(rep.finish_heap, (output[rid] - b, self.epoch[rid], rid))
+        rep.plan_chunks = []
+
+    def _preempt(self, rep: _Replica, rid: int) -> None:
+        """Preempt by recompute: free the request's KV, send it to the front of the waiting queue."""
+        block = self.block
+        if rid in rep.dec_a:
+            a = rep.dec_a.pop(rid)
+            b = rep.dec_b.pop(rid)
+            rep.sum_a -= a
+            rep.res_cnt[a % block] -= 1
+            rep.used_blocks -= -(-(rep.tick + a) // block)
+            self.generated[rid] = rep.tick + b
+        else:
+            rep.prefilling.remove(rid)
+            rep.used_blocks -= -(-self.computed[rid] // block)
+        self.computed[rid] = 0
+        self.epoch[rid] += 1
+        self.preemptions += 1
+        rep.waiting.appendleft(rid)
+
+    def _newest_running(self, rep: _Replica) -> int:
+        """The running request admitted last (vLLM preempts from the tail of its running list)."""
+        admitted = self.admitted
+        newest = -1
+        best = -1
+        for rid in rep.dec_a:
+            if admitted[rid] > best:
+                best, newest = admitted[rid], rid
+        for rid in rep.prefilling:
+            if admitted[rid] > best:
+                best, newest = admitted[rid], rid
+        return newest
+
+    def _schedule(self, rep: _Replica, now: float, horizon_s: float) -> float | None:
+        """Plan the next iteration from now; returns its end time (None: nothing to run, the replica idles).
+
+        Decode-only iterations that end before horizon_s (the next arrival or event) with no finish due and KV to
+        spare are run right here, without the event heap.
+        """
+        block = self.block
+        budget = self.budget
+        cost = rep.cost
+        step_s = cost.step_s
+        res_cnt = rep.res_cnt
+        preempted = False
+        seqs = 0
+        decode_seqs = 0
+        decode_kv = 0
+        # 1. decodes, preempting the newest running request while the KV blocks for one more token do not fit
+        if rep.dec_a:
+            while True:
+                need = res_cnt[-rep.tick % block]
+                if rep.used_blocks + need <= rep.cap_blocks or not rep.dec_a:
+                    break
+                self._preempt(rep, self._newest_running(rep))
+                preempted = True
+            n = len(rep.dec_a)
+            if n:
+                if not rep.prefilling and not rep.waiting and not preempted:
+                    return self._decode_run(rep, now, horizon_s)
+                rep.used_blocks += need
+                decode_seqs = n
+                decode_kv = n * (rep.tick + 1) + rep.sum_a
+                budget -= n
+                seqs += n
+                rep.plan_decodes = n
+        chunks: list[tuple[int, int]] = []
+        prefill_tokens = 0
+        attn_pairs = 0.0
+        computed = self.computed
+        generated = self.generated
+        prompt = self.prompt
+        # 2. running prefills take chunks; a KV shortfall preempts the newest not yet scheduled (or this one)
+        i = 0
+        while i < len(rep.prefilling) and budget > 0:
+            rid = rep.prefilling[i]
+            past = computed[rid]
+            chunk = min(prompt[rid] + generated[rid] - past, budget)
+            need = -(-(past + chunk) // block) - (-(-past // block))
+            while rep.used_blocks + need > rep.cap_blocks:
+                self._preempt(rep, rep.prefilling[-1])
+                preempted = True
+                if len(rep.prefilling) <= i:
+                    break
+            if len(rep.prefilling) <= i:
+                break
+            rep.used_blocks += need
+            chunks.append((rid, chunk))
+            prefill_tokens += chunk
+            attn_pairs += chunk * (past + chunk / 2.0)
+            budget -= chunk
+            seqs += 1
+            i += 1
+        # 3. admit waiting requests FCFS (not after a preemption, unless nothing else would run)
+        if rep.waiting and (not preempted or seqs == 0):
+            running = len(rep.dec_a) + len(rep.prefilling)
+            waiting = rep.waiting
+            while waiting and budget > 0 and running < self.max_seqs:
+                rid = waiting[0]
+                past = computed[rid]
+                pending = prompt[rid] + generated[rid] - past
+                if not self.chunked and pending > budget:
+                    break
+                chunk = min(pending, budget)
+                need = -(-(past + chunk) // block)
+                if rep.used_blocks + need > rep.cap_blocks:
+                    break
+                waiting.popleft()
+                rep.used_blocks += need
+                self.admit_seq += 1
+                self.admitted[rid] = self.admit_seq
+                running += 1
+                seqs += 1
+                budget -= chunk
+                chunks.append((rid, chunk))
+                if past and pending == 1:  # KV transferred in: this is its first decode
+                    decode_seqs += 1
+                    decode_kv += past + 1
+                else:
+                    rep.prefilling.append(rid)
+                    prefill_tokens += chunk
+                    attn_pairs += chunk * (past + chunk / 2.0)
+        if not seqs:
+            return None
+        rep.plan_chunks = chunks
+        dur = step_s(prefill_tokens, attn_pairs, decode_seqs, decode_kv)
+        if not 0.0 < dur < math.inf:
+            raise SpecError(f"step time must be finite and > 0 s, got {dur!r}", field="step_s")
+        self.iterations += 1
+        self.batch_seqs += seqs
+        return now + dur
+
+    def _decode_run(self, rep: _Replica, now: float, horizon_s: float) -> float:
+        """Decode-only iterations from now: run those ending before horizon_s inline; return the last one's end."""
+        block = self.block
+        step_s = rep.cost.step_s
+        res_cnt = rep.res_cnt
+        n = len(rep.dec_a)
+        heap = rep.finish_heap
+        first_finish = heap[0][0] if heap else math.inf  # may be stale: stopping early is harmless
+        cap = rep.cap_blocks
+        while True:
+            need = res_cnt[-rep.tick % block]
+            dur = step_s(0, 0.0, n, n * (rep.tick + 1) + rep.sum_a)
+            if not 0.0 < dur < math.inf:
+                raise SpecError(f"step time must be finite and > 0 s, got {dur!r}", field="step_s")
+            rep.used_blocks += need
+            self.iterations += 1
+            self.batch_seqs += n
+            end = now + dur
+            if end >= horizon_s or rep.tick + 1 >= first_finish or self.iterations >= self.max_iterations:
+                rep.plan_decodes = n
+                return end
+            rep.tick += 1
+            now = end
+            if rep.used_blocks + res_cnt[-rep.tick % block] > cap:
+                return now  # the next tick needs a preemption: a wake-up at now (nothing in flight) does it
+
+
+def _check_fits(trace: RequestTrace, cfg: SchedulerConfig, costs: list[StepCost]) -> None:
+    """Refuse requests that could never run: more KV than a replica holds, or an unchunked prompt over budget."""
+    if not len(trace.arrival_s):
+        return
+    largest = trace.prompt_tokens + trace.output_tokens - 1  # KV tokens held just before the last token
+    for cost in costs:
+        capacity = int(cost.kv_capacity_tokens) // cfg.block_size_tokens * cfg.block_size_tokens
+        worst = int(np.argmax(largest))
+        if largest[worst] > capacity:
+            raise SpecError(f"request {worst} needs {int(largest[worst])} KV tokens, more than the {capacity} a "
+                            "replica holds", field="kv_capacity_tokens")
+    if not cfg.chunked_prefill:
+        worst = int(np.argmax(largest))
+        if largest[worst] > cfg.max_num_batched_tokens:
+            raise SpecError(f"request {worst} may prefill {int(largest[worst])} tokens at once (prompt + output "
+                            f"after a preemption), over max_num_batched_tokens {cfg.max_num_batched_tokens}; "
+                            "enable chunked_prefill or raise the budget", field="max_num_batched_tokens")
+
+
+def _overload(arrival: NDArray[np.float64], ttft: NDArray[np.float64], end_s: float, duration_s: float,
+              unfinished: int, drain_s: float) -> str:
+    """Why the run is overloaded ("" if it is not): requests left after the drain, or TTFT growing with arrival."""
+    n = len(arrival)
+    if unfinished:
+        return f"{unfinished} of {n} requests unfinished {drain_s:g} s after the arrival window"
+    if n < OVERLOAD_MIN_REQUESTS:
+        return ""
+    waited = np.where(np.isfinite(ttft), ttft, end_s - arrival)  # no first token yet: waited at least this
+    quarter = n // 4
+    early = float(np.median(waited[:quarter]))
+    late = float(np.median(waited[-quarter:]))
+    if late > OVERLOAD_TTFT_GROWTH * early and late - early > OVERLOAD_MIN_GROWTH_FRACTION * duration_s:
+        return (f"TTFT grows through the run: median {late:.3g} s for the last quarter of arrivals vs "
+                f"{early:.3g} s for the first")
+    return ""
+
+
+def simulate_serving(cost: StepCost, trace: RequestTrace, *, scheduler: SchedulerConfig | None = None,
+                     layout: ServingLayout | None = None, decode_cost: StepCost | None = None,
+                     slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
+                     drain_s: float | None = None, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> ServingResult:
+    """Serve the trace on the layout's replicas; latencies, throughput, goodput against the SLOs, overload.
+
+    ``decode_cost`` times the decode pool of a disaggregated layout (default: ``cost``). Arrivals stop with the
+    trace; the run then drains for ``drain_s`` (default max(window, 60 s)) and reports what is left unfinished.
+    """
+    cfg = scheduler or SchedulerConfig()
+    lay = layout or ServingLayout()
+    dec_cost = decode_cost or cost
+    for name, slo in (("slo_ttft_s", slo_ttft_s), ("slo_tpot_s", slo_tpot_s)):
+        if slo is not None and not (math.isfinite(slo) and slo > 0.0):
+            raise SpecError(f"must be finite and > 0 s, got {slo}", field=name)
+    drain = max(trace.duration_s, MIN_DRAIN_S) if drain_s is None else drain_s
+    if not (math.isfinite(drain) and drain >= 0.0):
+        raise SpecError(f"must be finite and >= 0 s, got {drain}", field="drain_s")
+    if max_iterations < 1:
+        raise SpecError(f"must be >= 1, got {max_iterations}", field="max_iterations")
+    _check_fits(trace, cfg, [cost] if lay.disagg is None else [cost, dec_cost])
+    sim = _Sim(trace, cost, dec_cost, cfg, lay, trace.duration_s + drain, max_iterations)
+    sim.run()
+    if sim.completed == trace.requests and any(rep.used_blocks for rep in sim.replicas):
+        raise AssertionError("serving simulation leaked KV blocks")
+
+    arrival = trace.arrival_s
+    output = trace.output_tokens
+    first = np.asarray(sim.first_s, dtype=np.float64)
+    finish = np.asarray(sim.finish_s, dtype=np.float64)
+    ttft = first - arrival
+    e2e = finish - arrival
+    tpot = np.full(len(arrival), math.nan)
+    multi = (output > 1) & np.isfinite(finish)
+    tpot[multi] = (finish[multi] - first[multi]) / (output[multi] - 1)
+    done = np.isfinite(finish)
+    completed = int(done.sum())
+    if completed != sim.completed:
+        raise AssertionError(f"serving simulation counted {sim.completed} completions, {completed} finish times")
+    arrived = len(arrival)
+    unfinished = arrived - completed
+    end_s = sim.end_s
+    span_s = end_s if end_s > 0.0 else math.inf
+    goodput: float | None = None
+    attainment: float | None = None
+    if slo_ttft_s is not None or slo_tpot_s is not None:
+        good = done.copy()
+        if slo_ttft_s is not None:
+            good &= ttft <= slo_ttft_s
+        if slo_tpot_s is not None:
+            good &= ~(tpot > slo_tpot_s)  # NaN TPOT (one-token output) meets any TPOT SLO
+        goodput = float(good.sum()) / span_s
+        attainment = float(good.sum()) / arrived if arrived else math.nan
+    reason = _overload(arrival, ttft, end_s, trace.duration_s, unfinished, drain)
+    return ServingResult(
+        arrival_s=arrival, prompt_tokens=trace.prompt_tokens, output_tokens=output, ttft_s=ttft, tpot_s=tpot,
+        e2e_s=e2e, replica=np.asarray(sim.owner, dtype=np.int64), ttft=LatencyStats.of(ttft),
+        tpot=LatencyStats.of(tpot), e2e=LatencyStats.of(e2e), requests_arrived=arrived,
+        requests_completed=completed, requests_unfinished=unfinished, duration_s=trace.duration_s, end_s=end_s,
+        output_tokens_per_s=float(output[done].sum()) / span_s, goodput_rps=goodput, slo_attainment=attainment,
+        preemptions=sim.preemptions, iterations=sim.iterations,
+        mean_batch_size=sim.batch_seqs / sim.iterations if sim.iterations else 0.0,
+        overloaded=bool(reason), overload_reason=reason)
