@@ -3,8 +3,9 @@ static batch served on one parallel group."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
@@ -12,12 +13,31 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.serve_options import (
+    ChunkedPrefill,
+    Disagg,
+    Duration,
+    MaxBatchedTokens,
+    MaxSeqs,
+    Rate,
+    Replicas,
+    Seed,
+    ServeRequest,
+    SloTpot,
+    SloTtft,
+    Trace,
+    serve_request,
+)
 from fabricsim.cli.train_cmd import AsJson, Calibration, Ep, Fabric, Model, Oversubscription, Pp, SystemOpt, Tp
 from fabricsim.errors import SpecError
 from fabricsim.workload import load_model
 from fabricsim.workload.inference import LAYERS, InferencePlan, InferencePrediction, predict_inference
 from fabricsim.workload.presets import preset
+from fabricsim.workload.spec import ModelSpec
 from fabricsim.workload.training import Cluster
+
+if TYPE_CHECKING:
+    from fabricsim.workload.serving import ServingResult
 
 Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
 Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
@@ -90,8 +110,23 @@ def infer_command(
     as_json: AsJson = False,
     plot: Plot = None,
     calibration: Calibration = None,
+    rate: Rate = None,
+    duration: Duration = "600s",
+    trace: Trace = None,
+    slo_ttft: SloTtft = None,
+    slo_tpot: SloTpot = None,
+    disagg: Disagg = None,
+    replicas: Replicas = 1,
+    max_seqs: MaxSeqs = 256,
+    max_batched_tokens: MaxBatchedTokens = 8192,
+    chunked_prefill: ChunkedPrefill = True,
+    seed: Seed = 0,
 ) -> None:
-    """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer."""
+    """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
+    --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
+    serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
+                          disagg=disagg, replicas=replicas, max_seqs=max_seqs,
+                          max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed)
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
@@ -100,6 +135,7 @@ def infer_command(
         raise SpecError(f"{gpus} must equal tp*pp*dp = {tp}*{pp}*{dp} = {plan.gpus}", field="--gpus")
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
     pred = predict_inference(spec, cluster, plan)
+    served = _serve(spec, cluster, plan, serve) if serve.active else None
     if plot is not None:
         from fabricsim.report.plots import plot_bars
 
@@ -107,10 +143,80 @@ def infer_command(
     if as_json:
         inputs = {"model": model, "system": system, "fabric": fabric, "oversubscription": oversubscription,
                   **plan.to_json()}
-        print_json({**pred.to_json(), "inputs": inputs})
+        if serve.active:
+            inputs["serving"] = serve.to_json()
+        print_json({**pred.to_json(), **(_serving_json(served) if served is not None else {}), "inputs": inputs})
         return
     title = (f"{spec.name} on {plan.gpus} x {system} GPUs: tp={tp} pp={pp} ep={ep} dp={dp}, batch {batch}, prompt "
              f"{prompt}, output {output}, weights {plan.weights}, KV {plan.kv}")
     console.print(render_inference(pred, title))
     for line in summary_lines(pred, plan):
         console.print(line)
+    if served is not None:
+        for line in serving_lines(served, serve):
+            console.print(line)
+
+
+def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest) -> ServingResult:
+    """Serve the requests on the replicas the options describe, each priced by the inference model."""
+    from fabricsim.workload.inference import step_cost
+    from fabricsim.workload.serving import SchedulerConfig, ServingLayout, simulate_serving
+    from fabricsim.workload.serving_trace import load_request_trace, poisson_requests
+
+    if serve.trace is not None:
+        requests = load_request_trace(serve.trace)
+    else:
+        assert serve.rate_per_s is not None
+        requests = poisson_requests(serve.rate_per_s, serve.duration_s, seed=serve.seed,
+                                    prompt=plan.prompt_tokens, output=plan.output_tokens)
+    cost = step_cost(spec, cluster, plan)
+    if cost.kv_capacity_tokens < plan.context:
+        raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "
+                        f"of {plan.context}; add --tp/--pp or use --weights fp8 / --kv fp8", field="--rate")
+    pools = 1 if serve.disagg is None else sum(serve.disagg)
+    same_node = pools * plan.gpus <= cluster.system.nvlink_domain_gpus
+    layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",
+                           disagg=serve.disagg, kv_same_node=same_node)
+    scheduler = SchedulerConfig(max_num_seqs=serve.max_seqs,
+                                max_num_batched_tokens=max(serve.max_batched_tokens, serve.max_seqs),
+                                chunked_prefill=serve.chunked_prefill)
+    return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
+                            slo_tpot_s=serve.slo_tpot_s)
+
+
+def _finite(value: float | None) -> float | None:
+    """JSON has no NaN: a latency no request reached is null."""
+    return None if value is None or not math.isfinite(value) else value
+
+
+def _serving_json(r: ServingResult) -> dict[str, Any]:
+    """The serving simulation's fields, SI units."""
+    out: dict[str, Any] = {}
+    for name, stats in (("ttft_s", r.ttft), ("tpot_s", r.tpot), ("e2e_s", r.e2e)):
+        for pct in ("p50", "p90", "p99"):
+            out[f"{name}_{pct}"] = _finite(getattr(stats, f"{pct}_s"))
+    out.update(requests_arrived=r.requests_arrived, requests_completed=r.requests_completed,
+               requests_unfinished=r.requests_unfinished, served_output_tokens_per_s=r.output_tokens_per_s,
+               goodput=_finite(r.goodput_rps), slo_attainment=_finite(r.slo_attainment), preemptions=r.preemptions,
+               mean_batch_size=r.mean_batch_size, overloaded=r.overloaded, overload_reason=r.overload_reason)
+    return out
+
+
+def serving_lines(r: ServingResult, serve: ServeRequest) -> list[str]:
+    """The serving simulation in a few lines: percentiles, throughput, goodput, overload."""
+    def pcts(stats: Any) -> str:
+        return ", ".join(f"{p} {units.format_duration(getattr(stats, p + '_s'))}"
+                         if math.isfinite(getattr(stats, p + "_s")) else f"{p} -" for p in ("p50", "p90", "p99"))
+
+    where = (f"{serve.disagg[0]} prefill + {serve.disagg[1]} decode replicas" if serve.disagg
+             else f"{serve.replicas} replica{'s' if serve.replicas > 1 else ''}")
+    source = f"trace {serve.trace}" if serve.trace is not None else f"Poisson {serve.rate_per_s:g} requests/s"
+    lines = [f"[bold]serving[/] ({source} on {where}): {r.requests_completed:,} of {r.requests_arrived:,} requests "
+             f"completed, {r.output_tokens_per_s:,.0f} output tokens/s, {r.preemptions:,} preemptions, mean batch "
+             f"{r.mean_batch_size:.1f}",
+             f"TTFT {pcts(r.ttft)}", f"TPOT {pcts(r.tpot)}", f"end to end {pcts(r.e2e)}"]
+    if r.goodput_rps is not None and r.slo_attainment is not None:
+        lines.append(f"goodput {r.goodput_rps:.2f} requests/s ({r.slo_attainment:.1%} of requests meet the SLOs)")
+    if r.overloaded:
+        lines.append(f"[bold red]overloaded[/]: {r.overload_reason}; add --replicas, --tp, or lower --rate")
+    return lines
