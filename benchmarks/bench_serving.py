@@ -65,6 +65,25 @@ def run_case(name: str, trace: RequestTrace, options: dict[str, object]) -> Serv
     return result
 
 
+def run_model_case() -> None:
+    """The target run priced by the inference model itself (Llama 3 70B, FP8, TP8 on DGX H100, two replicas)."""
+    from fabricsim.catalog import default_catalog
+    from fabricsim.workload import load_model
+    from fabricsim.workload.inference import InferencePlan, step_cost
+    from fabricsim.workload.training import Cluster
+
+    catalog = default_catalog()
+    plan = InferencePlan(tp=8, batch=32, prompt_tokens=1024, output_tokens=256, weights="fp8")
+    cost = step_cost(load_model("llama3-70b"), Cluster(catalog.system("dgx-h100"), catalog=catalog), plan)
+    start = time.perf_counter()
+    result = simulate_serving(cost, TARGET, layout=ServingLayout(replicas=2, routing="shortest_queue"))
+    wall = time.perf_counter() - start
+    print(f"{'llama3-70b fp8 tp8 x2 (inference model)':46s} {TARGET.requests:7d} req {result.iterations:8d} it "
+          f"{wall:6.2f} s {result.iterations / wall:10.0f} it/s  ttft p99 {result.ttft.p99_s:8.3f} s  "
+          f"tpot p99 {result.tpot.p99_s * 1e3:6.1f} ms  {'OVERLOADED' if result.overloaded else ''}")
+
+
 if __name__ == "__main__":
     for case in cases():
         run_case(*case)
+    run_model_case()
