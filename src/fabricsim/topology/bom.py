@@ -104,6 +104,15 @@ def _item(entry: Priced, category: str, role: str, count: int) -> LineItem:
                     unit_power_w=entry.power_w, price_date=entry.price_date, verified=entry.verified)
 
 
+def _nic_swap(old: Priced, new: Priced, count: int) -> LineItem:
+    """A fabric NIC replacing the system's own: the difference in price and power, per NIC (unknown if either is)."""
+    price = None if new.price_usd is None or old.price_usd is None else new.price_usd - old.price_usd
+    power = None if new.power_w is None or old.power_w is None else new.power_w - old.power_w
+    return LineItem(item=new.id, category="nic", role=f"replaces {old.id} (difference)", count=count,
+                    unit_price_usd=price, unit_power_w=power, price_date=new.price_date,
+                    verified=new.verified and old.verified)
+
+
 def bom(topology: Topology) -> BillOfMaterials:
     """Count, price and power a built topology (see the module docstring for the rules)."""
     catalog, fabric, system = topology.catalog, topology.fabric, topology.system
@@ -124,13 +133,16 @@ def bom(topology: Topology) -> BillOfMaterials:
         else:
             optical += run.count
             transceivers += run.count * cable.transceivers
+    if topology.nic.id != system.nic:
+        items.append(_nic_swap(catalog.nic(system.nic), topology.nic, nodes * topology.node.nics))
     missing = sorted({f"{i.item} price" for i in items if i.unit_price_usd is None}
                      | {f"{i.item} power" for i in items if i.unit_power_w is None})
     capex_known = sum(i.price_usd or 0.0 for i in items)
     power_known = sum(i.power_w or 0.0 for i in items)
     notes = ["figures are approximate and dated (see items); node prices include GPUs, NICs and NVSwitch chips"]
     if topology.nic.id != system.nic:
-        notes.append(f"fabric NIC {topology.nic.id} replaces the system's {system.nic}; the node price is unchanged")
+        notes.append(f"fabric NIC {topology.nic.id} replaces the system's {system.nic}: the node price includes "
+                     "its own NICs, so the swap is billed as the price and power difference per NIC")
     if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
