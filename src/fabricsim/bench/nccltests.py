@@ -25,6 +25,7 @@ from typing import Any
 from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, canonical_dtype
 from fabricsim.collectives import OPS, busbw_factor, check_op
 from fabricsim.errors import SpecError
+from fabricsim.inputs import read_text
 
 # nccl-tests binary (without _perf) -> our op name
 BINARY_OPS: dict[str, str] = {
@@ -504,12 +505,7 @@ def _meta_line(line: _Line, meta: _Meta) -> None:
 def parse_nccl_tests_file(path: str | Path, *, op: str | None = None) -> list[BenchResult]:
     """:func:`parse_nccl_tests` on a file; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SpecError("file not found", source=str(path)) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    text = read_text(p, "log")
     try:
         return parse_nccl_tests(text, source=str(path), op=op)
     except SpecError as exc:

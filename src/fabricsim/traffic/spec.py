@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fabricsim import units
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_yaml, parse_buffer_size, read_text
 from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 
 _JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
@@ -42,16 +41,19 @@ def _int(value: Any, where: str) -> int:
 
 
 def _start(value: Any, where: str) -> float:
-    return units.parse_duration(value, field=where) if isinstance(value, str) else float(value)
+    """A start time: a duration string or seconds, finite and not negative."""
+    return units.parse_duration(value, field=where)
+
+
+def _bytes(value: Any, where: str, max_bytes: int = 2**40) -> float:
+    """Bytes to send: at least one byte, at most 1 TiB per GPU (1 PiB for background transfers)."""
+    return float(parse_buffer_size(value, where, max_bytes=max_bytes))
 
 
 def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
     """(jobs, background, storage_nodes) from a jobs YAML file; matrix paths are relative to the file."""
     p = Path(path)
-    try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read jobs file {path}: {str(exc).splitlines()[0]}", field="--jobs") from exc
+    data = load_yaml(read_text(p, "jobs file"), str(p))
     doc = _keys(data, {"jobs", "background", "storage_nodes"}, {"jobs"}, "jobs file")
     raw_jobs = doc["jobs"]
     if not isinstance(raw_jobs, list) or not raw_jobs:
@@ -65,7 +67,7 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         if pattern.lower().endswith(".csv") and not Path(pattern).is_absolute():
             pattern = str(root / pattern)
         jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_int(e["gpus"], f"{where}.gpus"),
-                            pattern=pattern, bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+                            pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),
                             seed=_int(e.get("seed", i), f"{where}.seed")))
@@ -74,7 +76,7 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         where = f"background[{i}]"
         e = _keys(raw, _BG_KEYS, {"kind", "job", "bytes"}, where)
         background.append(BackgroundSpec(kind=str(e["kind"]), job=str(e["job"]),
-                                         bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+                                         bytes=_bytes(e["bytes"], f"{where}.bytes", 2**50),
                                          start=_start(e.get("start", 0.0), f"{where}.start")))
     storage = _int(doc.get("storage_nodes", 1 if background else 0), "storage_nodes")
     if storage < 0:
