@@ -98,8 +98,8 @@ FILES: dict[str, bytes | str] = {
                          "     5.00    0.00    0.00       0"),
     "huge-size.log": _log("  99999999999999999999999999            2     float     sum      -1     5.00    0.00"
                           "    0.00       0     5.00    0.00    0.00       0"),
-    "nan-time.log": _log("           8             2     float     sum      -1      nan    0.00    0.00       0"
-                         "      nan    0.00    0.00       0"),
+    "inf-time.log": _log("           8             2     float     sum      -1      inf    0.00    0.00       0"
+                         "      inf    0.00    0.00       0"),
     "empty.log": "",
     "binary.log": bytes(range(256)) * 4,
     "nonutf8.log": _log("").encode() + b"\xff\xfe garbage\n",
@@ -224,14 +224,15 @@ for value in ("nan", "inf", "-inf", "0", "0.5", "1e300", "65"):
 for flag in ("--tp", "--pp", "--cp", "--ep", "--gbs", "--seq", "--dp", "--mbs", "--vpp", "--gpus"):
     case(f"train-{flag[2:]}-0", ["train", "--gpus", "8", flag, "0"], flag[2:])
 case("train-cp-0-only", ["train", "--cp", "0"], "cp")
-case("train-seq-huge", ["train", "--seq", "1000000000"], "seq")
+case("train-seq-huge", ["train", "--gpus", "8", "--seq", "1000000000"], "seq")
 case("train-seq-1e9", ["train", "--seq", "1e9"], "--seq")
-case("train-gbs-huge", ["train", "--gbs", "100000000000"], "gbs")
-case("train-zero-5", ["train", "--zero", "5"], "zero")
-case("train-recompute", ["train", "--recompute", "some"], "recompute")
-case("train-precision", ["train", "--precision", "fp4"], "precision")
-case("train-kernels", ["train", "--kernels", "slow"], "kernels")
-case("train-pp-layout", ["train", "--pp", "2", "--pp-layout", "a,b"], "layout")
+case("train-gbs-huge", ["train", "--gpus", "8", "--gbs", "100000000000"], "gbs")
+case("train-zero-5", ["train", "--gpus", "8", "--zero", "5"], "zero")
+case("train-recompute", ["train", "--gpus", "8", "--recompute", "some"], "recompute")
+case("train-precision", ["train", "--gpus", "8", "--precision", "fp4"], "precision")
+case("train-kernels", ["train", "--gpus", "8", "--kernels", "slow"], "kernels")
+case("train-no-gpus", ["train"], "gpus")
+case("train-pp-layout", ["train", "--gpus", "8", "--pp", "2", "--pp-layout", "a,b"], "layout")
 case("train-gpus-huge", ["train", "--gpus", "1000000", "--tp", "8"], "--gpus")
 case("train-gpus-huge-flow", ["train", "--gpus", "800000", "--tp", "8", "--sim", "flow"], "--gpus")
 case("train-cluster-nodes-0", ["train", "--gpus", "16", "--tp", "8", "--sim", "flow", "--cluster-nodes", "0"],
@@ -302,7 +303,7 @@ case("validate-overlay-latin1", ["validate", "--calibration", "latin1.yaml"], "l
 case("validate-overlay-zero-bw", ["validate", "--calibration", "zero-bw.yaml"], "zero-bw.yaml")
 
 # ---- bench parse / logs ----
-for name in ("neg-time.log", "zero-time.log", "bad-size.log", "huge-size.log", "nan-time.log", "empty.log",
+for name in ("neg-time.log", "zero-time.log", "bad-size.log", "huge-size.log", "inf-time.log", "empty.log",
              "binary.log", "nonutf8.log", "latin1.yaml"):
     case(f"bench-parse-{name}", ["bench", "parse", name], name)
 case("bench-parse-devzero", ["bench", "parse", "/dev/zero"], "/dev/zero")
@@ -311,13 +312,13 @@ case("bench-parse-missing", ["bench", "parse", "nope.log"], "nope.log")
 case("bench-parse-op", ["bench", "parse", LOG, "--op", "dance"], "op")
 # ---- bench collective: launch options ----
 for value in ("0", "-1", "100000"):
-    case(f"bench-nprocs-{value}", ["bench", "collective", "--nprocs", value], "--nprocs")
+    case(f"bench-nprocs-{value}", ["bench", "collective", "--nprocs", value], "nprocs")
 case("bench-master-addr", ["bench", "collective", "--nprocs", "2", "--master-addr", "no-such-host.invalid",
                            "--master-port", "29517"], "29517")
-case("bench-master-addr-empty", ["bench", "collective", "--nprocs", "2", "--master-addr", ""], "--master-addr")
+case("bench-master-addr-empty", ["bench", "collective", "--nprocs", "2", "--master-addr", ""], "master_addr")
 for value in ("-1", "70000"):
     case(f"bench-master-port-{value}", ["bench", "collective", "--nprocs", "2", "--master-port", value],
-         "--master-port")
+         "master_port")
 for value in ("0", "-5", "nan", "inf", "1e400"):
     case(f"bench-timeout-{value}", ["bench", "collective", "--nprocs", "2", "--timeout", value], "timeout")
 case("bench-warmup", ["bench", "collective", "--nprocs", "2", "--warmup", "-1"], "warmup")

@@ -16,6 +16,7 @@ import json
 import math
 import os
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -210,9 +211,21 @@ def check_output_path(path: str | Path | None, field: str,
             raise SpecError(f"{text} exists and is not a regular file", field=field)
         if not os.access(p, os.W_OK):
             raise SpecError(f"{text} is not writable", field=field)
-    elif not os.access(parent, os.W_OK | os.X_OK):
-        raise SpecError(f"folder {parent} is not writable", field=field)
+    elif not _can_create_in(parent):
+        raise SpecError(f"cannot create a file in {parent}", field=field)
     return p
+
+
+def _can_create_in(folder: Path) -> bool:
+    """Whether a file can be created in ``folder`` (tried: access() says yes to root on /proc and read-only
+    mounts); the probe file is removed at once."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".fabricsim-", dir=folder)
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
 
 
 def finite(value: float, field: str, *, low: float | None = None, high: float | None = None,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, canonical_dtype
+from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, canonical_dtype, dtype_size
 from fabricsim.collectives import OPS, busbw_factor, check_op
 from fabricsim.errors import SpecError
 from fabricsim.inputs import read_text
@@ -206,7 +206,21 @@ def _float(text: str, name: str, line: int) -> float | None:
         value = float(text)
     except ValueError:
         raise SpecError(f"line {line}: cannot read {text!r} as the {name} column") from None
+    if math.isinf(value):
+        raise SpecError(f"line {line}: {text!r} in the {name} column is not a finite number")
     return None if math.isnan(value) else value
+
+
+MAX_LOG_SIZE = 2**50  # bytes: a size column above 1 PiB is not a measurement
+
+
+def _check_row(row: dict[str, Any], line: int) -> None:
+    """Sizes a benchmark can have run: at most 1 PiB, at least ``count`` elements of the row's type."""
+    size, count = row.get("size"), row.get("count")
+    if size is not None and size > MAX_LOG_SIZE:
+        raise SpecError(f"line {line}: size {size} bytes is more than 1 PiB; not a measurement")
+    if size is not None and count is not None and "type" in row and count * dtype_size(row["type"]) > size:
+        raise SpecError(f"line {line}: {count} {row['type']} elements do not fit in size {size} bytes")
 
 
 def _int(text: str, name: str, line: int) -> int:
@@ -245,6 +259,7 @@ def _row(line: _Line, columns: _Columns) -> dict[str, Any]:
                 raise SpecError(f"line {line.number}: {exc}") from None
         else:
             row[name] = text
+    _check_row(row, line.number)
     at = npre
     for g in present:
         names = columns.groups[g]
@@ -255,6 +270,10 @@ def _row(line: _Line, columns: _Columns) -> dict[str, Any]:
         busbw = _float(cells["busbw"], "busbw", line.number)
         if time_us is None or algbw is None or busbw is None:
             continue  # the group was not measured (N/A)
+        if time_us <= 0:
+            raise SpecError(f"line {line.number}: time {time_us:g} us must be positive")
+        if algbw < 0 or busbw < 0:
+            raise SpecError(f"line {line.number}: negative bandwidth ({algbw:g}, {busbw:g} GB/s)")
         wrong: int | None = None
         if "#wrong" in cells:
             count = _float(cells["#wrong"], "#wrong", line.number)

@@ -12,7 +12,7 @@ from rich.table import Table
 from fabricsim import inputs, units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.errors import SpecError
+from fabricsim.errors import SpecError, cli_field
 from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 from fabricsim.workload import ModelSpec, ParallelPlan, load_model
@@ -142,9 +142,18 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
     if world is not None:  # refused as `topo` refuses it, before the search
         _check_cluster(cluster, world, "--gpus" if gpus is not None else "--dp")
-    choice = search_knobs(spec, fields, cluster)
+    try:
+        choice = search_knobs(spec, fields, cluster)
+    except SpecError as exc:  # name the option the user gave, not the plan's field
+        raise cli_field(exc, PLAN_OPTIONS) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
+
+
+# ParallelPlan fields whose option has another name
+PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
+                "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
+                "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap"}
 
 
 def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:

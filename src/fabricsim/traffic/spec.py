@@ -24,20 +24,28 @@ _BG_KEYS = {"kind", "job", "bytes", "start"}
 
 def _keys(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
-        raise SpecError(f"{where} must be a mapping", field=where)
+        raise SpecError("must be a mapping", field=where)
     unknown = sorted(set(entry) - allowed)
     if unknown:
-        raise SpecError(f"{where}: unknown key {unknown[0]!r}; allowed {', '.join(sorted(allowed))}", field=where)
+        raise SpecError(f"unknown key {unknown[0]!r}; allowed {', '.join(sorted(allowed))}", field=where)
     missing = sorted(required - set(entry))
     if missing:
-        raise SpecError(f"{where}: missing {missing[0]!r}", field=where)
+        raise SpecError(f"missing {missing[0]!r}", field=where)
     return entry
 
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where} must be an integer, got {value!r}", field=where)
+        raise SpecError(f"must be an integer, got {value!r}", field=where)
     return value
+
+
+def _count(value: Any, where: str) -> int:
+    """A GPU count: an integer, at least 1."""
+    number = _int(value, where)
+    if not 1 <= number <= 2**24:
+        raise SpecError(f"must be 1..{2**24}, got {number}", field=where)
+    return number
 
 
 def _start(value: Any, where: str) -> float:
@@ -54,11 +62,19 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
     """(jobs, background, storage_nodes) from a jobs YAML file; matrix paths are relative to the file."""
     p = Path(path)
     data = load_yaml(read_text(p, "jobs file"), str(p))
+    try:
+        return _parse_jobs(data, base or p.parent)
+    except SpecError as exc:
+        if exc.source:
+            raise
+        raise SpecError(str(exc), source=str(p)) from None
+
+
+def _parse_jobs(data: Any, root: Path) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
     doc = _keys(data, {"jobs", "background", "storage_nodes"}, {"jobs"}, "jobs file")
     raw_jobs = doc["jobs"]
     if not isinstance(raw_jobs, list) or not raw_jobs:
-        raise SpecError("jobs file: 'jobs' must be a non-empty list", field="jobs")
-    root = base or p.parent
+        raise SpecError("must be a non-empty list", field="jobs")
     jobs = []
     for i, raw in enumerate(raw_jobs):
         where = f"jobs[{i}]"
@@ -66,7 +82,7 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         pattern = str(e["pattern"])
         if pattern.lower().endswith(".csv") and not Path(pattern).is_absolute():
             pattern = str(root / pattern)
-        jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_int(e["gpus"], f"{where}.gpus"),
+        jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_count(e["gpus"], f"{where}.gpus"),
                             pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),

@@ -131,6 +131,8 @@ class ParallelPlan(BaseModel):
                 raise SpecError(f"{gpus} must be divisible by tp*pp*cp = {tp}*{pp}*{cp} = {per_replica}",
                                 field="gpus")
             data["dp"] = gpus // per_replica
+        if "dp" not in data and gpus is None:
+            raise SpecError("give the GPU count (gpus = tp*pp*dp*cp) or the data-parallel size dp", field="gpus")
         data.setdefault("mbs", DEFAULT_MBS)
         v = _as_int(data.get("virtual_stages", 1))
         data.setdefault("schedule", "interleaved" if v is not None and v > 1 else "1f1b")
