@@ -252,7 +252,8 @@ def parse_buffer_size(text: str | int | float, field: str, *, element_bytes: int
 
     size = units.parse_size(text, field=field)
     if size < element_bytes:
-        raise SpecError(f"{text!r} is below one element ({element_bytes} bytes)", field=field)
+        unit = "1 byte" if element_bytes == 1 else f"{element_bytes} bytes (one element)"
+        raise SpecError(f"must be at least {unit}, got {size}", field=field)
     if size > max_bytes:
         raise SpecError(f"{text!r} is more than {units.format_size(max_bytes)}B per rank", field=field)
     return size

@@ -20,7 +20,7 @@ def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[Ben
     for path in paths:
         p = Path(path)
         if p.suffix.lower() == ".json":
-            data = load_json(read_text(p, "results file"), str(p))
+            data = load_json(read_text(p), str(p))
             items = data if isinstance(data, list) else [data]
             try:
                 out += [BenchResult.model_validate(item) for item in items]

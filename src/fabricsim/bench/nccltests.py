@@ -524,7 +524,7 @@ def _meta_line(line: _Line, meta: _Meta) -> None:
 def parse_nccl_tests_file(path: str | Path, *, op: str | None = None) -> list[BenchResult]:
     """:func:`parse_nccl_tests` on a file; errors name the file."""
     p = Path(path)
-    text = read_text(p, "log")
+    text = read_text(p)
     try:
         return parse_nccl_tests(text, source=str(path), op=op)
     except SpecError as exc:

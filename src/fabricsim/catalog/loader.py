@@ -104,5 +104,5 @@ def load_catalog(*overlays: str | Path) -> Catalog:
         return default_catalog()
     docs = []
     for path in overlays:
-        docs.append((str(path), load_yaml(read_text(path, "overlay file"), str(path))))
+        docs.append((str(path), load_yaml(read_text(path), str(path))))
     return load_documents(docs, base=default_catalog())

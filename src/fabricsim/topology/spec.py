@@ -51,7 +51,7 @@ class ClusterSpec(BaseModel):
     @classmethod
     def _oversubscription(cls, value: float) -> float:
         if not 1.0 <= value <= 64.0:
-            raise ValueError(f"must be a finite ratio in [1, 64] (1 = non-blocking, 2 = 2:1); got {value}")
+            raise ValueError(f"must be a finite ratio >= 1 and <= 64 (1 = non-blocking, 2 = 2:1); got {value}")
         return value
 
     @field_validator("nodes_per_switch")
