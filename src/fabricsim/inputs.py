@@ -255,7 +255,7 @@ def parse_buffer_size(text: str | int | float, field: str, *, element_bytes: int
         unit = "1 byte" if element_bytes == 1 else f"{element_bytes} bytes (one element)"
         raise SpecError(f"must be at least {unit}, got {size}", field=field)
     if size > max_bytes:
-        raise SpecError(f"{text!r} is more than {units.format_size(max_bytes)}B per rank", field=field)
+        raise SpecError(f"{text!r} is more than {units.format_size(max_bytes)}iB per rank", field=field)
     return size
 
 

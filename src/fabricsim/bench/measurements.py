@@ -12,6 +12,7 @@ from fabricsim.bench.nccltests import parse_nccl_tests_file
 from fabricsim.bench.rows import BenchResult
 from fabricsim.errors import SpecError
 from fabricsim.inputs import load_json, read_text
+from fabricsim.workload._validation import spec_error
 
 
 def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[BenchResult]:
@@ -25,7 +26,8 @@ def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[Ben
             try:
                 out += [BenchResult.model_validate(item) for item in items]
             except ValidationError as exc:
-                raise SpecError(f"not a fabricsim benchmark result: {exc.errors()[0]['msg']}", source=str(p)) from None
+                first = spec_error(exc, BenchResult)
+                raise SpecError(f"not a fabricsim benchmark result: {first}", source=str(p)) from None
         else:
             out += parse_nccl_tests_file(p, op=op)
     if not out:

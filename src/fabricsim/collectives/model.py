@@ -181,7 +181,7 @@ def size_sweep(min_bytes: int, max_bytes: int, step_factor: float = 2.0) -> list
         raise SpecError(f"step factor must be a finite number > 1, got {step_factor}", field="--step-factor")
     rows = math.floor(math.log(max_bytes / min_bytes) / math.log(step_factor) + 1e-9) + 1
     if rows > MAX_SWEEP_ROWS:
-        raise SpecError(f"{min_bytes}..{max_bytes} by {step_factor:g} is {rows:,} sizes (at most "
+        raise SpecError(f"{min_bytes}..{max_bytes} by {step_factor!r} is {rows:,} sizes (at most "
                         f"{MAX_SWEEP_ROWS:,}); give a larger --step-factor", field="--step-factor")
     sizes = []
     size = float(min_bytes)
