@@ -103,7 +103,6 @@ FILES: dict[str, bytes | str] = {
     "empty.log": "",
     "binary.log": bytes(range(256)) * 4,
     "nonutf8.log": _log("").encode() + b"\xff\xfe garbage\n",
-    "nan.json.log": "x",
     "results-nan.json": '[{"op": "all_reduce", "rows": [{"size_bytes": 8, "time_s": NaN}]}]',
     "results-deep.json": "[" * 5000 + "]" * 5000,
     "results-bad.json": '{"op": "all_reduce", "rows": [{"size_bytes": -8}]}',
@@ -116,7 +115,6 @@ FILES: dict[str, bytes | str] = {
     "jobs-latin1.yaml": b"jobs:\n  - {name: caf\xe9, gpus: 8, pattern: ring, bytes: 1M}\n",
     "jobs-deep.yaml": b"jobs: " + b"[" * 10_000 + b"]" * 10_000,
     "jobs-badkey.yaml": "jobs:\n  - {gpus: 8, pattern: ring, bytes: 1M, colour: red}\n",
-    "matrix-nan.csv": "0,nan\nnan,0\n",
     "adir/keep": "",
 }
 
@@ -411,3 +409,35 @@ def test_json_output_is_strict(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
 
     with pytest.raises(SpecError):
         print_json({"x": float("nan")})
+
+
+def test_yaml_errors_are_one_line_with_file_line_and_column() -> None:
+    from fabricsim.errors import SpecError
+    from fabricsim.inputs import load_yaml
+
+    with pytest.raises(SpecError) as info:
+        load_yaml("a: 1\nb: [x\nc: 2\n", "spec.yaml")
+    message = str(info.value)
+    assert message.startswith("spec.yaml: not valid YAML:") and "line " in message and "column " in message
+    assert "\n" not in message and "<unicode string>" not in message
+    with pytest.raises(SpecError, match=r"spec.yaml: .*duplicate key 'a' \(first at line 1\)"):
+        load_yaml("a: 1\nb: 2\na: 3\n", "spec.yaml")
+
+
+def test_yaml_merge_keys_and_valid_files_still_load(tmp_path: Path) -> None:
+    from fabricsim.inputs import load_spec_file
+
+    path = tmp_path / "m.yaml"
+    path.write_text("base: &b {x: 1, y: 2}\nother:\n  <<: *b\n  y: 3\n", encoding="utf-8")
+    assert load_spec_file(path)["other"] == {"x": 1, "y": 3}
+    path = tmp_path / "m.json"
+    path.write_text('{"a": [1, 2.5, {"b": null}]}', encoding="utf-8")
+    assert load_spec_file(path) == {"a": [1, 2.5, {"b": None}]}
+
+
+def test_check_output_path_accepts_a_new_file(tmp_path: Path) -> None:
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
+    target = tmp_path / "plot.png"
+    assert check_output_path(target, "--plot", PLOT_SUFFIXES) == target
+    assert list(tmp_path.iterdir()) == []
