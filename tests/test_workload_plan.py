@@ -68,7 +68,7 @@ def test_gpus_not_divisible_when_deriving_dp() -> None:
 
 
 def test_dp_or_gpus_needed() -> None:
-    with pytest.raises(SpecError, match="dp: required field is missing"):
+    with pytest.raises(SpecError, match=r"gpus: give the GPU count .* or the data-parallel size dp"):
         ParallelPlan.build(tp=8, seq=2048, gbs=64)
 
 

@@ -26,3 +26,13 @@ def unknown_name_error(kind: str, name: str, allowed: Iterable[str], *, field: s
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = f" did you mean {', '.join(repr(c) for c in close)}?" if close else ""
     return SpecError(f"unknown {kind} {name!r};{hint} allowed: {', '.join(names)}", field=field or kind)
+
+
+def cli_field(exc: SpecError, names: dict[str, str]) -> SpecError:
+    """``exc`` with its field renamed to the command-line option (``virtual_stages`` -> ``vpp``) when ``names`` has
+    one; otherwise ``exc`` itself."""
+    if exc.field not in names:
+        return exc
+    message = str(exc)
+    prefix = (f"{exc.source}: " if exc.source else "") + f"{exc.field}: "
+    return SpecError(message.removeprefix(prefix), field=names[exc.field], source=exc.source)

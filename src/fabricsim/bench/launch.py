@@ -18,6 +18,7 @@ import json
 import multiprocessing as mp
 import os
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -72,7 +73,36 @@ def run_collective_bench(config: CollectiveConfig) -> list[BenchResult] | None:
     world = config.nprocs or _default_nprocs(torch, config.backend)
     _check_backend(torch, config.backend, world)
     config.check_world(world)
+    check_launch(config, world)
     return _run_spawned(config, world)
+
+
+MAX_RANKS_PER_CORE = 4  # spawned ranks beyond this many per CPU core are refused (each is a Python process)
+
+
+def check_launch(config: CollectiveConfig, world: int) -> None:
+    """Before spawning: the rank count suits this machine's cores (refused above 4 per core, a warning above 1
+    per core) and the rendezvous address resolves (at once, not after the whole timeout)."""
+    cores = os.cpu_count() or 1
+    if world > MAX_RANKS_PER_CORE * cores:
+        raise SpecError(f"{world} ranks on {cores} CPU cores (at most {MAX_RANKS_PER_CORE * cores} here); "
+                        "run fewer ranks, or use torchrun across machines", field="nprocs")
+    if world > cores and config.backend == "gloo":
+        sys.stderr.write(f"warning: {world} ranks share {cores} CPU cores; the run will be slow and the timings "
+                         "pessimistic\n")
+    check_master_addr(config.master_addr, config.master_port)
+
+
+def check_master_addr(addr: str, port: int) -> None:
+    """The rendezvous host must resolve (one line naming it and the port, not C++ frames after the timeout)."""
+    if not addr.strip():
+        raise SpecError("empty; give a host name or address (default 127.0.0.1)", field="master_addr")
+    try:
+        socket.getaddrinfo(addr, port or None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        where = f"{addr}:{port}" if port else f"{addr} (port chosen at start)"
+        raise SpecError(f"cannot resolve {where}: {reason}", field="master_addr") from None
 
 
 def _default_nprocs(torch: Any, backend: str) -> int:

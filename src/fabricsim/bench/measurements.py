@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -12,6 +11,8 @@ from fabricsim.bench.calibration import Measurement
 from fabricsim.bench.nccltests import parse_nccl_tests_file
 from fabricsim.bench.rows import BenchResult
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_json, read_text
+from fabricsim.workload._validation import spec_error
 
 
 def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[BenchResult]:
@@ -20,17 +21,13 @@ def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[Ben
     for path in paths:
         p = Path(path)
         if p.suffix.lower() == ".json":
-            try:
-                data = json.loads(p.read_text(encoding="utf-8"))
-            except FileNotFoundError:
-                raise SpecError("file not found", source=str(p)) from None
-            except json.JSONDecodeError as exc:
-                raise SpecError(f"not valid JSON (line {exc.lineno})", source=str(p)) from None
+            data = load_json(read_text(p), str(p))
             items = data if isinstance(data, list) else [data]
             try:
                 out += [BenchResult.model_validate(item) for item in items]
             except ValidationError as exc:
-                raise SpecError(f"not a fabricsim benchmark result: {exc.errors()[0]['msg']}", source=str(p)) from None
+                first = spec_error(exc, BenchResult)
+                raise SpecError(f"not a fabricsim benchmark result: {first}", source=str(p)) from None
         else:
             out += parse_nccl_tests_file(p, op=op)
     if not out:

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, canonical_dtype
+from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, canonical_dtype, dtype_size
 from fabricsim.collectives import OPS, busbw_factor, check_op
 from fabricsim.errors import SpecError
+from fabricsim.inputs import read_text
 
 # nccl-tests binary (without _perf) -> our op name
 BINARY_OPS: dict[str, str] = {
@@ -205,7 +206,21 @@ def _float(text: str, name: str, line: int) -> float | None:
         value = float(text)
     except ValueError:
         raise SpecError(f"line {line}: cannot read {text!r} as the {name} column") from None
+    if math.isinf(value):
+        raise SpecError(f"line {line}: {text!r} in the {name} column is not a finite number")
     return None if math.isnan(value) else value
+
+
+MAX_LOG_SIZE = 2**50  # bytes: a size column above 1 PiB is not a measurement
+
+
+def _check_row(row: dict[str, Any], line: int) -> None:
+    """Sizes a benchmark can have run: at most 1 PiB, at least ``count`` elements of the row's type."""
+    size, count = row.get("size"), row.get("count")
+    if size is not None and size > MAX_LOG_SIZE:
+        raise SpecError(f"line {line}: size {size} bytes is more than 1 PiB; not a measurement")
+    if size is not None and count is not None and "type" in row and count * dtype_size(row["type"]) > size:
+        raise SpecError(f"line {line}: {count} {row['type']} elements do not fit in size {size} bytes")
 
 
 def _int(text: str, name: str, line: int) -> int:
@@ -244,6 +259,7 @@ def _row(line: _Line, columns: _Columns) -> dict[str, Any]:
                 raise SpecError(f"line {line.number}: {exc}") from None
         else:
             row[name] = text
+    _check_row(row, line.number)
     at = npre
     for g in present:
         names = columns.groups[g]
@@ -254,6 +270,10 @@ def _row(line: _Line, columns: _Columns) -> dict[str, Any]:
         busbw = _float(cells["busbw"], "busbw", line.number)
         if time_us is None or algbw is None or busbw is None:
             continue  # the group was not measured (N/A)
+        if time_us <= 0:
+            raise SpecError(f"line {line.number}: time {time_us:g} us must be positive")
+        if algbw < 0 or busbw < 0:
+            raise SpecError(f"line {line.number}: negative bandwidth ({algbw:g}, {busbw:g} GB/s)")
         wrong: int | None = None
         if "#wrong" in cells:
             count = _float(cells["#wrong"], "#wrong", line.number)
@@ -504,12 +524,7 @@ def _meta_line(line: _Line, meta: _Meta) -> None:
 def parse_nccl_tests_file(path: str | Path, *, op: str | None = None) -> list[BenchResult]:
     """:func:`parse_nccl_tests` on a file; errors name the file."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise SpecError("file not found", source=str(path)) from None
-    except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror}", source=str(path)) from None
+    text = read_text(p)
     try:
         return parse_nccl_tests(text, source=str(path), op=op)
     except SpecError as exc:

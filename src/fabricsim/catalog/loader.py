@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_spec_file, load_yaml, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -20,25 +19,13 @@ DATA_PACKAGE = "fabricsim.catalog.data"
 
 
 def read_yaml(text: str, source: str) -> Any:
-    """Parse YAML text, turning syntax errors into a SpecError naming the file."""
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"not valid YAML: {exc}", source=source) from None
+    """Parse YAML text safely (duplicate keys, deep nesting refused), errors as a SpecError naming the file."""
+    return load_yaml(text, source)
 
 
 def read_spec_file(path: str | Path, what: str = "file") -> Any:
     """Parse a user's YAML or JSON spec file (by suffix); a missing or malformed file is a SpecError naming it."""
-    p = Path(path)
-    if not p.is_file():
-        raise SpecError(f"{what} not found", source=str(p))
-    text = p.read_text(encoding="utf-8")
-    if p.suffix.lower() == ".json":
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise SpecError(f"not valid JSON: {exc}", source=str(p)) from None
-    return read_yaml(text, str(p))
+    return load_spec_file(path, what)
 
 
 def validation_message(exc: ValidationError) -> tuple[str, str]:
@@ -117,8 +104,5 @@ def load_catalog(*overlays: str | Path) -> Catalog:
         return default_catalog()
     docs = []
     for path in overlays:
-        p = Path(path)
-        if not p.is_file():
-            raise SpecError("file not found", source=str(p))
-        docs.append((str(p), read_yaml(p.read_text(encoding="utf-8"), str(p))))
+        docs.append((str(path), load_yaml(read_text(path), str(path))))
     return load_documents(docs, base=default_catalog())

@@ -19,10 +19,11 @@ def _reader(parse: Callable[[Any], float | int]) -> BeforeValidator:
     return BeforeValidator(read)
 
 
-Bytes = Annotated[float, _reader(units.parse_size), Field(ge=0)]
-BytesPerS = Annotated[float, _reader(units.parse_rate), Field(ge=0)]
-FlopPerS = Annotated[float, _reader(units.parse_flops), Field(ge=0)]
-Seconds = Annotated[float, _reader(units.parse_duration), Field(ge=0)]
-Watts = Annotated[float, _reader(units.parse_power), Field(ge=0)]
-Usd = Annotated[float, Field(ge=0)]
+# capacities and rates must be positive (a 0-byte HBM or a 0 B/s link divides by zero later) and finite
+Bytes = Annotated[float, _reader(units.parse_size), Field(gt=0, allow_inf_nan=False)]
+BytesPerS = Annotated[float, _reader(units.parse_rate), Field(gt=0, allow_inf_nan=False)]
+FlopPerS = Annotated[float, _reader(units.parse_flops), Field(gt=0, allow_inf_nan=False)]
+Seconds = Annotated[float, _reader(units.parse_duration), Field(ge=0, allow_inf_nan=False)]
+Watts = Annotated[float, _reader(units.parse_power), Field(ge=0, allow_inf_nan=False)]
+Usd = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 Fraction = Annotated[float, Field(gt=0, le=1)]

@@ -28,6 +28,7 @@ from fabricsim.bench import (
 )
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.errors import SpecError
+from fabricsim.inputs import parse_buffer_size
 
 bench_app = typer.Typer(
     name="bench",
@@ -80,8 +81,8 @@ def collective_command(
     config = CollectiveConfig(
         ops=parse_ops(op),
         backend=backend.value,
-        min_bytes=units.parse_size(min_size, field="min"),
-        max_bytes=units.parse_size(max_size, field="max"),
+        min_bytes=parse_buffer_size(min_size, "min"),
+        max_bytes=parse_buffer_size(max_size, "max"),
         step_factor=step_factor,
         warmup=warmup,
         iters=iters,
@@ -133,8 +134,8 @@ def memory_command(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """HBM copy and host<->device (pinned, pageable) bandwidth of one CUDA GPU; without CUDA: no rows, exit 0."""
-    config = MemoryConfig(device=device, min_bytes=units.parse_size(min_size, field="min"),
-                          max_bytes=units.parse_size(max_size, field="max"), step_factor=step_factor,
+    config = MemoryConfig(device=device, min_bytes=parse_buffer_size(min_size, "min"),
+                          max_bytes=parse_buffer_size(max_size, "max"), step_factor=step_factor,
                           warmup=warmup, iters=iters)
     result = run_memory_bench(config)
     if as_json:

@@ -15,6 +15,7 @@ from fabricsim.bench.measurements import load_results, to_measurements
 from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.collectives import busbw_factor
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
 
 def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | None) -> tuple[list[Measurement],
@@ -69,6 +70,7 @@ def calibrate_command(
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
     written."""
+    out = check_output_path(out, "--out")
     catalog = load_catalog(*calibration)
     measurements, warnings = load_measurements(logs, system, catalog, op)
     result = calibrate(measurements, system, fabric=fabric, catalog=catalog)
@@ -105,6 +107,7 @@ def compare_command(
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Measured against predicted bus bandwidth, per size."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     catalog = load_catalog(*calibration)
     measurements = to_measurements(load_results([log], op=op))
     sysm = catalog.system(system)

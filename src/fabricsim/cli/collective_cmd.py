@@ -7,11 +7,13 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from fabricsim import units
+from fabricsim import inputs
 from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.collectives import CollectiveModel, Prediction, check_op, group_shape, size_sweep
+from fabricsim.collectives.conventions import dtype_bytes
 from fabricsim.errors import SpecError
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
 
 @spec_errors
@@ -41,6 +43,8 @@ def collective_command(
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Predict what nccl-tests would measure for one collective across message sizes."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    oversubscription = inputs.oversubscription(oversubscription)
     catalog = load_catalog(*calibration)
     sysm = catalog.system(system)
     if nodes < 1:
@@ -53,8 +57,15 @@ def collective_command(
     if not 1 <= ngpus <= total:
         raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
     name = check_op(op)
-    sizes = size_sweep(units.parse_size(min_size, field="--min"), units.parse_size(max_size, field="--max"),
-                       step_factor)
+    element = dtype_bytes(dtype)
+    sizes = size_sweep(inputs.parse_buffer_size(min_size, "--min", element_bytes=element),
+                       inputs.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
+    if nodes > 1:
+        from fabricsim.collectives.group import resolve_fabric_link
+        from fabricsim.topology import check_buildable
+
+        check_buildable(sysm.id, nodes, resolve_fabric_link(catalog, sysm, fabric).id, oversubscription, catalog,
+                        field="--nodes")
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric, catalog=catalog)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":

@@ -9,6 +9,7 @@ from functools import wraps
 from typing import Any, ParamSpec, TypeVar
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 
 from fabricsim.errors import SpecError
@@ -21,7 +22,11 @@ R = TypeVar("R")
 
 def print_json(data: Any) -> None:
     """Machine-readable output on stdout (SI units, no rich markup)."""
-    sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
+    try:
+        text = json.dumps(data, indent=2, sort_keys=False, default=str, allow_nan=False)
+    except ValueError:
+        raise SpecError("the result holds a number that is not finite (NaN or infinity); check the inputs") from None
+    sys.stdout.write(text + "\n")
 
 
 def fail(message: str) -> None:
@@ -40,5 +45,10 @@ def spec_errors(func: Callable[P, R]) -> Callable[P, R]:
         except SpecError as exc:
             fail(str(exc))
             raise  # unreachable: fail() raises
+        except ValidationError as exc:  # a model validated outside a from_data(): the same one line
+            from fabricsim.workload._validation import spec_error
+
+            fail(str(spec_error(exc)))
+            raise
 
     return wrapper

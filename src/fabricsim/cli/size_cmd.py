@@ -12,8 +12,9 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from fabricsim import units
+from fabricsim import inputs, units
 from fabricsim.cli.output import console, fail, print_json, spec_errors
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, finite
 from fabricsim.sizing import (
     DEFAULT_FABRICS,
     Knobs,
@@ -30,6 +31,7 @@ from fabricsim.sizing import (
 )
 
 DAY_S = 86400.0
+MAX_SEQ = 2**24
 
 
 def _opt(help_text: str, *names: str) -> Any:
@@ -48,13 +50,15 @@ def _spec(**kw: Any) -> SizingSpec:
     if not kw["overlap"]:
         fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
     return SizingSpec(
-        model=kw["model"], tokens=units.parse_count(kw["tokens"], field="--tokens"), seq=kw["seq"],
+        model=kw["model"], seq=kw["seq"],
+        tokens=finite(units.parse_count(kw["tokens"], field="--tokens"), "--tokens", low=0, low_open=True),
         gbs=parse_int_range(kw["gbs"], "--gbs"),
         gpus=None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus"),
         nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
         systems=parse_list(kw["systems"], "--systems"),
         fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
-        oversubscription=parse_list(kw["oversubscription"], "--oversubscription", float) or (1.0,),
+        oversubscription=tuple(inputs.oversubscription(v) for v in
+                              parse_list(kw["oversubscription"], "--oversubscription", float) or (1.0,)),
         rail_optimized=kw["rail_optimized"], knobs=knobs, fixed=fixed,
         deadline_s=None if kw["deadline"] is None else units.parse_duration(kw["deadline"], field="--deadline"),
         budget_usd=None if kw["budget"] is None else parse_money(kw["budget"], "--budget"),
@@ -177,6 +181,18 @@ def size_command(
         fail(f"--engine: {engine!r} is not one of local, ray, serial")
     if resume and out is None:
         fail("--resume needs --out (the Parquet file of the interrupted search)")
+    out = check_output_path(out, "--out")
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    if pue is not None:
+        finite(pue, "--pue", low=1.0, high=10.0)
+    if kwh is not None:
+        finite(kwh, "--kwh", low=0.0, high=100.0)
+    if top < 1:
+        fail(f"--top: must be at least 1, got {top}")
+    if workers is not None and workers < 1:
+        fail(f"--workers: must be at least 1, got {workers}")
+    if not 1 <= seq <= MAX_SEQ:
+        fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
     spec = _spec(**{k: v for k, v in locals().items() if k not in ("as_json", "engine", "workers")})
     bar = None if as_json else _Bar()
     try:

@@ -26,6 +26,7 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 from fabricsim.topology import LINK_KINDS, BillOfMaterials, Topology, build_topology
 
 
@@ -107,6 +108,7 @@ def topo_command(
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
     """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch)
     topo = build_topology(spec, load_catalog(*calibration))

@@ -27,6 +27,9 @@ NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: 
 def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
     """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id;
     None when none is given (the system's own NIC generation)."""
+    for flag, value in (("--ib", ib), ("--eth", eth), ("--switch", switch)):
+        if value is not None and not value.strip():
+            raise SpecError("empty; name a network (e.g. ndr, 400g) or leave the option out", field=flag)
     given = [v for v in (ib, eth, switch) if v]
     if len(given) > 1:
         raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")

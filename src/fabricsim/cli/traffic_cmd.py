@@ -28,6 +28,7 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
 from fabricsim.network.flowroute import check_routing
 from fabricsim.topology import build_topology
 from fabricsim.traffic.jobs import JobSpec, build_traffic, check_pattern
@@ -125,12 +126,13 @@ def traffic_command(
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
     """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     route = check_routing(routing)
     if jobs_file is not None:
         jobs, background, storage = load_jobs(jobs_file)
     else:
         jobs, background, storage = [JobSpec("traffic", -1, check_pattern(pattern),
-                                             float(units.parse_size(nbytes, field="--bytes")), placement, 0.0,
+                                             float(parse_buffer_size(nbytes, "--bytes")), placement, 0.0,
                                              seed)], [], 0
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch)

@@ -9,9 +9,11 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
-from fabricsim import units
+from fabricsim import inputs, units
 from fabricsim.catalog import load_catalog
 from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.errors import SpecError, cli_field
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 from fabricsim.workload import ModelSpec, ParallelPlan, load_model
 from fabricsim.workload.auto import AutoChoice, search_knobs
@@ -120,6 +122,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
+    oversubscription = inputs.oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
@@ -139,8 +142,40 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
                       sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
                       storage_nodes=storage, fabric_nodes=cluster_nodes)
-    choice = search_knobs(spec, fields, cluster)
+    world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
+    if world is not None:  # refused as `topo` refuses it, before the search
+        _check_cluster(cluster, world, "--gpus" if gpus is not None else "--dp")
+    try:
+        choice = search_knobs(spec, fields, cluster)
+    except SpecError as exc:  # name the option the user gave, not the plan's field
+        raise cli_field(exc, PLAN_OPTIONS) from None
+    _check_cluster(cluster, choice.plan.world_size, "--gpus")
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
+
+
+# ParallelPlan fields whose option has another name
+PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
+                "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
+                "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap"}
+
+
+def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
+    """A job of ``gpus`` GPUs (and the --cluster-nodes fabric) must fit a fat tree some catalog switch builds."""
+    from math import ceil
+
+    from fabricsim.collectives.group import resolve_fabric_link
+    from fabricsim.topology import check_buildable
+
+    if gpus < 1:
+        return
+    nodes = ceil(gpus / cluster.system.gpus_per_node)
+    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    check_buildable(cluster.system.id, nodes, link, cluster.oversubscription, cluster.catalog, field=field)
+    if cluster.fabric_nodes is not None:
+        if cluster.fabric_nodes < 1:
+            raise SpecError(f"must be at least 1, got {cluster.fabric_nodes}", field="--cluster-nodes")
+        check_buildable(cluster.system.id, cluster.fabric_nodes, link, cluster.oversubscription, cluster.catalog,
+                        field="--cluster-nodes")
 
 
 def plan_json(plan: ParallelPlan) -> dict[str, Any]:
@@ -200,6 +235,7 @@ def train_command(
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,

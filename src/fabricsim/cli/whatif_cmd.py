@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fabricsim import units
+from fabricsim import inputs, units
 from fabricsim.analysis import Scenario, WhatIf, parse_swap, what_if
 from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.cli.train_cmd import (
@@ -118,6 +118,7 @@ def whatif_command(
 ) -> None:
     """Which layer to make faster, and which cluster swap pays: step time per layer sped up and per swap with its
     cost from the bill of materials (same plan and options as `train`)."""
+    factor = inputs.finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
     swaps = tuple(parse_swap(s) for s in swap or [])
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,

@@ -7,6 +7,7 @@ so a whole sweep is a few numpy operations (this is a hot path of the sizing sea
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -167,14 +168,21 @@ class CollectiveModel:
         }
 
 
+MAX_SWEEP_ROWS = 10_000  # sizes in one sweep (a step factor of 1.0000001 would never end)
+
+
 def size_sweep(min_bytes: int, max_bytes: int, step_factor: float = 2.0) -> list[int]:
     """nccl-tests -b/-e/-f sizes: min, min*f, ... up to max (inclusive)."""
     if min_bytes < 1:
         raise SpecError(f"minimum size must be at least 1 byte, got {min_bytes}", field="--min")
     if max_bytes < min_bytes:
         raise SpecError(f"maximum size {max_bytes} is below the minimum {min_bytes}", field="--max")
-    if step_factor <= 1:
-        raise SpecError(f"step factor must be > 1, got {step_factor}", field="--step-factor")
+    if not math.isfinite(step_factor) or step_factor <= 1:
+        raise SpecError(f"step factor must be a finite number > 1, got {step_factor}", field="--step-factor")
+    rows = math.floor(math.log(max_bytes / min_bytes) / math.log(step_factor) + 1e-9) + 1
+    if rows > MAX_SWEEP_ROWS:
+        raise SpecError(f"{min_bytes}..{max_bytes} by {step_factor!r} is {rows:,} sizes (at most "
+                        f"{MAX_SWEEP_ROWS:,}); give a larger --step-factor", field="--step-factor")
     sizes = []
     size = float(min_bytes)
     while size <= max_bytes * (1 + 1e-12):

@@ -10,7 +10,7 @@ of materials.
 """
 
 from fabricsim.topology.bom import BillOfMaterials, LineItem, bom, cable_class
-from fabricsim.topology.build import build_cluster, build_topology
+from fabricsim.topology.build import build_cluster, build_topology, check_buildable
 from fabricsim.topology.fabric import CableRun, Fabric
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
@@ -39,6 +39,7 @@ __all__ = [
     "build_node",
     "build_topology",
     "cable_class",
+    "check_buildable",
     "endpoint_kind_name",
     "flow_hash",
     "hgx_node",

@@ -7,8 +7,9 @@ from collections.abc import Callable
 import numpy as np
 
 from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.errors import SpecError
 from fabricsim.topology.fabric import Fabric, FabricContext
-from fabricsim.topology.fattree import build_fat_tree
+from fabricsim.topology.fattree import build_fat_tree, plan_fat_tree
 from fabricsim.topology.kinds import SWITCH
 from fabricsim.topology.mesh import build_mesh
 from fabricsim.topology.nodes import NodeTemplate, build_node
@@ -97,3 +98,22 @@ def build_cluster(
         "torus_dims": torus_dims, "nodes_per_switch": nodes_per_switch, "nic": nic,
     })
     return build_topology(spec, catalog)
+
+
+def check_buildable(system: str, nodes: int, link: str | None, oversubscription: float, catalog: Catalog, *,
+                    field: str) -> None:
+    """Refuse, as `topo` does, a fat tree of ``nodes`` nodes that no catalog switch can build (planned only, nothing
+    is built); the error names ``field``, the option the user gave."""
+    if nodes <= 1:
+        return
+    try:
+        spec = ClusterSpec.parse({"system": system, "nodes": nodes, "fabric": "fat-tree", "link": link,
+                                  "oversubscription": oversubscription})
+        resolved = resolve(spec, catalog)
+        node = build_node(resolved.system, catalog)
+        plan_fat_tree(FabricContext(spec=spec, node=node, nodes=nodes, resolved=resolved, catalog=catalog))
+    except SpecError as exc:
+        text = str(exc)
+        if exc.field and text.startswith(f"{exc.field}: "):
+            text = text.removeprefix(f"{exc.field}: ")
+        raise SpecError(text, field=field) from None

@@ -50,8 +50,8 @@ class ClusterSpec(BaseModel):
     @field_validator("oversubscription")
     @classmethod
     def _oversubscription(cls, value: float) -> float:
-        if not value >= 1.0 or value != value or value == float("inf"):
-            raise ValueError(f"must be a finite ratio >= 1 (1 = non-blocking, 2 = 2:1); got {value}")
+        if not 1.0 <= value <= 64.0:
+            raise ValueError(f"must be a finite ratio >= 1 and <= 64 (1 = non-blocking, 2 = 2:1); got {value}")
         return value
 
     @field_validator("nodes_per_switch")

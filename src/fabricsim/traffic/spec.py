@@ -13,10 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fabricsim import units
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_yaml, parse_buffer_size, read_text
 from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
 
 _JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
@@ -25,38 +24,57 @@ _BG_KEYS = {"kind", "job", "bytes", "start"}
 
 def _keys(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
     if not isinstance(entry, dict):
-        raise SpecError(f"{where} must be a mapping", field=where)
+        raise SpecError("must be a mapping", field=where)
     unknown = sorted(set(entry) - allowed)
     if unknown:
-        raise SpecError(f"{where}: unknown key {unknown[0]!r}; allowed {', '.join(sorted(allowed))}", field=where)
+        raise SpecError(f"unknown key {unknown[0]!r}; allowed {', '.join(sorted(allowed))}", field=where)
     missing = sorted(required - set(entry))
     if missing:
-        raise SpecError(f"{where}: missing {missing[0]!r}", field=where)
+        raise SpecError(f"missing {missing[0]!r}", field=where)
     return entry
 
 
 def _int(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{where} must be an integer, got {value!r}", field=where)
+        raise SpecError(f"must be an integer, got {value!r}", field=where)
     return value
 
 
+def _count(value: Any, where: str) -> int:
+    """A GPU count: an integer, at least 1."""
+    number = _int(value, where)
+    if not 1 <= number <= 2**24:
+        raise SpecError(f"must be 1..{2**24}, got {number}", field=where)
+    return number
+
+
 def _start(value: Any, where: str) -> float:
-    return units.parse_duration(value, field=where) if isinstance(value, str) else float(value)
+    """A start time: a duration string or seconds, finite and not negative."""
+    return units.parse_duration(value, field=where)
+
+
+def _bytes(value: Any, where: str, max_bytes: int = 2**40) -> float:
+    """Bytes to send: at least one byte, at most 1 TiB per GPU (1 PiB for background transfers)."""
+    return float(parse_buffer_size(value, where, max_bytes=max_bytes))
 
 
 def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
     """(jobs, background, storage_nodes) from a jobs YAML file; matrix paths are relative to the file."""
     p = Path(path)
+    data = load_yaml(read_text(p, "jobs file"), str(p))
     try:
-        data = yaml.safe_load(p.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise SpecError(f"cannot read jobs file {path}: {str(exc).splitlines()[0]}", field="--jobs") from exc
+        return _parse_jobs(data, base or p.parent)
+    except SpecError as exc:
+        if exc.source:
+            raise
+        raise SpecError(str(exc), source=str(p)) from None
+
+
+def _parse_jobs(data: Any, root: Path) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
     doc = _keys(data, {"jobs", "background", "storage_nodes"}, {"jobs"}, "jobs file")
     raw_jobs = doc["jobs"]
     if not isinstance(raw_jobs, list) or not raw_jobs:
-        raise SpecError("jobs file: 'jobs' must be a non-empty list", field="jobs")
-    root = base or p.parent
+        raise SpecError("must be a non-empty list", field="jobs")
     jobs = []
     for i, raw in enumerate(raw_jobs):
         where = f"jobs[{i}]"
@@ -64,8 +82,8 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         pattern = str(e["pattern"])
         if pattern.lower().endswith(".csv") and not Path(pattern).is_absolute():
             pattern = str(root / pattern)
-        jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_int(e["gpus"], f"{where}.gpus"),
-                            pattern=pattern, bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+        jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_count(e["gpus"], f"{where}.gpus"),
+                            pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),
                             seed=_int(e.get("seed", i), f"{where}.seed")))
@@ -74,7 +92,7 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         where = f"background[{i}]"
         e = _keys(raw, _BG_KEYS, {"kind", "job", "bytes"}, where)
         background.append(BackgroundSpec(kind=str(e["kind"]), job=str(e["job"]),
-                                         bytes=float(units.parse_size(e["bytes"], field=f"{where}.bytes")),
+                                         bytes=_bytes(e["bytes"], f"{where}.bytes", 2**50),
                                          start=_start(e.get("start", 0.0), f"{where}.start")))
     storage = _int(doc.get("storage_nodes", 1 if background else 0), "storage_nodes")
     if storage < 0:

@@ -9,9 +9,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_yaml
 
 ENV_DIR = "FABRICSIM_VALIDATION_DIR"
 DATA_PACKAGE = "fabricsim.validation.data"
@@ -66,10 +65,7 @@ def validation_sources() -> dict[str, tuple[str, str]]:
 
 def parse_document(text: str, origin: str) -> dict[str, Any]:
     """A validation file as a mapping; bad YAML or a non-mapping is a SpecError naming the file."""
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"not valid YAML: {exc}", source=origin) from None
+    data = load_yaml(text, origin)
     if not isinstance(data, dict):
         raise SpecError("expected a mapping", source=origin)
     return data

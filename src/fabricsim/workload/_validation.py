@@ -10,8 +10,10 @@ from pydantic import BaseModel, ValidationError
 from fabricsim.errors import SpecError
 
 
-def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+def _model_at(model: type[BaseModel] | None, loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The nested pydantic model that owns the last element of ``loc`` (for listing its allowed keys)."""
+    if model is None:
+        return None
     current: type[BaseModel] = model
     for part in loc[:-1]:
         field = current.model_fields.get(str(part))
@@ -25,10 +27,12 @@ def _model_at(model: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseMo
     return current
 
 
-def spec_error(exc: ValidationError, model: type[BaseModel], source: str | None = None) -> SpecError:
+def spec_error(exc: ValidationError, model: type[BaseModel] | None = None, source: str | None = None) -> SpecError:
     """The first pydantic error (unknown keys first) as ``file: field: message``; unknown keys list the allowed."""
     errors: list[Any] = list(exc.errors())
     # a misspelt key shows up as unknown and as missing: name the unknown one, it says what to fix
+    if not errors:
+        return SpecError(f"invalid {exc.title}", source=source)
     err: Any = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     raised = (err.get("ctx") or {}).get("error")
     if isinstance(raised, SpecError):  # a validator's own SpecError already names its field
@@ -38,7 +42,7 @@ def spec_error(exc: ValidationError, model: type[BaseModel], source: str | None 
         return raised
     loc: tuple[int | str, ...] = tuple(err["loc"])
     path = ".".join(str(p) for p in loc) or None
-    msg = str(err["msg"]).removeprefix("Value error, ")
+    msg = str(err["msg"]).removeprefix("Value error, ").splitlines()[0]
     if err["type"] == "missing":
         msg = "required field is missing"
     elif err["type"] == "extra_forbidden":

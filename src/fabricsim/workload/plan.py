@@ -82,21 +82,27 @@ def parse_order(order: str) -> tuple[str, ...]:
     return parts
 
 
+MAX_COUNT = 2**24  # GPUs, parallel sizes and batch sizes: far above any cluster, far below an overflow
+MAX_SEQ = 2**24  # tokens per sequence (16M)
+
+
 class ParallelPlan(BaseModel):
     """One training configuration: parallel sizes, batch, sequence, pipeline schedule, recompute and ZeRO."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    gpus: int | None = Field(None, ge=1, description="optional; must equal tp*pp*dp*cp, or gives dp when dp is unset")
-    tp: int = Field(1, ge=1, description="tensor parallel size")
-    pp: int = Field(1, ge=1, description="pipeline parallel size (stages)")
-    dp: int = Field(ge=1, description="data parallel size (set it, or set gpus)")
-    cp: int = Field(1, ge=1, description="context parallel size (sequence split across GPUs in attention)")
-    ep: int = Field(1, ge=1, description="expert parallel size (divides dp*cp)")
-    mbs: int = Field(ge=1, description=f"micro-batch size in sequences; default {DEFAULT_MBS}")
-    gbs: int = Field(ge=1, description="global batch size in sequences per step")
-    seq: int = Field(ge=1, description="sequence length in tokens")
-    virtual_stages: int = Field(1, ge=1, description="model chunks per pipeline stage (interleaved 1F1B)")
+    gpus: int | None = Field(None, ge=1, le=MAX_COUNT,
+                             description="optional; must equal tp*pp*dp*cp, or gives dp when dp is unset")
+    tp: int = Field(1, ge=1, le=MAX_COUNT, description="tensor parallel size")
+    pp: int = Field(1, ge=1, le=MAX_COUNT, description="pipeline parallel size (stages)")
+    dp: int = Field(ge=1, le=MAX_COUNT, description="data parallel size (set it, or set gpus)")
+    cp: int = Field(1, ge=1, le=MAX_COUNT,
+                    description="context parallel size (sequence split across GPUs in attention)")
+    ep: int = Field(1, ge=1, le=MAX_COUNT, description="expert parallel size (divides dp*cp)")
+    mbs: int = Field(ge=1, le=MAX_COUNT, description=f"micro-batch size in sequences; default {DEFAULT_MBS}")
+    gbs: int = Field(ge=1, le=MAX_COUNT, description="global batch size in sequences per step")
+    seq: int = Field(ge=1, le=MAX_SEQ, description="sequence length in tokens")
+    virtual_stages: int = Field(1, ge=1, le=MAX_COUNT, description="model chunks per pipeline stage (interleaved 1F1B)")
     schedule: Schedule = Field(description="'1f1b', or 'interleaved' (default when virtual_stages > 1)")
     recompute: Recompute = "none"
     zero: int = Field(DEFAULT_ZERO, ge=0, le=3,
@@ -122,12 +128,17 @@ class ParallelPlan(BaseModel):
         pp = _as_int(data.get("pp", 1))
         cp = _as_int(data.get("cp", 1))
         gpus = _as_int(data.get("gpus"))
+        for name, value in (("tp", tp), ("pp", pp), ("cp", cp), ("gpus", gpus)):
+            if value is not None and value < 1:  # named here, before dp is derived from it (not 'dp: missing')
+                raise SpecError(f"must be at least 1, got {value}", field=name)
         if "dp" not in data and gpus is not None and tp and pp and cp:
             per_replica = tp * pp * cp
             if gpus % per_replica:
                 raise SpecError(f"{gpus} must be divisible by tp*pp*cp = {tp}*{pp}*{cp} = {per_replica}",
                                 field="gpus")
             data["dp"] = gpus // per_replica
+        if "dp" not in data and gpus is None:
+            raise SpecError("give the GPU count (gpus = tp*pp*dp*cp) or the data-parallel size dp", field="gpus")
         data.setdefault("mbs", DEFAULT_MBS)
         v = _as_int(data.get("virtual_stages", 1))
         data.setdefault("schedule", "interleaved" if v is not None and v > 1 else "1f1b")

@@ -19,17 +19,28 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from fabricsim.errors import SpecError
 from fabricsim.workload._validation import spec_error
 
+# Upper bounds far above any published model and far below what would exhaust memory or overflow a count
+# (``layers: 1e12`` in JSON is refused here, before anything is allocated per layer).
+MAX_LAYERS = 100_000
+MAX_WIDTH = 2**22  # hidden and MLP sizes
+MAX_HEADS = 2**16
+MAX_VOCAB = 2**26
+MAX_EXPERTS = 2**16
+
 
 class MoESpec(BaseModel):
     """Mixture-of-experts feed-forward: ``experts`` routed experts, each token to ``top_k``, plus shared experts."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    experts: int = Field(ge=1, description="routed experts per MoE layer")
-    top_k: int = Field(ge=1, description="routed experts each token goes to")
-    ffn_hidden: int | None = Field(None, ge=1, description="hidden size of one expert; default the model's ffn_hidden")
-    shared_experts: int = Field(0, ge=0, description="experts every token goes to, of size ffn_hidden")
-    dense_layers: int = Field(0, ge=0, description="leading layers that keep a dense MLP of the model's ffn_hidden")
+    experts: int = Field(ge=1, le=MAX_EXPERTS, strict=True, description="routed experts per MoE layer")
+    top_k: int = Field(ge=1, le=MAX_EXPERTS, strict=True, description="routed experts each token goes to")
+    ffn_hidden: int | None = Field(None, ge=1, le=MAX_WIDTH, strict=True,
+                                   description="hidden size of one expert; default the model's ffn_hidden")
+    shared_experts: int = Field(0, ge=0, le=MAX_EXPERTS, strict=True,
+                                description="experts every token goes to, of size ffn_hidden")
+    dense_layers: int = Field(0, ge=0, le=MAX_LAYERS, strict=True,
+                              description="leading layers that keep a dense MLP of the model's ffn_hidden")
 
     @model_validator(mode="after")
     def _check(self) -> MoESpec:
@@ -44,14 +55,15 @@ class ModelSpec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(min_length=1, description="free text")
-    layers: int = Field(ge=1)
-    hidden: int = Field(ge=1)
-    heads: int = Field(ge=1)
-    kv_heads: int = Field(ge=1, description="default heads; fewer is grouped-query attention")
-    ffn_hidden: int = Field(ge=1, description="dense MLP hidden size; default 4 * hidden")
-    gated_mlp: bool = Field(False, description="SwiGLU-style three-matrix MLP")
-    vocab: int = Field(ge=1)
-    tied_embeddings: bool = Field(False, description="LM head shares the embedding matrix")
+    layers: int = Field(ge=1, le=MAX_LAYERS, strict=True)
+    hidden: int = Field(ge=1, le=MAX_WIDTH, strict=True)
+    heads: int = Field(ge=1, le=MAX_HEADS, strict=True)
+    kv_heads: int = Field(ge=1, le=MAX_HEADS, strict=True,
+                          description="default heads; fewer is grouped-query attention")
+    ffn_hidden: int = Field(ge=1, le=MAX_WIDTH, strict=True, description="dense MLP hidden size; default 4 * hidden")
+    gated_mlp: bool = Field(False, strict=True, description="SwiGLU-style three-matrix MLP")
+    vocab: int = Field(ge=1, le=MAX_VOCAB, strict=True)
+    tied_embeddings: bool = Field(False, strict=True, description="LM head shares the embedding matrix")
     moe: MoESpec | None = None
 
     @model_validator(mode="before")
