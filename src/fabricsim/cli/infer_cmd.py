@@ -30,6 +30,7 @@ from fabricsim.cli.serve_options import (
 )
 from fabricsim.cli.train_cmd import AsJson, Calibration, Ep, Fabric, Model, Oversubscription, Pp, SystemOpt, Tp
 from fabricsim.errors import SpecError
+from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 from fabricsim.workload import load_model
 from fabricsim.workload.inference import LAYERS, InferencePlan, InferencePrediction, predict_inference
 from fabricsim.workload.presets import preset
@@ -124,6 +125,7 @@ def infer_command(
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                           disagg=disagg, replicas=replicas, max_seqs=max_seqs,
                           max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed)

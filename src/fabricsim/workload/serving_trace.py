@@ -21,7 +21,7 @@ from fabricsim.errors import SpecError
 LengthKind = Literal["fixed", "uniform", "lognormal"]
 
 # Caps on trace input so that a corrupt or hostile file fails fast instead of exhausting memory.
-MAX_TRACE_BYTES = 2 * 1024**3  # 2 GiB: ~20M requests at ~100 bytes a line, far above any public serving trace
+MAX_TRACE_BYTES = 256 * 2**20  # ~3M requests of JSONL; a larger file is almost surely not a trace
 MAX_TRACE_REQUESTS = 10_000_000  # 10M requests; the simulation itself is the bottleneck well before this
 MAX_REQUEST_TOKENS = 10_000_000  # 10M tokens: the largest advertised context window (Llama 4 Scout, 2025)
 MAX_ARRIVAL_S = 366 * 24 * 3600.0  # one year of wall time: anything later is a unit error (ms or ns stamps)
@@ -183,13 +183,8 @@ def parse_request_trace(data: bytes, source: str = "<trace>") -> RequestTrace:
 
 
 def load_request_trace(path: str | Path) -> RequestTrace:
-    """Requests from a JSONL trace file (see ``parse_request_trace``); size-checked before it is read."""
-    file = Path(path)
-    try:
-        size = file.stat().st_size
-        if size > MAX_TRACE_BYTES:
-            raise SpecError(f"trace is {size} bytes, over the {MAX_TRACE_BYTES} byte limit", source=str(file))
-        data = file.read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read: {exc.strerror or exc}", source=str(file)) from None
-    return parse_request_trace(data, str(file))
+    """Requests from a JSONL trace file (see ``parse_request_trace``), read through the shared bounded reader
+    (never more than the size cap, so /dev/zero or a huge file is refused, not loaded)."""
+    from fabricsim.inputs import read_text
+
+    return parse_request_trace(read_text(path, "trace", max_bytes=MAX_TRACE_BYTES).encode("utf-8"), str(path))
