@@ -101,9 +101,10 @@ def test_every_preset_has_a_source_and_its_own_name() -> None:
         assert p.model.name == name
 
 
-def test_deepseek_preset_says_mla_is_approximated() -> None:
+def test_deepseek_preset_has_mla() -> None:
     p = preset("deepseek-v3")
-    assert "MLA" in p.notes and "APPROXIMATION" in p.notes
+    assert p.model.mla is not None and p.model.mla.kv_lora_rank == 512 and p.model.kv_cache_elements() == 576
+    assert "MLA" in p.notes and "APPROXIMATION" not in p.notes
     assert not p.verified
 
 
@@ -128,8 +129,8 @@ def test_mixtral_total_and_active() -> None:
     assert p.active == pytest.approx(12.9e9, rel=0.02)
 
 
-def test_deepseek_active_is_close_despite_mha_approximation() -> None:
-    assert load_model("deepseek-v3").parameters().active == pytest.approx(37e9, rel=0.05)
+def test_deepseek_active_matches_with_mla() -> None:
+    assert load_model("deepseek-v3").parameters().active == pytest.approx(37e9, rel=0.02)
 
 
 # Megatron SC21 Table 1: the name is the parameter count from the paper's own formula

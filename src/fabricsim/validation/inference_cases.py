@@ -61,19 +61,38 @@ def _system(hardware: dict[str, Any]) -> str:
     return GPU_SYSTEMS[gpu]
 
 
+MLA_FIELDS = ("kv_lora_rank", "q_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+def _mla_fields(model: dict[str, Any]) -> dict[str, int] | None:
+    """MLA dimensions named in the case's attention strings ('q_lora_rank 1536, kv_lora_rank 512, ...'); None when
+    the case's attention is not MLA; an MLA case without its per-head widths is not expressible."""
+    moe_field = model.get("moe")
+    moe: dict[str, Any] = moe_field if isinstance(moe_field, dict) else {}
+    texts = [str(model.get("kv_heads")), str(model.get("attention") or ""), str(moe.get("attention") or "")]
+    if not any("MLA" in t for t in texts):
+        return None
+    found = {name: int(value) for t in texts for name, value in re.findall(r"(\w+_(?:rank|dim)) (\d+)", t)}
+    missing = [k for k in MLA_FIELDS if k != "q_lora_rank" and k not in found]
+    if missing:
+        raise NotExpressibleCase(f"MLA attention without {', '.join(missing)} in the case's model dims")
+    return {k: found[k] for k in MLA_FIELDS if k in found}
+
+
 def case_model(model: dict[str, Any]) -> ModelSpec:
-    """The case's model dimensions as a ModelSpec; attention the spec cannot describe is not expressible."""
-    if not isinstance(model.get("kv_heads"), int):
-        raise NotExpressibleCase(f"attention {model.get('kv_heads')!r}: latent (MLA) KV cache has no input in the "
-                                 "model spec")
+    """The case's model dimensions as a ModelSpec (an explicit head_dim and MLA's latent widths included)."""
+    mla = _mla_fields(model)
+    if mla is None and not isinstance(model.get("kv_heads"), int):
+        raise NotExpressibleCase(f"attention {model.get('kv_heads')!r} has no input in the model spec")
     moe = model.get("moe")
-    fields = {k: model[k] for k in ("name", "layers", "hidden", "heads", "kv_heads", "ffn_hidden", "gated_mlp",
-                                    "vocab") if model.get(k) is not None}
+    fields = {k: model[k] for k in ("name", "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn_hidden",
+                                    "gated_mlp", "vocab") if model.get(k) is not None}
+    if mla is not None:
+        fields.pop("kv_heads", None)
+        fields["mla"] = mla
     if isinstance(moe, dict):
-        head_dim = moe.get("head_dim")
-        if head_dim is not None and head_dim * model["heads"] != model["hidden"]:
-            raise NotExpressibleCase(f"head_dim {head_dim} x {model['heads']} heads != hidden {model['hidden']}: the "
-                                     "model spec has no head_dim input")
+        if moe.get("head_dim") is not None:  # Qwen3's cases list head_dim beside the MoE dims
+            fields["head_dim"] = moe["head_dim"]
         fields["moe"] = {"experts": moe.get("experts") or moe.get("routed_experts"), "top_k": moe["top_k"],
                          "ffn_hidden": moe.get("expert_ffn_hidden"), "shared_experts": moe.get("shared_experts", 0),
                          "dense_layers": moe.get("dense_layers", 0)}
@@ -98,13 +117,25 @@ def precisions(config: dict[str, Any]) -> tuple[str, str, str]:
     return weights, kv, note
 
 
-def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, output: int) -> InferencePlan:
-    config = case["config"]
-    weights, kv, _ = precisions(config)
+def _parallel(config: dict[str, Any]) -> tuple[int, int, int, int]:
+    """(tp, pp, ep, dp) of the case; TensorRT-LLM's 'attention DP n' splits its tp GPUs into n attention ranks."""
     tp = _int(config.get("tp"), "tp")
     pp = _int(config.get("pp") if config.get("pp") is not None else 1, "pp")
     ep = _int(config["ep"], "ep") if config.get("ep") is not None else 1
     dp = _int(config["dp"], "dp") if isinstance(config.get("dp"), int) else 1
+    attention_dp = re.search(r"attention DP (\d+)", str(config.get("dp") or ""), re.IGNORECASE)
+    if attention_dp is not None:  # enable_attention_dp: tp_size GPUs run attention as dp ranks of tp / dp
+        dp = int(attention_dp.group(1))
+        if tp % dp:
+            raise NotExpressibleCase(f"attention DP {dp} does not divide tp {tp}")
+        tp //= dp
+    return tp, pp, ep, dp
+
+
+def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, output: int) -> InferencePlan:
+    config = case["config"]
+    weights, kv, _ = precisions(config)
+    tp, pp, ep, dp = _parallel(config)
     del model
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights, kv=kv, gqa_kernel=gqa_kernel(config))
@@ -143,7 +174,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     if static:
         batch = int(batch_field)
     elif config.get("concurrency") is None or "unbounded" in str(config.get("concurrency")):
-        probe = _plan(case, model, 1, prompt, output)  # every request queued: the engine runs the largest batch
+        # every request queued: the engine runs the largest batch that fits
+        probe = _plan(case, model, _parallel(config)[3], prompt, output)
         batch = min(max_batch(model, probe, cat.gpu(system.gpu)), serving_max_batch())
         if batch < 1:
             raise SpecError("the model does not fit on the case's GPUs")

@@ -3,7 +3,8 @@
 Forward, for T = B * s tokens (B sequences of s tokens):
 - weight matmuls: 2 * T * (active weight-matrix parameters of the layer): Q, K, V, O; the MLP, or for MoE the
   top_k routed + shared experts and the router;
-- attention: QK^T and AV, 2 * 2 * B * s^2 * h per layer (h = heads * head_dim = hidden). Causal masking is NOT
+- attention: QK^T and AV, 2 * B * s^2 * heads * (qk + v head widths) per layer (= 4 B s^2 h when heads x head_dim
+  = hidden; MLA's 192-wide QK and 128-wide V in prefill and training form). Causal masking is NOT
   halved by default, as in Megatron's formula (Narayanan et al. SC21 eq. 3); ``causal=True`` halves it, which is
   what block-skipping kernels (FlashAttention) execute;
 - LM head: 2 * T * vocab * hidden (the embedding lookup is free).
@@ -96,7 +97,7 @@ def forward_flops(
         indices = list(layers)
         linear_params = float(sum(per_layer[i] for i in indices))
     linear = 2.0 * tokens * linear_params
-    attention_per_layer = 4.0 * sequences * seq * seq * model.heads * model.head_dim
+    attention_per_layer = float(sequences) * seq * seq * model.attention_flops_per_pair()
     if causal:
         attention_per_layer /= 2
     attention = attention_per_layer * len(indices)
@@ -153,7 +154,19 @@ def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[
     tp, row-parallel ones (projection, second MLP) their input, so tp shortens the K of the latter."""
     tokens = plan.mbs * plan.seq / plan.cp
     h, t = model.hidden, plan.tp
-    qkv_out = (h + 2 * model.kv_dim * model.kv_replication(t)) / t
+    if model.mla is not None:  # MLA: a replicated down-projection, then head-split Q and KV up-projections
+        mla = model.mla
+        down = (mla.q_lora_rank or 0) + model.kv_dim
+        q_in = mla.q_lora_rank or h
+        q_out, kv_out = model.q_dim / t, model.heads * (mla.qk_nope_head_dim + mla.v_head_dim) / t
+        qkv: list[tuple[float, float, float]] = [
+            (2 * tokens * h * down, h, down),
+            (2 * tokens * q_in * q_out, q_in, q_out),
+            (2 * tokens * mla.kv_lora_rank * kv_out, mla.kv_lora_rank, kv_out),
+        ]
+    else:
+        qkv_out = (model.q_dim + 2 * model.kv_dim * model.kv_replication(t)) / t
+        qkv = [(2 * tokens * h * qkv_out, h, qkv_out)]
     if model.is_moe_layer(index):
         assert model.moe is not None
         ffn, copies = model.expert_ffn_hidden, model.moe.top_k + model.moe.shared_experts
@@ -161,8 +174,8 @@ def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[
         ffn, copies = model.ffn_hidden, 1
     up_out = ffn * (2 if model.gated_mlp else 1) / t
     return [
-        (2 * tokens * h * qkv_out, h, qkv_out),
-        (2 * tokens * h / t * h, h / t, h),
+        *qkv,
+        (2 * tokens * model.o_dim / t * h, model.o_dim / t, h),
         (2 * tokens * h * up_out * copies, h, up_out),
         (2 * tokens * ffn / t * h * copies, ffn / t, h),
     ]

@@ -25,7 +25,7 @@ gptSessionBenchmark reports it), per GPU divided by tp x pp x dp.
 from __future__ import annotations
 
 from bisect import bisect_left
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from math import ceil, floor
 
@@ -196,7 +196,8 @@ class _Stage:
     hbm_rate: float
     kv_bytes_token_layer: float  # per GPU
     kv_reads: float  # times decode attention streams each cached K/V element (1 with GQA-aware kernels)
-    attn_flops_pair_layer: float  # per query-key pair per layer per GPU (QK and PV)
+    attn_flops_pair_layer: float  # per query-key pair per layer per GPU (QK and PV), prefill
+    attn_flops_kv_layer: float  # per cached token read per layer per GPU, decode (MLA: the absorbed form)
     hidden: int
 
 
@@ -229,8 +230,9 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         gemm_rate=rate * k_eff, bf16_rate=achievable_flops_per_s(gpu), attention_rate=attention_flops_per_s(gpu),
         hbm_rate=gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value,
         kv_bytes_token_layer=kv_bytes_per_token_layer(model, tp, kv),
-        kv_reads=1.0 if gqa_kernel else (model.heads // tp) / kv_heads_per_gpu(model, tp),
-        attn_flops_pair_layer=4.0 * (model.heads // tp) * model.head_dim, hidden=model.hidden,
+        kv_reads=1.0 if gqa_kernel or model.mla is not None else (model.heads // tp) / kv_heads_per_gpu(model, tp),
+        attn_flops_pair_layer=model.attention_flops_per_pair() / tp,
+        attn_flops_kv_layer=model.attention_flops_per_pair(absorbed=True) / tp, hidden=model.hidden,
     )
 
 
@@ -275,7 +277,7 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         bytes_read = touched * st.expert_share_params * st.weight_bytes
         _roof(st.moe_layers * flops / st.gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
-    attn_flops = st.layers * st.attn_flops_pair_layer * (pairs_rank + kv_rank)
+    attn_flops = st.layers * (st.attn_flops_pair_layer * pairs_rank + st.attn_flops_kv_layer * kv_rank)
     _roof(attn_flops / st.attention_rate,
           st.layers * kv_rank * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate, out)
     if last:
@@ -383,7 +385,7 @@ def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
     output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32)."""
     widest_mlp = max(model.ffn_hidden / plan.tp, (model.moe.top_k if model.moe else 0) * model.expert_ffn_hidden
                      * plan.ep / (plan.tp * plan.dp))
-    per_token = (4 * model.hidden + 2 * model.heads * model.head_dim / plan.tp + 2 * widest_mlp) * ACT_BYTES
+    per_token = (4 * model.hidden + (model.q_dim + model.o_dim) / plan.tp + 2 * widest_mlp) * ACT_BYTES
     logits = plan.batch / plan.dp * model.vocab / plan.tp * 4.0
     return min(max_num_tokens(), plan.batch * plan.prompt_tokens // plan.dp) * per_token + logits
 
@@ -404,11 +406,23 @@ def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:
 
 
 def max_batch(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
-    """The largest batch (a multiple of dp) whose KV cache at this context fits beside the weights; 0 if none."""
+    """The largest batch (a multiple of dp) whose KV cache at this context fits beside the weights and the
+    activation workspace of that batch (its logits grow with it); 0 if none."""
     mem = inference_memory(model, plan, gpu)
     free = mem.usable_bytes - mem.weights_bytes - mem.activations_bytes
     per_seq = plan.context * kv_bytes_per_token_gpu(model, plan)
-    return max(0, floor(free / per_seq)) * plan.dp if free > 0 else 0
+    upper = max(0, floor(free / per_seq)) if free > 0 else 0  # the workspace of plan.batch: an upper bound
+
+    def fits(per_rank: int) -> bool:
+        return inference_memory(model, replace(plan, batch=per_rank * plan.dp), gpu).fits
+
+    low, high = 0, upper
+    if high and fits(high):
+        return high * plan.dp
+    while high - low > 1:  # fits() is monotone in the batch: bisect for the largest that fits
+        mid = (low + high) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid)
+    return low * plan.dp
 
 
 def max_context(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
@@ -604,7 +618,7 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
                              + st.moe_layers * st.router_params * ACT_BYTES) / st.hbm_rate,
         moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k,
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
-        kv_flop_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
+        kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
         head_flop_s=2.0 * st.head_params / st.bf16_rate, head_bytes_s=st.head_params * ACT_BYTES / st.hbm_rate,
         dp=plan.dp, comm_grid=_GRID, comm_s=tuple(comm_s),

@@ -18,7 +18,11 @@ def kv_heads_per_gpu(model: ModelSpec, tp: int) -> int:
 
 
 def kv_bytes_per_token_layer(model: ModelSpec, tp: int, kv: str) -> float:
-    """K and V of one token in one layer on one TP rank: 2 x kv heads per GPU x head_dim x bytes."""
+    """K and V of one token in one layer on one TP rank: 2 x kv heads per GPU x head_dim x bytes; MLA: the whole
+    kv_lora_rank + qk_rope_head_dim latent on every TP rank (each rank's heads all read it; only attention data
+    parallelism, dp, splits the sequences)."""
+    if model.mla is not None:
+        return model.kv_cache_elements() * KV_BYTES[kv]
     return 2.0 * kv_heads_per_gpu(model, tp) * model.head_dim * KV_BYTES[kv]
 
 
@@ -29,5 +33,6 @@ def kv_bytes_per_token(model: ModelSpec, tp: int, pp: int, kv: str) -> float:
 
 
 def kv_bytes_per_token_model(model: ModelSpec, kv: str) -> float:
-    """KV bytes of one token of the whole model (every layer, every KV head): what a disaggregated hand-off moves."""
-    return 2.0 * model.layers * model.kv_heads * model.head_dim * KV_BYTES[kv]
+    """KV bytes of one token of the whole model (every layer, every KV head or MLA latent): what a disaggregated
+    hand-off moves."""
+    return float(model.layers * model.kv_cache_elements()) * KV_BYTES[kv]

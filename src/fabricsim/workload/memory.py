@@ -106,7 +106,8 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int, rec
     recompute = plan.recompute if recompute is None else recompute
     if recompute == "full":
         return 2 * sbh / (t if sp else 1)
-    r = model.kv_dim / h
+    # K and V widths relative to hidden (MLA: the up-projected heads x qk and heads x v, not the cached latent)
+    r = model.kv_dim / h if model.mla is None else (model.q_dim + model.o_dim) / (2 * h)
     gemm_in = 1 if plan.precision == "fp8" else 2  # bytes of a saved weight-GEMM input
     mlp_coeff = (4 if model.gated_mlp else 2) + gemm_in  # activation input (bf16) + second GEMM's input, x f/h
     replicated = 2 * gemm_in + 1 + 4 + 1  # QKV and MLP inputs, attention dropout mask, two norm inputs, MLP mask

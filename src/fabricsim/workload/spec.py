@@ -49,8 +49,25 @@ class MoESpec(BaseModel):
         return self
 
 
+class MLASpec(BaseModel):
+    """Multi-head Latent Attention (DeepSeek-V2, arXiv:2405.04434 section 2.1): K and V are up-projected from one
+    ``kv_lora_rank`` latent per token, which with the ``qk_rope_head_dim`` decoupled RoPE key is all the KV cache
+    holds; queries go through a ``q_lora_rank`` latent (none: a full hidden x heads x qk projection)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    kv_lora_rank: int = Field(ge=1, le=MAX_WIDTH, strict=True,
+                              description="width of the compressed KV latent (cached per token and layer)")
+    q_lora_rank: int | None = Field(None, ge=1, le=MAX_WIDTH, strict=True,
+                                    description="width of the compressed query latent; none: no query compression")
+    qk_nope_head_dim: int = Field(ge=1, le=MAX_WIDTH, strict=True, description="per-head query/key width without RoPE")
+    qk_rope_head_dim: int = Field(ge=1, le=MAX_WIDTH, strict=True,
+                                  description="per-head query width with RoPE; the key's is shared by heads and cached")
+    v_head_dim: int = Field(ge=1, le=MAX_WIDTH, strict=True, description="per-head value width")
+
+
 class ModelSpec(BaseModel):
-    """A decoder-only transformer: ``layers`` blocks of attention (MHA or GQA) and an MLP (dense or MoE)."""
+    """A decoder-only transformer: ``layers`` blocks of attention (MHA, GQA or MLA) and an MLP (dense or MoE)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -60,30 +77,41 @@ class ModelSpec(BaseModel):
     heads: int = Field(ge=1, le=MAX_HEADS, strict=True)
     kv_heads: int = Field(ge=1, le=MAX_HEADS, strict=True,
                           description="default heads; fewer is grouped-query attention")
+    head_dim: int = Field(ge=1, le=MAX_WIDTH, strict=True,
+                          description="width of one query/key/value head; default hidden / heads (Qwen3, Gemma: "
+                          "heads x head_dim != hidden)")
     ffn_hidden: int = Field(ge=1, le=MAX_WIDTH, strict=True, description="dense MLP hidden size; default 4 * hidden")
     gated_mlp: bool = Field(False, strict=True, description="SwiGLU-style three-matrix MLP")
     vocab: int = Field(ge=1, le=MAX_VOCAB, strict=True)
     tied_embeddings: bool = Field(False, strict=True, description="LM head shares the embedding matrix")
     moe: MoESpec | None = None
+    mla: MLASpec | None = Field(None, description="multi-head latent attention (replaces head_dim and kv_heads)")
 
     @model_validator(mode="before")
     @classmethod
     def _defaults(cls, data: Any) -> Any:
-        """kv_heads defaults to heads and ffn_hidden to 4 * hidden (resolved before validation, so always set)."""
+        """kv_heads defaults to heads, head_dim to hidden / heads and ffn_hidden to 4 * hidden (resolved before
+        validation, so always set); MLA caches one latent shared by all heads, so kv_heads is heads."""
         if not isinstance(data, dict):
             return data
         data = dict(data)
+        if data.get("mla") is not None and "heads" in data:
+            if data.get("kv_heads") not in (None, data["heads"]):
+                raise ValueError("kv_heads does not apply to MLA (every head reads the shared latent); leave it unset")
+            data["kv_heads"] = data["heads"]
         if data.get("kv_heads") is None and "heads" in data:
             data["kv_heads"] = data["heads"]
-        hidden = data.get("hidden")
-        if data.get("ffn_hidden") is None and isinstance(hidden, int) and not isinstance(hidden, bool):
+        hidden, heads = data.get("hidden"), data.get("heads")
+        if data.get("head_dim") is None and _is_int(hidden) and _is_int(heads) and heads >= 1:
+            if hidden % heads:
+                raise ValueError(f"hidden ({hidden}) must be divisible by heads ({heads}), or give head_dim")
+            data["head_dim"] = hidden // heads
+        if data.get("ffn_hidden") is None and _is_int(hidden):
             data["ffn_hidden"] = 4 * hidden
         return data
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
-        if self.hidden % self.heads:
-            raise ValueError(f"hidden ({self.hidden}) must be divisible by heads ({self.heads})")
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
         if self.moe is not None and self.moe.dense_layers >= self.layers:
@@ -103,13 +131,50 @@ class ModelSpec(BaseModel):
 
     # ---- shapes -------------------------------------------------------------------------------------------
     @property
-    def head_dim(self) -> int:
-        return self.hidden // self.heads
+    def qk_head_dim(self) -> int:
+        """Per-head width of Q and K (MLA: the no-RoPE plus the RoPE part)."""
+        if self.mla is not None:
+            return self.mla.qk_nope_head_dim + self.mla.qk_rope_head_dim
+        return self.head_dim
+
+    @property
+    def v_head_dim(self) -> int:
+        """Per-head width of V, and of the attention output before the O projection."""
+        return self.head_dim if self.mla is None else self.mla.v_head_dim
+
+    @property
+    def q_dim(self) -> int:
+        """Width of Q: heads x qk_head_dim (hidden unless head_dim or MLA says otherwise)."""
+        return self.heads * self.qk_head_dim
+
+    @property
+    def o_dim(self) -> int:
+        """Input width of the O projection: heads x v_head_dim."""
+        return self.heads * self.v_head_dim
 
     @property
     def kv_dim(self) -> int:
-        """Width of K (and of V): kv_heads * head_dim."""
+        """Width of K (and of V) from the K and V projections: kv_heads * head_dim (MLA: the latent plus the
+        shared RoPE key, what its down-projection produces)."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         return self.kv_heads * self.head_dim
+
+    def kv_cache_elements(self) -> int:
+        """Cached values per token per layer for the whole model: 2 x kv_heads x head_dim (K and V), or MLA's
+        kv_lora_rank + qk_rope_head_dim (DeepSeek-V2 section 2.1.2: 4.5 d_h per token for DeepSeek-V2/V3, 576)."""
+        if self.mla is not None:
+            return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+        return 2 * self.kv_heads * self.head_dim
+
+    def attention_flops_per_pair(self, *, absorbed: bool = False) -> int:
+        """FLOPs of QK^T and AV per query-key pair per layer, all heads: 2 x heads x (qk + v width). MLA decode
+        with the up-projections absorbed (``absorbed``) scores against the 576-wide cached latent+RoPE key and
+        sums the 512-wide latent: 2 x heads x (kv_lora + rope + kv_lora) (DeepSeek-V2 section 2.1.2; FlashMLA)."""
+        if absorbed and self.mla is not None:
+            width = 2 * self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
+            return 2 * self.heads * width
+        return 2 * self.heads * (self.qk_head_dim + self.v_head_dim)
 
     @property
     def expert_ffn_hidden(self) -> int:
@@ -137,17 +202,41 @@ class ModelSpec(BaseModel):
         """Weight matrices per MLP or expert: 3 when gated (gate, up, down), else 2."""
         return 3 if self.gated_mlp else 2
 
+    def mla_down_params(self) -> int:
+        """MLA's down-projections, which tensor parallelism replicates: hidden x (q_lora_rank + kv_lora_rank +
+        qk_rope_head_dim) plus the two latent norms (0 without MLA)."""
+        if self.mla is None:
+            return 0
+        q_lora = self.mla.q_lora_rank or 0
+        return self.hidden * (q_lora + self.kv_dim) + q_lora + self.mla.kv_lora_rank
+
+    def mla_up_params(self) -> int:
+        """MLA's head-split up-projections: Q from its latent (or from hidden) and K-nope and V from the KV
+        latent (DeepSeek-V3 config.json: q_b_proj 1536 x 128 x 192, kv_b_proj 512 x 128 x 256)."""
+        if self.mla is None:
+            return 0
+        q_in = self.mla.q_lora_rank or self.hidden
+        return q_in * self.q_dim + self.mla.kv_lora_rank * self.heads * (self.mla.qk_nope_head_dim
+                                                                         + self.mla.v_head_dim)
+
     def attention_params(self) -> int:
-        """Q and O (hidden x hidden each) plus K and V (hidden x kv_dim each)."""
-        return 2 * self.hidden * self.hidden + 2 * self.hidden * self.kv_dim
+        """Q (hidden x q_dim), O (o_dim x hidden), K and V (hidden x kv_dim each); MLA: its down- and
+        up-projections and O."""
+        if self.mla is not None:
+            return self.mla_down_params() + self.mla_up_params() + self.o_dim * self.hidden
+        return self.hidden * self.q_dim + self.o_dim * self.hidden + 2 * self.hidden * self.kv_dim
 
     def kv_replication(self, tp: int) -> int:
         """How many TP ranks hold each KV head: tp / kv_heads when tp > kv_heads (GQA), else 1."""
         return max(1, tp // self.kv_heads)
 
     def attention_params_per_rank(self, tp: int) -> float:
-        """Attention weights on one of ``tp`` ranks: Q and O split tp ways, K and V min(tp, kv_heads) ways."""
-        return 2 * self.hidden * self.hidden / tp + 2 * self.hidden * self.kv_dim / min(tp, self.kv_heads)
+        """Attention weights on one of ``tp`` ranks: Q and O split tp ways, K and V min(tp, kv_heads) ways; MLA:
+        the down-projections replicated, the up-projections and O split tp ways."""
+        if self.mla is not None:
+            return self.mla_down_params() + (self.mla_up_params() + self.o_dim * self.hidden) / tp
+        return (self.hidden * self.q_dim + self.o_dim * self.hidden) / tp \
+            + 2 * self.hidden * self.kv_dim / min(tp, self.kv_heads)
 
     def mlp_params(self, ffn_hidden: int | None = None) -> int:
         """One dense MLP or one expert of width ``ffn_hidden`` (default the model's)."""
@@ -188,6 +277,10 @@ class ModelSpec(BaseModel):
             total=common + routed,
             active=common + active_routed,
         )
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 @dataclass(frozen=True)
