@@ -10,9 +10,14 @@ from rich.table import Table
 from fabricsim import units
 from fabricsim.cli.output import console, fail, print_json
 from fabricsim.errors import SpecError
-from fabricsim.sizing import parse_list, parse_money, parse_years, sizing_defaults
-from fabricsim.sizing.inference_search import size_inference
-from fabricsim.sizing.inference_spec import DEFAULT_KV, DEFAULT_WEIGHTS, InferenceSizingSpec
+from fabricsim.sizing import (
+    InferenceSizingSpec,
+    parse_list,
+    parse_money,
+    parse_years,
+    size_inference,
+    sizing_defaults,
+)
 
 
 def _rate(text: str) -> float:
@@ -35,8 +40,6 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "slo_tpot_s": units.parse_duration(kw["slo_tpot"], field="--slo-tpot"),
         "prompt_tokens": kw["prompt"], "output_tokens": kw["output"],
         "systems": parse_list(kw["systems"], "--systems"), "fabrics": parse_list(kw["fabrics"], "--fabrics"),
-        "weights": tuple(w.lower() for w in parse_list(kw["weights"], "--weights") or DEFAULT_WEIGHTS),
-        "kv": tuple(k.lower() for k in parse_list(kw["kv"], "--kv") or DEFAULT_KV),
         "tp": parse_list(kw["tp"], "--tp", int), "pp": parse_list(kw["pp"], "--pp", int),
         "ep": parse_list(kw["ep"], "--ep", int), "max_gpus": kw["max_gpus"], "seed": kw["seed"],
         "whole_nodes": kw["whole_nodes"], "rail_optimized": kw["rail_optimized"], "top": kw["top"],
@@ -45,6 +48,9 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
     }
+    for key in ("weights", "kv"):  # unset: the spec's defaults
+        if kw[key] is not None:
+            fields[key] = tuple(v.lower() for v in parse_list(kw[key], f"--{key}") or ())
     if kw["duration"] is not None:
         fields["duration_s"] = units.parse_duration(kw["duration"], field="--duration")
     for key, name in (("slo_percentile", "slo_percentile"), ("utilization", "target_utilization"),
