@@ -172,9 +172,35 @@ def size_command(
     out: Annotated[Path | None, _opt("stream results to this Parquet file", "--out")] = None,
     resume: Annotated[bool, _opt("continue an interrupted --out search", "--resume")] = False,
     plot: Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")] = None,
+    inference: Annotated[bool, _opt("size serving instead of training (cheapest system, plan and replicas "
+                                    "meeting TTFT/TPOT SLOs at --rate)", "--inference/--no-inference")] = False,
+    rate: Annotated[str | None, _opt("inference: requests per second, e.g. 20", "--rate")] = None,
+    slo_ttft: Annotated[str | None, _opt("inference: time-to-first-token SLO, e.g. 2s", "--slo-ttft")] = None,
+    slo_tpot: Annotated[str | None, _opt("inference: time-per-output-token SLO, e.g. 50ms", "--slo-tpot")] = None,
+    prompt: Annotated[int, _opt("inference: prompt tokens per request", "--prompt")] = 2048,
+    output: Annotated[int, _opt("inference: output tokens per request", "--output")] = 256,
+    weights: Annotated[str | None, _opt("inference: weight formats [default: bf16,fp8,int4]", "--weights")] = None,
+    kv: Annotated[str | None, _opt("inference: KV-cache formats [default: bf16,fp8]", "--kv")] = None,
+    duration: Annotated[str | None, _opt("inference: simulated arrival window [default: 120s]", "--duration")] = None,
+    seed: Annotated[int, _opt("inference: seed of the simulated arrivals", "--seed")] = 0,
+    max_gpus: Annotated[int | None, _opt("inference: at most this many GPUs in all", "--max-gpus")] = None,
+    slo_percentile: Annotated[int | None, _opt("inference: SLO percentile 50, 90 or 99 [default: 90]",
+                                               "--slo-percentile")] = None,
+    utilization: Annotated[float | None, _opt("inference: target utilisation of a replica's capacity "
+                                              "[default: 0.8]", "--utilization")] = None,
+    confirm: Annotated[int | None, _opt("inference: candidates confirmed by simulation [default: 5]",
+                                        "--confirm")] = None,
+    whole_nodes: Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
+                                      "--whole-nodes/--no-whole-nodes")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints."""
+    """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints; with
+    --inference, which system, serving plan and replica count meets TTFT/TPOT SLOs at a request rate cheapest."""
+    if inference:
+        from fabricsim.cli.size_inference import run_inference
+
+        run_inference(locals())
+        return
     if objective not in ("time", "cost", "energy"):
         fail(f"--objective: {objective!r} is not one of time, cost, energy")
     if engine not in ("local", "ray", "serial"):

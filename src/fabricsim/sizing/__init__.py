@@ -3,11 +3,14 @@ fastest, or least energy) way to train a model on a token budget, under deadline
 
 Public API: ``SizingSpec``, ``Knobs``, ``size``, ``SizingResult``, ``evaluate_chunk``, ``ClusterChoice``,
 ``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers ``parse_int_range``, ``parse_list``,
-``parse_years``, ``parse_money``, ``parse_power_cap``.
+``parse_years``, ``parse_money``, ``parse_power_cap``. Serving (``size --inference``): ``InferenceSizingSpec``,
+``size_inference``, ``InferenceSizingResult``.
 """
 
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
+from fabricsim.sizing.inference_search import InferenceSizingResult, size_inference
+from fabricsim.sizing.inference_spec import InferenceSizingSpec
 from fabricsim.sizing.rank import pareto, rank
 from fabricsim.sizing.result import SizingResult, entries
 from fabricsim.sizing.search import size
@@ -27,6 +30,8 @@ __all__ = [
     "DEFAULT_FABRICS",
     "ChunkResult",
     "ClusterChoice",
+    "InferenceSizingResult",
+    "InferenceSizingSpec",
     "Knobs",
     "Shape",
     "SizingResult",
@@ -44,5 +49,6 @@ __all__ = [
     "priced_systems",
     "rank",
     "size",
+    "size_inference",
     "sizing_defaults",
 ]

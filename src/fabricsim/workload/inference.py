@@ -581,6 +581,29 @@ class InferenceStepCost:
             t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
         return t
 
+    def step_s_many(self, prefill_tokens: np.ndarray, prefill_attn_pairs: np.ndarray, decode_seqs: np.ndarray,
+                    decode_kv_tokens: np.ndarray) -> np.ndarray:
+        """``step_s`` over arrays at once (the same arithmetic; token counts may be fractional means), so a sizing
+        screen can price every batch of a plan in one numpy pass."""
+        prefill = np.asarray(prefill_tokens, dtype=np.float64)
+        decode = np.asarray(decode_seqs, dtype=np.float64)
+        tokens = prefill + decode
+        dp = self.dp
+        t = self.overhead_s + np.maximum(self.common_flop_s * tokens / dp, self.common_bytes_s)
+        if self.experts:
+            touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
+            t = t + np.maximum(self.moe_flop_s * tokens, self.moe_bytes_s * touched)
+        kv = np.asarray(decode_kv_tokens, dtype=np.float64)
+        t = t + np.maximum(self.pair_s * np.asarray(prefill_attn_pairs, dtype=np.float64) / dp
+                           + self.kv_flop_s * kv / dp, self.kv_bytes_s * kv / dp)
+        seqs = (decode + (prefill > 0)) / dp
+        t = t + np.maximum(self.head_flop_s * seqs, self.head_bytes_s)
+        grid = np.asarray(self.comm_grid)
+        comm = np.asarray(self.comm_s)
+        inside = np.interp(tokens, grid, comm)
+        t = t + np.where(tokens > grid[-1], comm[-1] * tokens / grid[-1], inside)
+        return np.where(tokens > 0, t, 0.0)
+
     def kv_transfer_s(self, tokens: int, same_node: bool) -> float:
         """Seconds to hand ``tokens`` tokens of KV cache from a prefill replica to a decode replica (every GPU
         sends its shard at once, over NVLink within a node, else the network)."""

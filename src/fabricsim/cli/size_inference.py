@@ -1,0 +1,119 @@
+"""`fabricsim size --inference`: the cheapest system, serving plan and replica count that meet TTFT and TPOT SLOs at
+a request rate; a ranked table (or JSON) with the screen and the simulated figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from fabricsim import units
+from fabricsim.cli.output import console, fail, print_json
+from fabricsim.errors import SpecError
+from fabricsim.sizing import (
+    InferenceSizingSpec,
+    parse_list,
+    parse_money,
+    parse_years,
+    size_inference,
+    sizing_defaults,
+)
+
+
+def _rate(text: str) -> float:
+    """Requests per second from ``20``, ``20/s`` or ``1.2k``."""
+    value = text.strip().lower().removesuffix("/s").removesuffix("rps").strip()
+    if value.startswith("-"):
+        raise SpecError(f"must be > 0 requests/s, got {text!r}", field="--rate")
+    return units.parse_count(value, field="--rate")
+
+
+def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
+    """The InferenceSizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
+    for flag, key in (("--rate", "rate"), ("--slo-ttft", "slo_ttft"), ("--slo-tpot", "slo_tpot")):
+        if kw[key] is None:
+            raise SpecError("is required with --inference", field=flag)
+    defaults = sizing_defaults()
+    fields: dict[str, Any] = {
+        "model": kw["model"], "rate_per_s": _rate(kw["rate"]),
+        "slo_ttft_s": units.parse_duration(kw["slo_ttft"], field="--slo-ttft"),
+        "slo_tpot_s": units.parse_duration(kw["slo_tpot"], field="--slo-tpot"),
+        "prompt_tokens": kw["prompt"], "output_tokens": kw["output"],
+        "systems": parse_list(kw["systems"], "--systems"), "fabrics": parse_list(kw["fabrics"], "--fabrics"),
+        "tp": parse_list(kw["tp"], "--tp", int), "pp": parse_list(kw["pp"], "--pp", int),
+        "ep": parse_list(kw["ep"], "--ep", int), "max_gpus": kw["max_gpus"], "seed": kw["seed"],
+        "whole_nodes": kw["whole_nodes"], "rail_optimized": kw["rail_optimized"], "top": kw["top"],
+        "amortize_s": parse_years(kw["amortize"] or f"{defaults['amortize_years'].value:g}y", "--amortize"),
+        "gpu_hour_usd": None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
+        "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
+        "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
+    }
+    for key in ("weights", "kv"):  # unset: the spec's defaults
+        if kw[key] is not None:
+            fields[key] = tuple(v.lower() for v in parse_list(kw[key], f"--{key}") or ())
+    if kw["duration"] is not None:
+        fields["duration_s"] = units.parse_duration(kw["duration"], field="--duration")
+    for key, name in (("slo_percentile", "slo_percentile"), ("utilization", "target_utilization"),
+                      ("confirm", "confirm_top")):
+        if kw[key] is not None:
+            fields[name] = kw[key]
+    return InferenceSizingSpec.build(**fields)
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else units.format_duration(value, digits=3)
+
+
+def _money(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"${value / 1e6:,.2f}M" if value >= 1e5 else f"${value:,.0f}"
+
+
+def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> Table:
+    """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound."""
+    table = Table(title=title, header_style="bold", title_justify="left")
+    p = percentile
+    for header in ("#", "system", "fabric", "gpus/rep", "replicas", "GPUs", "tp/pp/ep", "weights", "kv", "batch",
+                   f"ttft p{p}", f"tpot p{p}", "$/M out", "$/h", "capex", "bound", "checked"):
+        table.add_column(header, overflow="fold")
+    for i, e in enumerate(rows, 1):
+        plan = e["plan"]
+        sim = e["simulation"]
+        ttft = e[f"ttft_s_p{p}"] if sim else e["screen"]["ttft_s"]
+        tpot = e[f"tpot_s_p{p}"] if sim else e["screen"]["tpot_s"]
+        per = e["usd_per_million_output_tokens"]
+        checked = "sim" if e["simulated"] else "screen"
+        if sim and sim["replicas"] != e["screen"]["replicas"]:
+            checked += f" (+{sim['replicas'] - e['screen']['replicas']} rep)"
+        table.add_row(str(i), e["system"], e["fabric"], str(e["gpus_per_replica"]), str(e["replicas"]),
+                      str(e["gpus"]), f"{plan['tp']}/{plan['pp']}/{plan['ep']}", plan["weights"], plan["kv"],
+                      str(e["max_batch"]), _ms(ttft), _ms(tpot), "?" if per is None else f"{per:.3f}",
+                      "?" if e["cost_usd_per_hour"] is None else f"{e['cost_usd_per_hour']:.2f}",
+                      _money(e["capex_usd"]), e["bottleneck"], checked)
+    return table
+
+
+def run_inference(kw: dict[str, Any]) -> None:
+    """The --inference branch of `fabricsim size` (options as the command's locals)."""
+    spec = inference_spec(kw)
+    result = size_inference(spec, out=kw["out"])
+    data = result.to_json()
+    if kw["as_json"]:
+        print_json(data)
+        if result.best is None and result.note is not None:
+            fail(result.note)
+        return
+    if result.best is None and result.note is not None:
+        fail(result.note)
+    console.print(f"[bold]size --inference[/]: {spec.model} at {spec.rate_per_s:g} req/s, prompt {spec.prompt_tokens}"
+                  f" / output {spec.output_tokens} tokens, SLO ttft {_ms(spec.slo_ttft_s)} tpot "
+                  f"{_ms(spec.slo_tpot_s)} at p{spec.slo_percentile}; {result.plans_evaluated:,} plans timed, "
+                  f"{result.plans_pruned:,} pruned, {result.simulations} simulations ({result.wall_s:.1f} s)")
+    console.print(inference_table(data["results"], "cheapest per million output tokens", spec.slo_percentile))
+    console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile))
+    if result.rejected:
+        console.print(f"[yellow]{len(result.rejected)} candidate(s) failed the simulation, e.g. "
+                      f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")
+    console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
+                  f"screen at {spec.target_utilization:g} utilisation; {data['assumptions']['simulation']}")
