@@ -7,7 +7,11 @@ Per forward pass on one pipeline stage, per GPU:
   params x weight bytes / achievable HBM bandwidth); the rate is the weight format's peak (FP8 and FP4 tensor
   cores run FP8/FP4 weights; INT4 is W4A16 at the BF16 rate) x its efficiency x the reduction-depth factor;
 - routed experts (MoE): the same roofline with the experts the step's tokens touch, E x (1 - (1 - k / E)^T),
-  spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP);
+  spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP); with
+  ep > 1 the step waits for the most loaded expert-parallel rank: its routed tokens are (1 + z x cv) x the mean,
+  cv from the multinomial noise of balanced top-k routing and the routing skew ``inference.expert_load_dispersion``
+  over the E / ep experts a rank holds, z the expected maximum of ep normal draws (on the expert GEMMs' FLOPs and
+  the dispatch/combine bytes; the weights each rank streams are unchanged);
 - attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
 - LM head in BF16 on the last stage (only the new token's logits);
 - per layer an overhead (``data/compute.yaml`` inference.layer_overhead) and per pass a step overhead;
