@@ -4,6 +4,7 @@ weights, the KV-cache closed form, the step cost, and the `fabricsim infer` CLI'
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -201,3 +202,15 @@ def test_cli_bad_input_is_one_line_exit_2(runner: CliRunner, args: list[str], te
     assert "Traceback" not in result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and text in lines[0]
+
+
+def test_expert_load_peak_waits_for_the_most_loaded_rank() -> None:
+    from fabricsim.workload.inference import expected_max_normal, expert_load_peak
+    assert expected_max_normal(1) == 0.0
+    assert expected_max_normal(2) == pytest.approx(1.0 / math.sqrt(math.pi), rel=1e-4)  # closed form for n = 2
+    assert expected_max_normal(8) == pytest.approx(1.4236, abs=1e-3)
+    assert expert_load_peak(256, 8, 1, 1000) == 1.0  # no expert parallelism: every GPU holds a slice of each expert
+    assert expert_load_peak(0, 0, 8, 1000) == 1.0
+    few, many = expert_load_peak(256, 8, 8, 8), expert_load_peak(256, 8, 8, 1e6)
+    assert few > many > 1.0  # the multinomial noise averages out; the routing skew stays
+    assert expert_load_peak(256, 8, 32, 1e6) > many  # fewer experts a rank: a hotter most-loaded rank

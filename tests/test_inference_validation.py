@@ -13,11 +13,12 @@ from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_case
 MIN_COUNTED = 70  # head_dim and MLA in the model spec made the Qwen3 and DeepSeek-R1 cases expressible
 MEDIAN_BOUND = 0.15  # the target: median error <= 15% on throughput and TPOT (achieved 14.0%)
 # A ratchet, not the 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
-# since MLA and head_dim, come out 40-130% fast (achieved worst 129%); without them the worst is 50% (Falcon-180B
-# TP8 on TensorRT-LLM v0.5.0) and TensorRT-LLM v0.5 short-prompt TTFT 33-48% low.
-WORST_BOUND = 1.30
+# since MLA and head_dim, come out 33-110% fast once the step waits for the most loaded expert-parallel rank
+# (achieved worst 110%, was 129%); without them the worst is 50% (Falcon-180B TP8 on TensorRT-LLM v0.5.0) and
+# TensorRT-LLM v0.5 short-prompt TTFT 33-48% low.
+WORST_BOUND = 1.11
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.13, "trtllm_tp_scaling": 0.22,
-                   "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.93}
+                   "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83}
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,11 @@ Per forward pass on one pipeline stage, per GPU:
   params x weight bytes / achievable HBM bandwidth); the rate is the weight format's peak (FP8 and FP4 tensor
   cores run FP8/FP4 weights; INT4 is W4A16 at the BF16 rate) x its efficiency x the reduction-depth factor;
 - routed experts (MoE): the same roofline with the experts the step's tokens touch, E x (1 - (1 - k / E)^T),
-  spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP);
+  spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP); with
+  ep > 1 the step waits for the most loaded expert-parallel rank: its routed tokens are (1 + z x cv) x the mean,
+  cv from the multinomial noise of balanced top-k routing and the routing skew ``inference.expert_load_dispersion``
+  over the E / ep experts a rank holds, z the expected maximum of ep normal draws (on the expert GEMMs' FLOPs and
+  the dispatch/combine bytes; the weights each rank streams are unchanged);
 - attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
 - LM head in BF16 on the last stage (only the new token's logits);
 - per layer an overhead (``data/compute.yaml`` inference.layer_overhead) and per pass a step overhead;
@@ -27,7 +31,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from math import ceil, floor
+from math import ceil, erf, floor, pi, sqrt
 
 import numpy as np
 
@@ -88,6 +92,47 @@ def max_num_tokens() -> int:
 def serving_max_batch() -> int:
     """Largest batch an engine schedules when every request is queued (``inference.serving_max_batch``)."""
     return int(_defaults_document()["inference"]["serving_max_batch"]["sequences"])
+
+
+@lru_cache(maxsize=1)
+def expert_load_dispersion() -> float:
+    """Coefficient of variation of one routed expert's load beyond balanced routing
+    (``inference.expert_load_dispersion``)."""
+    return float(_defaults_document()["inference"]["expert_load_dispersion"]["value"])
+
+
+@lru_cache(maxsize=256)
+def expected_max_normal(n: int) -> float:
+    """E[max of n independent standard normal draws] (0 for n = 1), by quadrature of n x phi(x) x Phi(x)^(n-1)."""
+    if n <= 1:
+        return 0.0
+    x = np.linspace(-10.0, 10.0, 8001)
+    pdf = np.exp(-0.5 * x * x) / sqrt(2.0 * pi)
+    cdf = 0.5 * (1.0 + np.array([erf(v / sqrt(2.0)) for v in x]))
+    density = n * pdf * cdf ** (n - 1)
+    return float(np.sum(x * density) * (x[1] - x[0]))
+
+
+def expert_load_terms(experts: int, top_k: int, ep: int) -> tuple[float, float, float]:
+    """(z, a, b) with which the most loaded of the ep expert-parallel ranks carries (1 + z x sqrt(a / T + b)) x the
+    mean rank's routed tokens for T tokens in the step: a / T is the multinomial variance of balanced-random top-k
+    routing (each token picks k distinct experts of E; a rank holds E / ep), b the skew of real routing
+    (``expert_load_dispersion`` squared over the E / ep experts a rank sums), z the expected maximum of ep normal
+    draws. (0, 0, 0) without expert parallelism: every GPU then holds a slice of every expert."""
+    if experts == 0 or ep <= 1 or top_k >= experts:
+        return 0.0, 0.0, 0.0
+    a = (ep - 1) * (experts - top_k) / ((experts - 1) * top_k)
+    b = expert_load_dispersion() ** 2 * ep / experts
+    return expected_max_normal(ep), a, b
+
+
+def expert_load_peak(experts: int, top_k: int, ep: int, tokens: float) -> float:
+    """The most loaded expert-parallel rank's routed tokens over the mean rank's (1 when balanced or ep = 1): the
+    MoE GEMMs and the dispatch/combine of a step wait for that rank."""
+    z, a, b = expert_load_terms(experts, top_k, ep)
+    if z == 0.0 or tokens <= 0:
+        return 1.0
+    return 1.0 + z * sqrt(a / tokens + b)
 
 
 # ---- inputs ---------------------------------------------------------------------------------------------------
@@ -186,6 +231,7 @@ class _Stage:
     expert_share_params: float  # one routed expert's weights / (tp x dp): a GPU's share of every expert's work
     experts: int
     top_k: int
+    ep: int
     head_params: float  # LM head on one GPU (vocab-parallel over tp)
     embedding_params: float
     router_params: float
@@ -224,7 +270,7 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         layers=layers, moe_layers=moe_layers, common_params=common,
         expert_share_params=model.expert_params() * share if model.moe else 0.0,
         experts=model.moe.experts if model.moe else 0,
-        top_k=model.moe.top_k if model.moe else 0,
+        top_k=model.moe.top_k if model.moe else 0, ep=ep,
         head_params=model.vocab * model.hidden / tp, embedding_params=model.vocab * model.hidden / tp,
         router_params=float(model.router_params()), weight_bytes=WEIGHT_BYTES[weights],
         gemm_rate=rate * k_eff, bf16_rate=achievable_flops_per_s(gpu), attention_rate=attention_flops_per_s(gpu),
@@ -271,9 +317,11 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
     _roof(2.0 * tokens_rank * st.common_params / st.gemm_rate, st.common_params * st.weight_bytes / st.hbm_rate, out)
     if st.experts and st.moe_layers:
         touched = touched_experts(st.experts, st.top_k, tokens_group)
-        # balanced routing: each GPU runs 1 / (tp x dp) of the token-expert pairs and reads that share of the
-        # touched experts (ep x expert-TP = tp x dp GPUs hold every expert once)
-        flops = 2.0 * tokens_group * st.top_k * st.expert_share_params
+        # each GPU runs 1 / (tp x dp) of the token-expert pairs, the most loaded expert-parallel rank more (the
+        # step waits for it), and reads its share of the touched experts (ep x expert-TP = tp x dp GPUs hold
+        # every expert once)
+        peak = expert_load_peak(st.experts, st.top_k, st.ep, tokens_group)
+        flops = 2.0 * tokens_group * st.top_k * st.expert_share_params * peak
         bytes_read = touched * st.expert_share_params * st.weight_bytes
         _roof(st.moe_layers * flops / st.gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
@@ -320,7 +368,9 @@ def _layer_comm(model: ModelSpec, plan: InferencePlan, cluster: Cluster, tokens_
     out[kind] += t_ar * (2 * layers - a2a_layers)
     if a2a_layers and model.moe is not None:
         ep_n, ep_ppn = groups.ep
-        per_rank = tokens_group / ep_n * model.moe.top_k * model.hidden
+        # the most loaded rank receives (dispatch) and sends back (combine) its peak share of the routed tokens
+        peak = expert_load_peak(model.moe.experts, model.moe.top_k, plan.ep, tokens_group)
+        per_rank = tokens_group / ep_n * model.moe.top_k * model.hidden * peak
         dispatch_bytes = 1.0 if plan.weights in ("fp8", "fp4") else ACT_BYTES  # DeepEP dispatches FP8
         t_d, kind_d = group_comm(cluster, ep_n, ep_ppn, "all_to_all", per_rank * dispatch_bytes)
         t_c, _ = group_comm(cluster, ep_n, ep_ppn, "all_to_all", per_rank * ACT_BYTES)
@@ -542,6 +592,9 @@ class InferenceStepCost:
     moe_bytes_s: float  # seconds to stream one touched expert's shard (all MoE layers)
     experts: int
     top_k: int
+    load_z: float  # expert_load_terms: the most loaded EP rank carries (1 + z x sqrt(a / tokens + b)) x the mean
+    load_a: float
+    load_b: float
     pair_s: float  # seconds per causal query-key pair per rank (all layers)
     kv_flop_s: float  # seconds per cached token read per rank, compute and HBM
     kv_bytes_s: float
@@ -564,7 +617,8 @@ class InferenceStepCost:
         t = self.overhead_s + max(self.common_flop_s * tokens / dp, self.common_bytes_s)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            t += max(self.moe_flop_s * tokens, self.moe_bytes_s * touched)
+            peak = 1.0 + self.load_z * sqrt(self.load_a / tokens + self.load_b) if self.load_z else 1.0
+            t += max(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
         t += max(self.pair_s * prefill_attn_pairs / dp + self.kv_flop_s * decode_kv_tokens / dp,
                  self.kv_bytes_s * decode_kv_tokens / dp)
         seqs = (decode_seqs + (1 if prefill_tokens else 0)) / dp
@@ -632,6 +686,7 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
     if st.experts and st.moe_layers:
         moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.gemm_rate
         moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
+    load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
     per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
     return InferenceStepCost(
         kv_capacity_tokens=capacity,
@@ -639,7 +694,8 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
         common_flop_s=pp * 2.0 * st.common_params / st.gemm_rate,
         common_bytes_s=pp * (st.common_params * st.weight_bytes
                              + st.moe_layers * st.router_params * ACT_BYTES) / st.hbm_rate,
-        moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k,
+        moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k, load_z=load_z,
+        load_a=load_a, load_b=load_b,
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
         kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
