@@ -100,8 +100,7 @@ def calibrate_command(
         result.write(written)
     data = result.model_dump(mode="json") | {"overlay_file": str(written) if written else None}
     if emit(form, data, inputs, data["rows"]):
-        _stderr_warnings(result.warnings)
-        return
+        return  # the warnings are in the document
     for table in _tables(result, len(measurements)):
         console.print(table)
     _stderr_warnings(result.warnings)
