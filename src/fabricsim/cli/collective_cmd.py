@@ -62,9 +62,10 @@ def regime_line(prediction: Prediction) -> str:
     return "regime: " + ", ".join(parts)
 
 
-def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, system: str) -> BenchResult:
+def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_node: int,
+                 system: str) -> BenchResult:
     """The prediction as a benchmark result (both column groups equal), for nccl-tests' layout."""
-    from fabricsim.bench.rows import BenchResult, BenchRow
+    from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo
 
     rows = [BenchRow(op=op, size_bytes=r.size_bytes, count=r.count, dtype=r.dtype, in_place=place,
                      redop="sum" if op in ("all_reduce", "reduce", "reduce_scatter") else None,
@@ -72,7 +73,10 @@ def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, system
                      busbw_GBps=r.busbw_GBps, algorithm=r.algorithm, protocol=r.protocol, bound=r.bound)
             for r in prediction.rows for place in (False, True)]
     hosts = [f"node{i}" for i in range(nodes)]
-    return BenchResult(tool="fabricsim", op=op, backend="model", world_size=ngpus, hosts=hosts, rows=rows,
+    devices = [DeviceInfo(rank=r, host=hosts[r // per_node], device=r % per_node, bus_id="model",
+                          name=f"{system} (fabricsim model)") for r in range(ngpus)]
+    return BenchResult(tool="fabricsim", op=op, backend="model", world_size=ngpus, hosts=hosts, devices=devices,
+                       rows=rows,
                        source=f"fabricsim collective --system {system}",
                        notes=["predicted by fabricsim's collective model"])
 
@@ -141,7 +145,7 @@ def collective_command(
     if form == "nccl-tests":
         from fabricsim.bench.nccltests_format import format_nccl_tests
 
-        typer.echo(format_nccl_tests(bench_result(prediction, name, ngpus, nodes, sysm.id)), nl=False)
+        typer.echo(format_nccl_tests(bench_result(prediction, name, ngpus, nodes, per_node, sysm.id)), nl=False)
         return
     if emit(form, data, inputs, data["rows"]):
         return
