@@ -150,11 +150,6 @@ def emit(fmt: str, payload: Mapping[str, Any], inputs: Mapping[str, Any],
     return False
 
 
-def print_json(data: Any) -> None:
-    """Machine-readable output on stdout (SI units, no rich markup); prefer emit_json, which adds inputs."""
-    sys.stdout.write(json.dumps(to_si(_plain(data)), indent=2, allow_nan=False, default=str) + "\n")
-
-
 def new_table(title: str | None = None, **kw: Any) -> Table:
     """A rich Table (rich imported on first use), bold headers by default."""
     from rich.table import Table
