@@ -154,8 +154,8 @@ def test_cli_json_and_corruption_exit_code(runner: CliRunner, monkeypatch: pytes
                                  "--iters", "1", "--warmup", "0", "--json"])
     assert result.exit_code == 1
     out, _, err = result.output.rpartition("}\n")
-    data = json.loads(out + "}")
-    assert (data["op"], data["backend"], data["world_size"], data["hosts"]) == ("all_gather", "gloo", 2,
+    data = json.loads(out + "}")["results"][0]
+    assert (data["op"], data["backend"], data["ranks"], data["hosts"]) == ("all_gather", "gloo", 2,
                                                                                 [socket.gethostname()])
     assert [row["wrong"] for row in data["rows"]] == [1, 1, 1, 1]
     assert err == "error: 4 wrong elements in 4 results (correctness check failed)\n"
@@ -206,6 +206,6 @@ def test_torchrun_joins_the_job() -> None:
         capture_output=True, text=True, check=False, env=env, timeout=120,
     )
     assert proc.returncode == 0, proc.stderr
-    data = json.loads(proc.stdout)  # only rank 0 prints
-    assert (data["op"], data["world_size"]) == ("send_recv", 2)
+    data = json.loads(proc.stdout)["results"][0]  # only rank 0 prints
+    assert (data["op"], data["ranks"]) == ("send_recv", 2)
     assert [row["wrong"] for row in data["rows"]] == [0] * 6

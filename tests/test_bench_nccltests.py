@@ -272,9 +272,9 @@ def test_several_results_print_as_several_tables() -> None:
 def test_cli_parse_json_and_table(runner: CliRunner) -> None:
     result = runner.invoke(app, ["bench", "parse", str(_sample_path()), "--json"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.output)["results"]
     assert data[0]["op"] == "all_reduce" and len(data[0]["rows"]) == 10
-    assert data[0]["rows"][0]["busbw_GBps"] == 193.5
+    assert data[0]["rows"][0]["busbw_bytes_per_s"] == 193.5e9
     table = runner.invoke(app, ["bench", "parse", str(DATA / "mpirun-tagged-all_gather.log")])
     assert table.exit_code == 0, table.output
     assert "all_gather (nccl-tests, 16 ranks on dgx-a01, dgx-a02)" in table.output

@@ -192,7 +192,7 @@ def test_memory_without_cuda_says_so_and_exits_0(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert data["rows"] == [] and "no CUDA device" in data["reason"]
-    assert set(data) == {"rows", "reason"}
+    assert set(data) == {"inputs", "rows", "reason"}
     table = runner.invoke(app, ["bench", "memory"])
     assert table.exit_code == 0 and "no CUDA device" in table.output
 

@@ -34,7 +34,7 @@ def test_nvlink_bytes_per_s_both_directions(catalog: Catalog, gpu: str, expected
 def test_catalog_gpus_json_carries_nvlink_bytes_per_s(runner: CliRunner, catalog: Catalog) -> None:
     result = runner.invoke(app, ["catalog", "gpus", "--json"])
     assert result.exit_code == 0, result.output
-    rows = {r["id"]: r for r in json.loads(result.output)}
+    rows = {r["id"]: r for r in json.loads(result.output)["gpus"]}
     assert rows["b200"]["nvlink_bytes_per_s"] == pytest.approx(1.8e12)
     assert rows["h100-sxm"]["nvlink_bytes_per_s"] == pytest.approx(9e11)
     assert rows["a100-sxm-80gb"]["nvlink_bytes_per_s"] == pytest.approx(6e11)

@@ -22,7 +22,9 @@ def test_catalog_table(runner: CliRunner, category: str) -> None:
 def test_catalog_json_is_si(runner: CliRunner) -> None:
     result = runner.invoke(app, ["catalog", "links", "--json"])
     assert result.exit_code == 0
-    rows = json.loads(result.output)
+    data = json.loads(result.output)
+    assert data["inputs"]["category"] == "links"
+    rows = data["links"]
     ndr = next(r for r in rows if r["id"] == "ib-ndr")
     assert ndr["bytes_per_s"] == pytest.approx(50e9)
     assert ndr["latency_s"] < 1e-5
@@ -32,7 +34,7 @@ def test_catalog_json_is_si(runner: CliRunner) -> None:
 def test_catalog_json_all_categories(runner: CliRunner) -> None:
     result = runner.invoke(app, ["catalog", "--json"])
     data = json.loads(result.output)
-    assert set(data) == {"gpus", "links", "switches", "nics", "cables", "systems"}
+    assert set(data) == {"inputs", "gpus", "links", "switches", "nics", "cables", "systems"}
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:

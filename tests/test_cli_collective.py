@@ -16,8 +16,9 @@ def test_collective_json_schema(runner: CliRunner) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert len(data["rows"]) == 31
-    assert set(data["rows"][0]) == {"size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "protocol",
-                                    "bound"}
+    assert set(data["rows"][0]) == {"size_bytes", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "algorithm",
+                                    "protocol", "bound"}
+    assert data["ranks"] == 8 and data["inputs"]["op"] == "all_reduce" and data["inputs"]["max_size"] == "8G"
     assert data["rows"][-1]["algorithm"] == "nvls"
     assert data["assumptions"]["system"] == "dgx-h100"
 

@@ -96,7 +96,7 @@ def test_collective_sim_flow_times_the_schedule_on_the_fabric() -> None:
     assert out.exit_code == 0, out.output
     row = _json.loads(out.output)["rows"][0]
     assert row["protocol"] == "flow" and row["bound"] == "infiniband"
-    assert 360 < row["busbw_GBps"] <= 400.0 * (1 + 1e-9)
+    assert 360e9 < row["busbw_bytes_per_s"] <= 400e9 * (1 + 1e-9)
     bad = runner.invoke(_app, [*args[:-1], "--algo", "nvls"])
     assert bad.exit_code == 2 and bad.output.startswith("error:") and "in the network" in bad.output
 

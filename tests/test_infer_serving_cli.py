@@ -29,7 +29,7 @@ def test_rate_reports_percentiles_goodput_and_echoes_inputs(runner: CliRunner) -
     assert data["requests_completed"] == data["requests_arrived"]
     assert data["overloaded"] is False
     assert data["ttft_s_p50"] <= data["ttft_s_p90"] <= data["ttft_s_p99"]  # type: ignore[operator]
-    serving = data["inputs"]["serving"]  # type: ignore[index]
+    serving = data["serving_options"]  # type: ignore[index]
     assert serving["rate_per_s"] == 4.0 and serving["slo_tpot_s"] == pytest.approx(0.05)
 
 

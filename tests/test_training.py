@@ -150,7 +150,7 @@ def test_train_cli_json(tmp_path: Path) -> None:
                                  "--recompute", "selective", "--flash-attn", "--json", "--plot", str(png)])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    for key in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
+    for key in ("step_time_s", "tokens_per_s", "flops_per_s_per_gpu", "mfu", "memory_per_gpu_bytes", "fits",
                 "breakdown_s", "exposed_s", "bottleneck", "warnings"):
         assert key in data
     assert set(data["breakdown_s"]) >= {"compute", "hbm", "nvlink", "pcie", "infiniband", "pipeline_bubble"}

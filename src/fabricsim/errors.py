@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Iterable
 
 
@@ -22,6 +21,8 @@ class SpecError(ValueError):
 
 def unknown_name_error(kind: str, name: str, allowed: Iterable[str], *, field: str | None = None) -> SpecError:
     """A SpecError for an unknown preset name, with close matches and the full list of allowed names."""
+    import difflib
+
     names = sorted(allowed)
     close = difflib.get_close_matches(name, names, n=3, cutoff=0.5)
     hint = f" did you mean {', '.join(repr(c) for c in close)}?" if close else ""

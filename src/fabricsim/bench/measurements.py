@@ -22,7 +22,10 @@ def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[Ben
         p = Path(path)
         if p.suffix.lower() == ".json":
             data = load_json(read_text(p), str(p))
+            if isinstance(data, dict) and "results" in data:
+                data = data["results"]  # `bench collective/parse --json`: {"inputs": ..., "results": [...]}
             items = data if isinstance(data, list) else [data]
+            items = [_from_si(item) for item in items]
             try:
                 out += [BenchResult.model_validate(item) for item in items]
             except ValidationError as exc:
@@ -33,6 +36,17 @@ def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[Ben
     if not out:
         raise SpecError("no results tables found", field="LOG")
     return out
+
+
+def _from_si(item: object) -> object:
+    """A result written in the CLI's SI schema (`*_bytes_per_s`, `ranks`) back in the model's field names."""
+    from fabricsim.bench.rows import BenchRow
+    from fabricsim.si_json import from_si
+
+    if not isinstance(item, dict):
+        return item
+    names = {*BenchResult.model_fields, *BenchRow.model_fields}
+    return from_si(item, names)
 
 
 def ranks_and_nodes(result: BenchResult) -> tuple[int, int]:

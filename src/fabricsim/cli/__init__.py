@@ -1,4 +1,9 @@
-"""The `fabricsim` command line: typer app; every command prints a table and takes --json."""
+"""The `fabricsim` command line: typer app; every command prints a table and takes --format/--json.
+
+Start-up: this module and every ``*_cmd`` module import only typer, rich and light fabricsim modules (units,
+errors, cli.output); numpy, scipy, pandas, pydantic models, the catalog and the bench harness are imported inside
+the command functions, so ``fabricsim --help`` stays fast (tests/test_cli_conventions.py checks the modules).
+"""
 
 from __future__ import annotations
 
@@ -25,7 +30,31 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain click help: rich's help renderer alone doubles start-up (bench_startup.py)
 )
+
+
+def _version(value: bool) -> None:
+    """Print the installed version (importlib.metadata) and exit."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("fabricsim")
+        except PackageNotFoundError:
+            from fabricsim import __version__ as text
+        typer.echo(f"fabricsim {text}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                      help="print the version and exit"),
+) -> None:
+    """Which interconnect layer bounds a GPU workload, and what is the cheapest cluster that meets a target."""
+
+
 app.command("catalog")(catalog_command)
 app.command("collective")(collective_command)
 app.command("topo")(topo_command)
@@ -52,7 +81,8 @@ def demo_command() -> None:
     model = load_model("llama3-70b")
     plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, recompute="selective")
     pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")))
-    title = "demo: llama3-70b on 512 H100 (64 x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, flash attention"
+    title = (f"demo: llama3-70b on 512 H100 ({pred.nodes} x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, "
+             "flash attention")
     console.print(render_training(pred, title))
     for line in summary_lines(pred):
         console.print(line)

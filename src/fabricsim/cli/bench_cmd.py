@@ -8,36 +8,41 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.bench import (
-    BenchError,
-    BenchResult,
-    CollectiveConfig,
-    MemoryConfig,
-    MemoryResult,
-    canonical_dtype,
-    format_many,
-    parse_nccl_tests_file,
-    parse_ops,
-    run_collective_bench,
-    run_memory_bench,
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
 )
-from fabricsim.cli.output import console, print_json, spec_errors
 from fabricsim.errors import SpecError
-from fabricsim.inputs import parse_buffer_size
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.bench import BenchResult, MemoryResult
 
 bench_app = typer.Typer(
     name="bench",
     help="Real measurements: collective benchmarks (gloo on CPU, NCCL on GPUs), GPU memory, nccl-tests logs.",
     no_args_is_help=True,
+    rich_markup_mode=None,
 )
 
 
 class Backend(StrEnum):
+    """The torch.distributed backend `bench collective` measures."""
+
     gloo = "gloo"
     nccl = "nccl"
 
@@ -70,14 +75,21 @@ def collective_command(
     check: bool = typer.Option(True, "--check/--no-check", help="check every result element (nccl-tests -c)"),
     master_addr: str = typer.Option("127.0.0.1", "--master-addr", help="rendezvous address for spawned ranks"),
     master_port: int = typer.Option(0, "--master-port", "--port", help="rendezvous port (0 picks a free one)"),
-    as_json: bool = typer.Option(False, "--json", help="JSON rows (one object; a list for several --op)"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Benchmark collectives over torch.distributed and print nccl-tests' table (or JSON).
 
     With --nprocs N the ranks are spawned here; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR set) this process
     joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster. Exit code 1
     when a rank dies or stops, or when any result element is wrong (the table is printed first).
+    JSON: {"inputs": ..., "results": [one object per operation]}, a list even for one --op.
     """
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.bench import BenchError, CollectiveConfig, canonical_dtype, parse_ops, run_collective_bench
+    from fabricsim.inputs import parse_buffer_size
+
     config = CollectiveConfig(
         ops=parse_ops(op),
         backend=backend.value,
@@ -100,10 +112,10 @@ def collective_command(
         return
     if results is None:
         return  # a torchrun rank other than 0: rank 0 prints
-    if as_json:
-        dumped = [r.model_dump(mode="json") for r in results]
-        print_json(dumped[0] if len(dumped) == 1 else dumped)
-    else:
+    dumped = [r.model_dump(mode="json") for r in results]
+    if not emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]]):
+        from fabricsim.bench import format_many
+
         sys.stdout.write(format_many(results))
     wrong = sum(r.wrong_total for r in results)
     if wrong:
@@ -112,7 +124,8 @@ def collective_command(
 
 
 def _memory_table(result: MemoryResult) -> Table:
-    table = Table(title=f"GPU memory bandwidth: {result.device} (GPU {result.device_index})", header_style="bold")
+    """One row per copy kind and size: time, GB/s and the HBM traffic it implies."""
+    table = new_table(title=f"GPU memory bandwidth: {result.device} (GPU {result.device_index})", header_style="bold")
     for header in ("copy", "size", "time", "GB/s", "HBM traffic GB/s"):
         table.add_column(header)
     for row in result.rows:
@@ -128,18 +141,25 @@ def memory_command(
     device: int = typer.Option(0, "--device", help="CUDA device index"),
     min_size: str = typer.Option("1M", "--min", help="smallest copy"),
     max_size: str = typer.Option("256M", "--max", help="largest copy"),
-    step_factor: int = typer.Option(4, "--step-factor"),
-    warmup: int = typer.Option(3, "--warmup"),
-    iters: int = typer.Option(10, "--iters"),
-    as_json: bool = typer.Option(False, "--json"),
+    step_factor: int = typer.Option(4, "--step-factor", help="multiply the copy size by this each step"),
+    warmup: int = typer.Option(3, "--warmup", help="untimed copies before each measurement"),
+    iters: int = typer.Option(10, "--iters", help="timed copies per measurement"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """HBM copy and host<->device (pinned, pageable) bandwidth of one CUDA GPU; without CUDA: no rows, exit 0."""
+    from fabricsim.bench import MemoryConfig, run_memory_bench
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import parse_buffer_size
+
     config = MemoryConfig(device=device, min_bytes=parse_buffer_size(min_size, "min"),
                           max_bytes=parse_buffer_size(max_size, "max"), step_factor=step_factor,
                           warmup=warmup, iters=iters)
     result = run_memory_bench(config)
-    if as_json:
-        print_json(result.model_dump(mode="json", exclude_none=result.reason is not None))
+    data = result.model_dump(mode="json", exclude_none=result.reason is not None)
+    if emit(form, data, inputs, data.get("rows", [])):
         return
     if result.reason:
         console.print(f"bench memory: {result.reason}")
@@ -151,10 +171,14 @@ def memory_command(
 
 
 def _parsed_table(result: BenchResult) -> Table:
+    """One parsed nccl-tests table: size, count, placement, time, algbw, busbw and wrong elements per row."""
     where = f"{result.world_size or '?'} ranks" + (f" on {', '.join(result.hosts)}" if result.hosts else "")
-    table = Table(title=f"{result.op} ({result.tool}, {where})", header_style="bold")
+    table = new_table(title=f"{result.op} ({result.tool}, {where})", header_style="bold")
     for header in ("size", "count", "type", "placement", "time", "algbw GB/s", "busbw GB/s", "#wrong"):
-        table.add_column(header)
+        if header in ("type", "placement"):
+            text_column(table, header)
+        else:
+            num_column(table, header)
     for row in result.rows:
         table.add_row(units.format_size(row.size_bytes), str(row.count), row.dtype,
                       "in-place" if row.in_place else "out-of-place", units.format_duration(row.time_s),
@@ -167,15 +191,21 @@ def _parsed_table(result: BenchResult) -> Table:
 def parse_command(
     log: str = typer.Argument(..., help="nccl-tests output (any *_perf binary, any launcher)"),
     op: str | None = typer.Option(None, "--op", help="the collective, when the log does not say"),
-    as_json: bool = typer.Option(False, "--json", help="JSON: a list with one object per results table"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw)."""
+    """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw); JSON:
+    {"inputs": ..., "results": [one object per results table]}."""
+    from fabricsim.bench import parse_nccl_tests_file, parse_ops
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
     ops = parse_ops([op]) if op else None
     if ops is not None and len(ops) != 1:
         raise SpecError("give one operation (every table of the log is taken to be that one)", field="op")
     results = parse_nccl_tests_file(log, op=ops[0] if ops else None)
-    if as_json:
-        print_json([r.model_dump(mode="json") for r in results])
+    dumped = [r.model_dump(mode="json") for r in results]
+    if emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]]):
         return
     for result in results:
         console.print(_parsed_table(result))

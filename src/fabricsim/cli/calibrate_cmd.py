@@ -5,23 +5,38 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.bench.calibration import CalibrationResult, Measurement, calibrate, check_results, predict_times
-from fabricsim.bench.measurements import load_results, to_measurements
-from fabricsim.catalog import Catalog, load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.collectives import busbw_factor
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    fabric_help,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.bench.calibration import CalibrationResult, Measurement
+    from fabricsim.catalog import Catalog
 
 
 def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | None) -> tuple[list[Measurement],
                                                                                             list[str]]:
     """Measurements of every log, each tagged with its file, after checking the log can belong to the system;
     returns them with the warnings of the checks."""
+    from fabricsim.bench.calibration import check_results
+    from fabricsim.bench.measurements import load_results, to_measurements
+
     sysm = catalog.system(system)
     measurements: list[Measurement] = []
     warnings: list[str] = []
@@ -34,20 +49,20 @@ def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | 
 
 def _tables(result: CalibrationResult, count: int) -> list[Table]:
     """Parameters, per-log errors and per-size errors, before and after."""
-    params = Table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
+    params = new_table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
     for header in ("parameter", "before", "after", "fitted"):
         params.add_column(header)
     for name in result.before:
         fitted = ("no (kept the catalog's)" if result.kept_catalog else "yes") if name in result.fitted \
             else "no (not exercised)"
         params.add_row(name, f"{result.before[name]:.4g}", f"{result.after[name]:.4g}", fitted)
-    logs = Table(title="error per log (|busbw error|)", header_style="bold")
+    logs = new_table(title="error per log (|busbw error|)", header_style="bold")
     for header in ("log", "points", "mean before", "max before", "mean after", "max after"):
         logs.add_column(header, justify="right")
     for e in result.logs:
         logs.add_row(e.log, str(e.points), f"{e.before_mean_abs_error:.1%}", f"{e.before_max_abs_error:.1%}",
                      f"{e.after_mean_abs_error:.1%}", f"{e.after_max_abs_error:.1%}")
-    rows = Table(header_style="bold")
+    rows = new_table(header_style="bold")
     for header in ("op", "ranks", "size", "measured busbw", "before", "error", "after", "error"):
         rows.add_column(header, justify="right")
     for r in result.rows:
@@ -61,15 +76,23 @@ def _tables(result: CalibrationResult, count: int) -> list[Table]:
 def calibrate_command(
     logs: list[str] = typer.Argument(..., help="nccl-tests logs or fabricsim bench JSON files"),
     system: str = typer.Option(..., "--system", help="system preset the measurements ran on"),
-    fabric: str | None = typer.Option(None, "--ib", help="network between nodes (default: the system's NICs)"),
+    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
     op: str | None = typer.Option(None, "--op", help="the collective, when a log does not say"),
     out: Path | None = typer.Option(None, "--out", help="write the calibration overlay YAML here"),
-    as_json: bool = typer.Option(False, "--json"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="start from this overlay"),
 ) -> None:
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
     written."""
+    from fabricsim.bench.calibration import calibrate
+    from fabricsim.catalog import load_catalog
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import check_output_path
+
     out = check_output_path(out, "--out")
     catalog = load_catalog(*calibration)
     measurements, warnings = load_measurements(logs, system, catalog, op)
@@ -78,9 +101,9 @@ def calibrate_command(
     written = out if out is not None and not result.kept_catalog else None
     if written is not None:
         result.write(written)
-    if as_json:
-        print_json(result.model_dump(mode="json") | {"overlay_file": str(written) if written else None})
-        return
+    data = result.model_dump(mode="json") | {"overlay_file": str(written) if written else None}
+    if emit(form, data, inputs, data["rows"]):
+        return  # the warnings are in the document
     for table in _tables(result, len(measurements)):
         console.print(table)
     _stderr_warnings(result.warnings)
@@ -100,13 +123,23 @@ def _stderr_warnings(warnings: list[str]) -> None:
 def compare_command(
     log: str = typer.Argument(..., help="nccl-tests log or fabricsim bench JSON"),
     system: str = typer.Option(..., "--system", help="system preset the measurement ran on"),
-    fabric: str | None = typer.Option(None, "--ib"),
+    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
     op: str | None = typer.Option(None, "--op", help="the collective, when the log does not say"),
     plot: Path | None = typer.Option(None, "--plot", help="write measured and predicted busbw to this PNG"),
-    as_json: bool = typer.Option(False, "--json"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Measured against predicted bus bandwidth, per size."""
+    from fabricsim.bench.calibration import predict_times
+    from fabricsim.bench.measurements import load_results, to_measurements
+    from fabricsim.catalog import load_catalog
+    from fabricsim.collectives import busbw_factor
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     catalog = load_catalog(*calibration)
     measurements = to_measurements(load_results([log], op=op))
@@ -122,12 +155,11 @@ def compare_command(
         from fabricsim.report.plots import plot_compare
 
         plot_compare(rows, f"{log} vs fabricsim ({system})", plot)
-    if as_json:
-        print_json({"rows": rows, "system": system, "calibration": calibration})
+    if emit(form, {"rows": rows, "system": system, "calibration": calibration}, inputs, rows):
         return
-    table = Table(title=f"{log}: measured vs predicted ({system})", header_style="bold")
+    table = new_table(title=f"{log}: measured vs predicted ({system})", header_style="bold")
     for header in ("op", "ranks", "size", "measured busbw", "predicted busbw", "error"):
-        table.add_column(header, justify="right")
+        num_column(table, header)
     for r in rows:
         table.add_row(str(r["op"]), str(r["ranks"]), units.format_size(int(r["size_bytes"])),
                       f"{r['measured_busbw_GBps']:.2f}", f"{r['predicted_busbw_GBps']:.2f}", f"{r['error']:+.1%}")

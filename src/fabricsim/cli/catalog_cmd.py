@@ -1,26 +1,45 @@
-"""`fabricsim catalog`: the hardware catalog as tables or JSON."""
+"""`fabricsim catalog`: the hardware catalog, model presets and collective tunings as tables, JSON or CSV."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.catalog import Catalog, load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    new_table,
+    output_format,
+    spec_errors,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.catalog import Catalog
 
 
 class Category(StrEnum):
+    """What `fabricsim catalog` can list: hardware categories, model presets and collective tunings."""
+
     gpus = "gpus"
     links = "links"
     switches = "switches"
     nics = "nics"
     cables = "cables"
     systems = "systems"
+    models = "models"
+    tunings = "tunings"
+
+
+HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
 
 
 def _opt(value: Any, fmt: Callable[[Any], str]) -> str:
@@ -39,7 +58,7 @@ def _verified(entry: Any) -> str:
     return "yes" if entry.verified else "[yellow]no[/]"
 
 
-Column = tuple[str, Callable[[Any, Catalog], str]]
+Column = tuple[str, Callable[[Any, Any], str]]
 
 COLUMNS: dict[Category, list[Column]] = {
     Category.gpus: [
@@ -109,17 +128,55 @@ COLUMNS: dict[Category, list[Column]] = {
         ("node power", lambda e, c: _watts(e.power_w)),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.models: [
+        ("id", lambda e, c: e.id),
+        ("layers", lambda e, c: str(e.model.layers)),
+        ("hidden", lambda e, c: str(e.model.hidden)),
+        ("heads (kv)", lambda e, c: f"{e.model.heads} ({e.model.kv_heads})"),
+        ("vocab", lambda e, c: str(e.model.vocab)),
+        ("MoE", lambda e, c: f"{e.model.moe.experts} experts, top {e.model.moe.top_k}" if e.model.moe else "-"),
+        ("verified", lambda e, c: _verified(e)),
+    ],
+    Category.tunings: [
+        ("id", lambda e, c: e.id),
+        ("name", lambda e, c: e.name),
+        ("NVLS eff.", lambda e, c: f"{e.nvls_efficiency:.2f}"),
+        ("tree eff.", lambda e, c: f"{e.tree_efficiency:.2f}"),
+        ("p2p eff.", lambda e, c: f"{e.p2p_efficiency:.2f}"),
+        ("launch", lambda e, c: units.format_duration(e.launch_s)),
+        ("verified", lambda e, c: _verified(e)),
+    ],
 }
+NUMERIC = {"BF16 dense", "FP8 dense", "HBM", "HBM BW", "TDP", "NVLink/GPU (both dirs)", "price", "per direction",
+           "bits/s", "latency", "radix", "port rate", "power", "ports", "max length", "transceivers", "GPUs/node",
+           "node price", "node power", "layers", "hidden", "vocab", "NVLS eff.", "tree eff.", "p2p eff.", "launch"}
+# Dropped first on a console under 120 columns (never numbers cut).
+SECONDARY = {"matmul eff.", "NVLink", "verified", "status", "unit", "host", "PCIe", "intra-node", "SHARP", "date",
+             "bits/s"}
+
+
+def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
+    """The entries of one category by id (model presets come from the workload package)."""
+    if category is Category.models:
+        from fabricsim.workload.presets import list_presets, preset
+
+        return {name: preset(name) for name in list_presets()}
+    result: dict[str, Any] = getattr(catalog, category.value)
+    return result
 
 
 def catalog_table(catalog: Catalog, category: Category) -> Table:
     """A rich table of one catalog category."""
-    table = Table(title=f"catalog: {category.value}", header_style="bold")
-    columns = COLUMNS[category]
+    from fabricsim.cli.output import narrow, num_column, text_column
+
+    table = new_table(title=f"catalog: {category.value}", header_style="bold")
+    columns = [c for c in COLUMNS[category] if not (narrow() and c[0] in SECONDARY)]
     for header, _ in columns:
-        table.add_column(header)
-    entries: dict[str, Any] = getattr(catalog, category.value)
-    for entry in entries.values():
+        if header in NUMERIC:
+            num_column(table, header)
+        else:
+            text_column(table, header)
+    for entry in _entries(catalog, category).values():
         table.add_row(*(fmt(entry, catalog) for _, fmt in columns))
     return table
 
@@ -127,6 +184,8 @@ def catalog_table(catalog: Catalog, category: Category) -> Table:
 def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, Any]:
     """One entry as JSON (SI units), with the derived figures the table prints: per-GPU NVLink both directions."""
     data: dict[str, Any] = entry.model_dump(mode="json")
+    if category is Category.models:
+        data["model"] = entry.model.model_dump(mode="json")
     if category is Category.gpus:
         data["nvlink_bytes_per_s"] = catalog.nvlink_bytes_per_s(entry)
     return data
@@ -134,18 +193,26 @@ def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, A
 
 @spec_errors
 def catalog_command(
-    category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables or systems"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON (SI units) instead of tables"),
+    category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
+                                               "(model presets for --model) or tunings (collective model "
+                                               "parameters); default: the hardware categories"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
-    """Show the hardware catalog: every figure with its source."""
+    """Show the hardware catalog, model presets and collective tunings: every figure with its source."""
+    from fabricsim.catalog import load_catalog
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
     catalog = load_catalog(*calibration)
-    categories = [category] if category else list(Category)
-    if as_json:
-        data = {c.value: [_entry_json(catalog, c, e) for e in getattr(catalog, c.value).values()]
-                for c in categories}
-        print_json(data[category.value] if category else data)
+    categories = [category] if category else list(HARDWARE)
+    data = {c.value: [_entry_json(catalog, c, e) for e in _entries(catalog, c).values()] for c in categories}
+    rows = [{"category": c, **e} for c, items in data.items() for e in items] if len(categories) > 1 else \
+        data[categories[0].value]
+    if emit(form, data, inputs, rows):
         return
     for c in categories:
         console.print(catalog_table(catalog, c))
-    console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source.[/]")
+    console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
+                  "catalog models` and `fabricsim catalog tunings` list model presets and collective tunings.[/]")

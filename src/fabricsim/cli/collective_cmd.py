@@ -2,18 +2,83 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
-from rich.table import Table
 
-from fabricsim import inputs
-from fabricsim.catalog import Catalog, load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.collectives import CollectiveModel, Prediction, check_op, group_shape, size_sweep
-from fabricsim.collectives.conventions import dtype_bytes
+from fabricsim import units
+from fabricsim.cli.output import (
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    fabric_help,
+    narrow,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.errors import SpecError
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
+if TYPE_CHECKING:
+
+    from fabricsim.bench.rows import BenchResult
+    from fabricsim.catalog import Catalog
+    from fabricsim.collectives import Prediction
+
+
+class CollectiveFormat(StrEnum):
+    """`collective --format`: the table formats plus nccl-tests' own layout (read back by `bench parse`)."""
+
+    table = "table"
+    json = "json"
+    csv = "csv"
+    nccl_tests = "nccl-tests"
+
+
+def regime_line(prediction: Prediction) -> str:
+    """Which resource bounds the sweep where, from each row's `bound`: 'latency-bound up to 32 MiB, nvlink-bound
+    from 128 MiB'."""
+    segments: list[tuple[str, int, int]] = []
+    for r in prediction.rows:
+        if segments and segments[-1][0] == r.bound:
+            segments[-1] = (r.bound, segments[-1][1], r.size_bytes)
+        else:
+            segments.append((r.bound, r.size_bytes, r.size_bytes))
+    if len(segments) == 1:
+        return f"regime: {segments[0][0]}-bound over the whole sweep"
+    parts = []
+    for i, (bound, lo, hi) in enumerate(segments):
+        if i == 0:
+            parts.append(f"{bound}-bound up to {units.format_size(hi)}")
+        elif i == len(segments) - 1:
+            parts.append(f"{bound}-bound from {units.format_size(lo)}")
+        else:
+            parts.append(f"{bound}-bound {units.format_size(lo)}-{units.format_size(hi)}")
+    return "regime: " + ", ".join(parts)
+
+
+def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_node: int,
+                 system: str) -> BenchResult:
+    """The prediction as a benchmark result (both column groups equal), for nccl-tests' layout."""
+    from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo
+
+    rows = [BenchRow(op=op, size_bytes=r.size_bytes, count=r.count, dtype=r.dtype, in_place=place,
+                     redop="sum" if op in ("all_reduce", "reduce", "reduce_scatter") else None,
+                     root=0 if op in ("broadcast", "reduce") else None, time_s=r.time_s, algbw_GBps=r.algbw_GBps,
+                     busbw_GBps=r.busbw_GBps, algorithm=r.algorithm, protocol=r.protocol, bound=r.bound)
+            for r in prediction.rows for place in (False, True)]
+    hosts = [f"node{i}" for i in range(nodes)]
+    devices = [DeviceInfo(rank=r, host=hosts[r // per_node], device=r % per_node, bus_id="model",
+                          name=f"{system} (fabricsim model)") for r in range(ngpus)]
+    return BenchResult(tool="fabricsim", op=op, backend="model", world_size=ngpus, hosts=hosts, devices=devices,
+                       rows=rows,
+                       source=f"fabricsim collective --system {system}",
+                       notes=["predicted by fabricsim's collective model"])
 
 
 @spec_errors
@@ -31,20 +96,30 @@ def collective_command(
     algo: str = typer.Option("auto", "--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
                              "halving_doubling, direct"),
     proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
-    fabric: str | None = typer.Option(None, "--ib", help="network between nodes (ndr, hdr, xdr, eth-400g...); "
-                                      "default: the system's NICs"),
+    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
     dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
     sim: str = typer.Option("analytical", "--sim", help="analytical (NCCL-style closed forms) or flow (the "
                             "algorithm's schedule on the built fat tree, max-min flow simulation)"),
     routing: str = typer.Option("ecmp", "--routing", help="with --sim flow: ecmp, adaptive or spray"),
     oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --sim flow: leaf ports : uplinks"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    fmt: CollectiveFormat | None = typer.Option(None, "--format", help="table (default), json (SI units), csv, or "
+                                                "nccl-tests (nccl-tests' own layout, read back by `bench parse`)"),
+    as_json: JsonOpt = False,
     plot: Path | None = typer.Option(None, "--plot", help="write busbw vs size to this PNG"),
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Predict what nccl-tests would measure for one collective across message sizes."""
+    from fabricsim.catalog import load_catalog
+    from fabricsim.collectives import CollectiveModel, check_op, group_shape, size_sweep
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim import inputs as checks
+    from fabricsim.collectives.conventions import dtype_bytes
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    oversubscription = inputs.oversubscription(oversubscription)
+    oversubscription = checks.oversubscription(oversubscription)
     catalog = load_catalog(*calibration)
     sysm = catalog.system(system)
     if nodes < 1:
@@ -58,8 +133,8 @@ def collective_command(
         raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
     name = check_op(op)
     element = dtype_bytes(dtype)
-    sizes = size_sweep(inputs.parse_buffer_size(min_size, "--min", element_bytes=element),
-                       inputs.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
+    sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
+                       checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
     if nodes > 1:
         from fabricsim.collectives.group import resolve_fabric_link
         from fabricsim.topology import check_buildable
@@ -79,17 +154,32 @@ def collective_command(
         from fabricsim.report import plot_collective_sweep
 
         plot_collective_sweep(model, name, prediction, plot)
-    if as_json:
-        print_json(prediction.to_json())
+    data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction)}
+    if form == "nccl-tests":
+        from fabricsim.bench.nccltests_format import format_nccl_tests
+
+        typer.echo(format_nccl_tests(bench_result(prediction, name, ngpus, nodes, per_node, sysm.id)), nl=False)
         return
-    table = Table(title=f"{name}: {ngpus} GPUs on {nodes} x {sysm.id}", header_style="bold")
+    if emit(form, data, inputs, data["rows"]):
+        return
+    table = new_table(title=f"{name}: {ngpus} GPUs on {nodes} x {sysm.id}", header_style="bold")
+    secondary = ("count", "type", "protocol") if narrow() else ()
     for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm",
                    "protocol", "bound"):
-        table.add_column(header, justify="right" if header[0] in "sctab" and header not in ("type",) else "left")
+        if header in secondary:
+            continue
+        if header.startswith(("size", "count", "time", "algbw", "busbw")):
+            num_column(table, header)
+        else:
+            text_column(table, header)
     for r in prediction.rows:
-        table.add_row(str(r.size_bytes), str(r.count), r.dtype, f"{r.time_s * 1e6:.2f}", f"{r.algbw_GBps:.2f}",
-                      f"{r.busbw_GBps:.2f}", r.algorithm, r.protocol, r.bound)
+        cells = {"size (B)": str(r.size_bytes), "count": str(r.count), "type": r.dtype,
+                 "time (us)": f"{r.time_s * 1e6:.2f}", "algbw (GB/s)": f"{r.algbw_GBps:.2f}",
+                 "busbw (GB/s)": f"{r.busbw_GBps:.2f}", "algorithm": r.algorithm, "protocol": r.protocol,
+                 "bound": r.bound}
+        table.add_row(*(v for k, v in cells.items() if k not in secondary))
     console.print(table)
+    console.print(data["regime"])
     if plot is not None:
         console.print(f"plot written to {plot}")
 

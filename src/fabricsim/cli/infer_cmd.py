@@ -8,11 +8,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.catalog import load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.output import (
+    FormatOpt,
+    command_inputs,
+    console,
+    emit,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.cli.serve_options import (
     ChunkedPrefill,
     Disagg,
@@ -30,15 +38,14 @@ from fabricsim.cli.serve_options import (
 )
 from fabricsim.cli.train_cmd import AsJson, Calibration, Ep, Fabric, Model, Oversubscription, Pp, SystemOpt, Tp
 from fabricsim.errors import SpecError
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
-from fabricsim.workload import load_model
-from fabricsim.workload.inference import LAYERS, InferencePlan, InferencePrediction, predict_inference
-from fabricsim.workload.presets import preset
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import Cluster
 
 if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.workload.inference import InferencePlan, InferencePrediction
     from fabricsim.workload.serving import ServingResult
+    from fabricsim.workload.spec import ModelSpec
+    from fabricsim.workload.training import Cluster
 
 Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
 Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
@@ -52,9 +59,13 @@ Plot = Annotated[Path | None, typer.Option("--plot", help="write the breakdown a
 
 def render_inference(pred: InferencePrediction, title: str) -> Table:
     """Prefill and one decode step per layer kind, and the whole batch's share."""
-    table = Table(title=title, header_style="bold")
-    for header in ("layer", "prefill (s)", "decode step (s)", "whole batch (s)", "share", ""):
-        table.add_column(header)
+    from fabricsim.workload.inference import LAYERS
+
+    table = new_table(title)
+    text_column(table, "layer")
+    for header in ("prefill (s)", "decode step (s)", "whole batch (s)", "share"):
+        num_column(table, header)
+    text_column(table, "")
     total = sum(pred.breakdown_s.values())
     for kind in LAYERS:
         whole = pred.breakdown_s[kind]
@@ -86,6 +97,8 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
 
 def _max_context(model: str) -> int | None:
     """The preset's context window, when the model is a preset that states one."""
+    from fabricsim.workload.presets import preset
+
     try:
         return preset(model).max_context
     except SpecError:
@@ -108,6 +121,7 @@ def infer_command(
     kv: Kv = "bf16",
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
+    fmt: FormatOpt = None,
     as_json: AsJson = False,
     plot: Plot = None,
     calibration: Calibration = None,
@@ -125,7 +139,17 @@ def infer_command(
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.catalog import load_catalog
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+    from fabricsim.inputs import oversubscription as checked_oversubscription
+    from fabricsim.workload import load_model
+    from fabricsim.workload.inference import InferencePlan, predict_inference
+    from fabricsim.workload.training import Cluster
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    oversubscription = checked_oversubscription(oversubscription)
     serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                           disagg=disagg, replicas=replicas, max_seqs=max_seqs,
                           max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed)
@@ -141,13 +165,11 @@ def infer_command(
     if plot is not None:
         from fabricsim.report.plots import plot_bars
 
-        plot_bars(pred.breakdown_s, f"{spec.name}: {plan.gpus} x {system}", "seconds (whole batch)", plot)
-    if as_json:
-        inputs = {"model": model, "system": system, "fabric": fabric, "oversubscription": oversubscription,
-                  **plan.to_json()}
-        if serve.active:
-            inputs["serving"] = serve.to_json()
-        print_json({**pred.to_json(), **(_serving_json(served) if served is not None else {}), "inputs": inputs})
+        plot_bars(pred.breakdown_s, f"{spec.name}: {plan.gpus} GPUs on {system}", "seconds (whole batch)", plot)
+    data: dict[str, Any] = {**pred.to_json(), "plan": plan.to_json()}
+    if served is not None:
+        data |= {**_serving_json(served), "serving_options": serve.to_json()}
+    if emit(form, data, inputs):
         return
     title = (f"{spec.name} on {plan.gpus} x {system} GPUs: tp={tp} pp={pp} ep={ep} dp={dp}, batch {batch}, prompt "
              f"{prompt}, output {output}, weights {plan.weights}, KV {plan.kv}")

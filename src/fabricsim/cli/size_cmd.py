@@ -5,30 +5,30 @@ system x fabric."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
 
-from fabricsim import inputs, units
-from fabricsim.cli.output import console, fail, print_json, spec_errors
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, finite
-from fabricsim.sizing import (
-    DEFAULT_FABRICS,
-    Knobs,
-    SizingResult,
-    SizingSpec,
-    entries,
-    parse_int_range,
-    parse_list,
-    parse_money,
-    parse_power_cap,
-    parse_years,
-    size,
-    sizing_defaults,
+from fabricsim import units
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    fail,
+    narrow,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
 )
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.sizing import SizingResult, SizingSpec
 
 DAY_S = 86400.0
 MAX_SEQ = 2**24
@@ -40,6 +40,20 @@ def _opt(help_text: str, *names: str) -> Any:
 
 def _spec(**kw: Any) -> SizingSpec:
     """The SizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
+    from fabricsim import inputs
+    from fabricsim.inputs import finite
+    from fabricsim.sizing import (
+        DEFAULT_FABRICS,
+        Knobs,
+        SizingSpec,
+        parse_int_range,
+        parse_list,
+        parse_money,
+        parse_power_cap,
+        parse_years,
+        sizing_defaults,
+    )
+
     defaults = sizing_defaults()
     knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                   cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
@@ -92,25 +106,33 @@ def _cluster(e: dict[str, Any]) -> str:
 
 def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
     """One row per plan: cluster, plan, days, cost, $/M tokens, MFU and the bounding layer."""
-    table = Table(title=title, header_style="bold", title_justify="left")
-    for header in ("#", "cluster", "plan", "days", "cost", "$/Mtok", "MFU", "bound"):
-        table.add_column(header, overflow="fold")
+    table = new_table(title=title, header_style="bold", title_justify="left")
+    headers = [h for h in ("#", "cluster", "plan", "days", "cost", "$/Mtok", "MFU", "bound")
+               if not (narrow() and h in ("$/Mtok", "MFU"))]
+    for header in headers:
+        if header in ("#", "days", "cost", "$/Mtok", "MFU"):
+            num_column(table, header)
+        else:
+            text_column(table, header)
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
-        table.add_row(str(i), _cluster(e), _plan(e["plan"]), f"{e['time_to_train_s'] / DAY_S:.1f}",
-                      _money(e["cost_usd"]), "?" if per is None else f"{per:.3f}", f"{e['mfu']:.2f}",
-                      e["bottleneck"])
+        cells = {"#": str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
+                 "days": f"{e['time_to_train_s'] / DAY_S:.1f}", "cost": _money(e["cost_usd"]),
+                 "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
+        table.add_row(*(cells[h] for h in headers))
     return table
 
 
 def matrix_table(result: SizingResult) -> Table:
     """The best plan's days and cost per system (rows) x fabric (columns)."""
+    from fabricsim.sizing import entries
+
     best = entries(result.best_by_system_fabric)
     fabrics = list(dict.fromkeys(result.spec.fabrics))
-    table = Table(title="best per system x fabric (days / cost)", header_style="bold", title_justify="left")
-    table.add_column("system")
+    table = new_table(title="best per system x fabric (days / cost)", header_style="bold", title_justify="left")
+    text_column(table, "system")
     for f in fabrics:
-        table.add_column(f)
+        num_column(table, f)
     for system in dict.fromkeys(e["system"] for e in best):
         cells = {e["fabric"]: f"{e['time_to_train_s'] / DAY_S:.1f}d {_money(e['cost_usd'])}"
                  for e in best if e["system"] == system}
@@ -122,6 +144,9 @@ class _Bar:
     """A rich progress bar over chunks showing plans evaluated, plans/s and the ETA (stderr)."""
 
     def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
         self.progress = Progress(TextColumn("sizing"), BarColumn(), TextColumn("{task.completed}/{task.total} "
                                  "clusters"), TextColumn("{task.fields[plans]:,} plans {task.fields[rate]:,.0f}/s"),
                                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
@@ -192,23 +217,31 @@ def size_command(
                                         "--confirm")] = None,
     whole_nodes: Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
                                       "--whole-nodes/--no-whole-nodes")] = False,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints; with
     --inference, which system, serving plan and replica count meets TTFT/TPOT SLOs at a request rate cheapest."""
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    as_json = form != "table"
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, finite
+
+    out = check_output_path(out, "--out")
+    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     if inference:
         from fabricsim.cli.size_inference import run_inference
 
-        run_inference(locals())
+        run_inference({**inputs, "out": out}, form)
         return
+    from fabricsim.sizing import size
+
     if objective not in ("time", "cost", "energy"):
         fail(f"--objective: {objective!r} is not one of time, cost, energy")
     if engine not in ("local", "ray", "serial"):
         fail(f"--engine: {engine!r} is not one of local, ray, serial")
     if resume and out is None:
         fail("--resume needs --out (the Parquet file of the interrupted search)")
-    out = check_output_path(out, "--out")
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     if pue is not None:
         finite(pue, "--pue", low=1.0, high=10.0)
     if kwh is not None:
@@ -219,7 +252,7 @@ def size_command(
         fail(f"--workers: must be at least 1, got {workers}")
     if not 1 <= seq <= MAX_SEQ:
         fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
-    spec = _spec(**{k: v for k, v in locals().items() if k not in ("as_json", "engine", "workers")})
+    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "workers")})
     bar = None if as_json else _Bar()
     try:
         if bar is not None:
@@ -237,14 +270,13 @@ def size_command(
         from fabricsim.sizing.plot import plot_pareto
 
         plot_pareto(result, plot)
-    if result.note is not None and not len(result.ranked):
-        if as_json:
-            print_json(result.to_json())
-        fail(result.note)
-    if as_json:
-        print_json(result.to_json())
-        return
     data = result.to_json()
+    rows = [{k: v for k, v in e.items()} for e in data["results"]]
+    if result.note is not None and not len(result.ranked):
+        emit(form, data, inputs, rows)
+        fail(result.note)
+    if emit(form, data, inputs, rows):
+        return
     console.print(f"[bold]size[/]: {spec.model}, {spec.tokens / 1e12:g}T tokens, objective {spec.objective}; "
                   f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
                   f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")

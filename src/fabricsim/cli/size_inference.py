@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from fabricsim import units
-from fabricsim.cli.output import console, fail, print_json
+from fabricsim.cli.output import console, emit, fail
 from fabricsim.errors import SpecError
 from fabricsim.sizing import (
     InferenceSizingSpec,
@@ -94,13 +94,14 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> 
     return table
 
 
-def run_inference(kw: dict[str, Any]) -> None:
-    """The --inference branch of `fabricsim size` (options as the command's locals)."""
+def run_inference(kw: dict[str, Any], form: str = "table") -> None:
+    """The --inference branch of `fabricsim size` (``kw``: the command's inputs; ``form``: table, json or csv)."""
     spec = inference_spec(kw)
     result = size_inference(spec, out=kw["out"])
     data = result.to_json()
-    if kw["as_json"]:
-        print_json(data)
+    if form != "table":
+        payload = {k: v for k, v in data.items() if k != "inputs"}
+        emit(form, payload, data.get("inputs", kw), data["results"])
         if result.best is None and result.note is not None:
             fail(result.note)
         return

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.catalog import load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    narrow,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.cli.topo_options import (
     Eth,
     Fabric,
@@ -26,12 +36,17 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
-from fabricsim.topology import LINK_KINDS, BillOfMaterials, Topology, build_topology
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.topology import BillOfMaterials, Topology
 
 
 def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
     """The BOM plus the topology's size: gpus, links (directed), switches by tier and bisection first."""
+    from fabricsim.topology import LINK_KINDS
+
     kinds = {name: int((topo.link_kind == i).sum()) for i, name in enumerate(LINK_KINDS)}
     head = {
         "gpus": topo.num_gpus,
@@ -57,9 +72,9 @@ def _watts(value: float | None) -> str:
 
 def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
-    summary = Table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
-    summary.add_column("what")
-    summary.add_column("value")
+    summary = new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
+    text_column(summary, "what")
+    text_column(summary, "value")
     switches = ", ".join(f"{n} {t}" for t, n in bom.switches.items()) or "none"
     cables = ", ".join(f"{n} {seg}" for seg, n in bom.cables.items()) or "none"
     rows = [
@@ -80,12 +95,19 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     ]
     for key, value in rows:
         summary.add_row(key, value)
-    items = Table(title="bill of materials", header_style="bold")
-    for col in ("item", "role", "count", "unit price", "date", "unit power", "verified"):
-        items.add_column(col)
+    items = new_table(title="bill of materials", header_style="bold")
+    cols = [c for c in ("item", "role", "count", "unit price", "date", "unit power", "verified")
+            if not (narrow() and c in ("date", "verified"))]
+    for col in cols:
+        if col in ("count", "unit price", "unit power"):
+            num_column(items, col)
+        else:
+            text_column(items, col)
     for i in bom.items:
-        items.add_row(i.item, i.role, f"{i.count:,}", _usd(i.unit_price_usd), i.price_date or "-",
-                      _watts(i.unit_power_w), "yes" if i.verified else "[yellow]no[/]")
+        cells = {"item": i.item, "role": i.role, "count": f"{i.count:,}", "unit price": _usd(i.unit_price_usd),
+                 "date": i.price_date or "-", "unit power": _watts(i.unit_power_w),
+                 "verified": "yes" if i.verified else "[yellow]no[/]"}
+        items.add_row(*(cells[c] for c in cols))
     return summary, items
 
 
@@ -103,11 +125,19 @@ def topo_command(
     node_cable: NodeCable = "optical",
     torus_dims: TorusDims = None,
     nodes_per_switch: NodesPerSwitch = 1,
-    as_json: bool = typer.Option(False, "--json", help="print JSON (SI units) instead of tables"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     plot: Path | None = typer.Option(None, "--plot", help="draw a sketch of the cluster to this image file"),
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
     """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
+    from fabricsim.catalog import load_catalog
+    from fabricsim.topology import build_topology
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch)
@@ -117,8 +147,8 @@ def topo_command(
         from fabricsim.topology.sketch import sketch
 
         sketch(topo, plot)
-    if as_json:
-        print_json(topo_json(topo, bom))
+    data = topo_json(topo, bom)
+    if emit(form, data, inputs, data["items"]):
         return
     summary, items = topo_tables(topo, bom)
     console.print(summary)

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fabricsim.cli.output import fabric_help
 from fabricsim.errors import SpecError
-from fabricsim.topology import FABRICS, ClusterSpec
+
+if TYPE_CHECKING:
+    from fabricsim.topology import ClusterSpec
+
+# fabricsim.topology.FABRICS, spelled out so that `--help` does not import the topology package (a test checks it).
+FABRIC_KINDS = ("fat-tree", "torus", "mesh")
 
 System = Annotated[str, typer.Option("--system", help="catalog system id (fabricsim catalog systems)")]
 Nodes = Annotated[int, typer.Option("--nodes", help="compute nodes (servers, or racks for NVL72)")]
-Fabric = Annotated[str, typer.Option("--fabric", help=f"one of {', '.join(FABRICS)}")]
-Ib = Annotated[str | None, typer.Option("--ib", help="InfiniBand: hdr, ndr, xdr (default: the system NIC's)")]
-Eth = Annotated[str | None, typer.Option("--eth", help="Ethernet fabric instead: 400g or 800g")]
+Fabric = Annotated[str, typer.Option("--fabric", help=f"one of {', '.join(FABRIC_KINDS)}")]
+Ib = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
+Eth = Annotated[str | None, typer.Option("--eth", help="Ethernet fabric, 400g or 800g (older spelling of --ib "
+                                         "eth-400g)")]
 Switch = Annotated[str | None, typer.Option("--switch", help="fabric switch id instead (qm9700, sn5600, ...)")]
 Tiers = Annotated[int | None, typer.Option("--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)")]
 RailOptimized = Annotated[bool, typer.Option("--rail-optimized/--no-rail-optimized",
@@ -25,7 +32,8 @@ NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: 
 
 
 def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
-    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --eth 400g -> eth-400g, --switch id;
+    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --ib eth-400g (or --eth 400g) ->
+    eth-400g, --switch id;
     None when none is given (the system's own NIC generation)."""
     for flag, value in (("--ib", ib), ("--eth", eth), ("--switch", switch)):
         if value is not None and not value.strip():
@@ -39,7 +47,10 @@ def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | No
         rate = eth.strip().lower().removeprefix("eth-")
         return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
     if ib:
-        return f"ib-{ib.strip().lower().removeprefix('ib-')}"
+        key = ib.strip().lower()
+        if key.startswith("eth-") or (key.endswith("g") and key[:-1].isdigit()):
+            return f"eth-{key.removeprefix('eth-')}"
+        return f"ib-{key.removeprefix('ib-')}"
     return None
 
 
@@ -58,6 +69,8 @@ def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str 
                  tiers: int | None, rail_optimized: bool, oversubscription: float, node_cable: str,
                  torus_dims: str | None, nodes_per_switch: int) -> ClusterSpec:
     """The validated ClusterSpec the shared options describe."""
+    from fabricsim.topology import ClusterSpec
+
     return ClusterSpec.parse({
         "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
         "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,

@@ -4,15 +4,23 @@ per-job completion and bandwidth, link utilisation by tier, the hottest links; o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import typer
-from rich.table import Table
 
 from fabricsim import units
-from fabricsim.catalog import load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.cli.topo_options import (
     Eth,
     Fabric,
@@ -28,17 +36,17 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
-from fabricsim.network.flowroute import check_routing
-from fabricsim.topology import build_topology
-from fabricsim.traffic.jobs import JobSpec, build_traffic, check_pattern
-from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns
-from fabricsim.traffic.run import utilisation as link_utilisation
-from fabricsim.traffic.spec import load_jobs
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.traffic.run import TrafficRun
 
 
 def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
     """jobs, links (by tier, hottest), flows, events, wall_s."""
+    from fabricsim.traffic.run import job_metrics, link_summary
+
     jobs = job_metrics(run)
     for j in jobs:
         if j["name"] in slow:
@@ -50,22 +58,26 @@ def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[
 
 def traffic_tables(data: dict[str, Any]) -> list[Table]:
     """Jobs, utilisation by tier, hottest links."""
-    jobs = Table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing {data['routing']}, "
+    jobs = new_table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing {data['routing']}, "
                        f"simulated in {data['wall_s']:.2f} s", header_style="bold")
-    for col in ("job", "GPUs", "flows", "completion", "per GPU", "of line rate", "slowdown"):
-        jobs.add_column(col)
+    text_column(jobs, "job")
+    for col in ("GPUs", "flows", "completion", "per GPU", "of line rate", "slowdown"):
+        num_column(jobs, col)
     for j in data["jobs"]:
         jobs.add_row(j["name"], f"{j['gpus']:,}", f"{j['flows']:,}", units.format_duration(j["completion_time_s"]),
                      units.format_rate(j["bytes_per_s_per_gpu"]), f"{j['fraction_of_line_rate']:.1%}",
                      f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
-    tiers = Table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
-    for col in ("tier", "links", "mean", "p99", "max"):
-        tiers.add_column(col)
+    tiers = new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
+    text_column(tiers, "tier")
+    for col in ("links", "mean", "p99", "max"):
+        num_column(tiers, col)
     for name, t in data["links"]["by_tier"].items():
         tiers.add_row(name, f"{t['links']:,}", f"{t['mean']:.1%}", f"{t['p99']:.1%}", f"{t['max']:.1%}")
-    hot = Table(title="hottest links", header_style="bold")
-    for col in ("link", "tier", "endpoints", "utilisation"):
-        hot.add_column(col)
+    hot = new_table(title="hottest links", header_style="bold")
+    num_column(hot, "link")
+    text_column(hot, "tier")
+    text_column(hot, "endpoints")
+    num_column(hot, "utilisation")
     for h in data["links"]["hottest"]:
         hot.add_row(str(h["link"]), h["tier"], f"{h['src']} -> {h['dst']}", f"{h['utilisation']:.1%}")
     return [jobs, tiers, hot]
@@ -74,6 +86,10 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
 def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
     """Two panels for a design review: utilisation histogram per fabric tier, and per-job slowdown."""
     import matplotlib
+    import numpy as np
+
+    from fabricsim.traffic.run import link_tiers
+    from fabricsim.traffic.run import utilisation as link_utilisation
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -121,11 +137,23 @@ def traffic_command(
     routing: str = typer.Option("ecmp", "--routing", help="ecmp (hash per flow), adaptive (by load), spray"),
     jobs_file: Path | None = typer.Option(None, "--jobs", help="YAML of several jobs and background traffic "
                                           "(replaces --pattern/--bytes/--gpus/--placement)"),
-    as_json: bool = typer.Option(False, "--json", help="print JSON (SI units) instead of tables"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     plot: Path | None = typer.Option(None, "--plot", help="write utilisation-by-tier and slowdown plots (PNG)"),
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
     """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
+    from fabricsim.catalog import load_catalog
+    from fabricsim.network.flowroute import check_routing
+    from fabricsim.topology import build_topology
+    from fabricsim.traffic.jobs import JobSpec, build_traffic, check_pattern
+    from fabricsim.traffic.run import run_traffic, slowdowns
+    from fabricsim.traffic.spec import load_jobs
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     route = check_routing(routing)
     if jobs_file is not None:
@@ -146,8 +174,7 @@ def traffic_command(
     data = traffic_json(run, route, slow)
     if plot is not None:
         plot_traffic(run, slow, plot)
-    if as_json:
-        print_json(data)
+    if emit(form, data, inputs, data["jobs"]):
         return
     for table in traffic_tables(data):
         console.print(table)

@@ -4,41 +4,58 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.table import Table
 
-from fabricsim import inputs, units
-from fabricsim.catalog import load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim import units
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    fabric_help,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.errors import SpecError, cli_field
-from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
-from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
-from fabricsim.workload import ModelSpec, ParallelPlan, load_model
-from fabricsim.workload.auto import AutoChoice, search_knobs
-from fabricsim.workload.runspec import parse_layout
-from fabricsim.workload.training import LAYERS, Cluster, TrainingPrediction
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
+    from fabricsim.workload import ModelSpec, ParallelPlan
+    from fabricsim.workload.auto import AutoChoice
+    from fabricsim.workload.training import Cluster, TrainingPrediction
 
 
 def render_training(pred: TrainingPrediction, title: str) -> Table:
     """The breakdown as a bar per layer, exposed and overlapped seconds."""
-    table = Table(title=title, header_style="bold")
-    for header in ("layer", "exposed (s)", "overlapped (s)", "share of step", ""):
-        table.add_column(header)
+    from fabricsim.workload.training import LAYERS
+
+    table = new_table(title=title, header_style="bold")
+    text_column(table, "layer")
+    for header in ("exposed (s)", "overlapped (s)", "share of step"):
+        num_column(table, header)
+    table.add_column("", overflow="crop", no_wrap=True, ratio=1)
     step = pred.step_time_s
     for kind in LAYERS:
         exposed, hidden = pred.breakdown.exposed[kind], pred.breakdown.overlapped[kind]
         if exposed == 0 and hidden == 0:
             continue
         share = exposed / step
-        bar = "█" * round(share * 40)
+        bar = "█" * round(share * 30)
         style = "bold red" if kind == pred.bottleneck else ""
         table.add_row(kind, f"{exposed:.4g}", f"{hidden:.4g}", f"{share:6.1%}", f"[{style}]{bar}[/]" if style else bar)
     return table
 
 
 def summary_lines(pred: TrainingPrediction) -> list[str]:
+    """Step time and throughput, memory, bottleneck and warnings: the lines under the breakdown table."""
     return [
         f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s, "
         f"{pred.tflops_per_gpu:.1f} TFLOP/s per GPU, MFU {pred.mfu:.1%}",
@@ -52,11 +69,11 @@ def summary_lines(pred: TrainingPrediction) -> list[str]:
 Model = Annotated[str, typer.Option("--model", help="preset name or model spec YAML/JSON file")]
 SystemOpt = Annotated[str, typer.Option("--system", help="system preset")]
 Gpus = Annotated[int | None, typer.Option("--gpus", help="total GPUs (= tp*pp*dp*cp)")]
-Tp = Annotated[int, typer.Option("--tp")]
-Pp = Annotated[int, typer.Option("--pp")]
+Tp = Annotated[int, typer.Option("--tp", help="tensor-parallel size")]
+Pp = Annotated[int, typer.Option("--pp", help="pipeline-parallel stages")]
 Dp = Annotated[int | None, typer.Option("--dp", help="default: gpus / (tp*pp*cp)")]
-Cp = Annotated[int, typer.Option("--cp")]
-Ep = Annotated[int, typer.Option("--ep")]
+Cp = Annotated[int, typer.Option("--cp", help="context-parallel size")]
+Ep = Annotated[int, typer.Option("--ep", help="expert-parallel size (MoE)")]
 Seq = Annotated[int, typer.Option("--seq", help="sequence length (tokens)")]
 Gbs = Annotated[int, typer.Option("--gbs", help="global batch (sequences)")]
 Mbs = Annotated[int | None, typer.Option("--mbs", help="micro-batch (sequences) (default: auto)")]
@@ -81,8 +98,8 @@ OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-o
                                                   help="gather updated parameters during the next forward")]
 TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
-Fabric = Annotated[str | None, typer.Option("--ib", help="network (ndr, hdr, xdr, eth-400g...)")]
-Oversubscription = Annotated[float, typer.Option("--oversubscription")]
+Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
+Oversubscription = Annotated[float, typer.Option("--oversubscription", help="fat-tree leaf ports : uplinks (>= 1)")]
 Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
                                   "group at once on the built fat tree (flow simulation)")]
 Routing = Annotated[str, typer.Option("--routing", help="with --sim flow: ecmp, adaptive or spray")]
@@ -90,7 +107,7 @@ Jobs = Annotated[Path | None, typer.Option("--jobs", help="with --sim flow: othe
                                            "(the `traffic --jobs` YAML), placed after this job's GPUs")]
 ClusterNodes = Annotated[int | None, typer.Option("--cluster-nodes", help="with --sim flow: nodes of the whole "
                                                   "fabric (default: this job's)")]
-AsJson = Annotated[bool, typer.Option("--json")]
+AsJson = JsonOpt
 Calibration = Annotated[list[str] | None, typer.Option("--calibration", help="calibration overlay YAML")]
 
 
@@ -122,7 +139,14 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
-    oversubscription = inputs.oversubscription(oversubscription)
+    from fabricsim.catalog import load_catalog
+    from fabricsim.inputs import oversubscription as checked_oversubscription
+    from fabricsim.workload import load_model
+    from fabricsim.workload.auto import search_knobs
+    from fabricsim.workload.runspec import parse_layout
+    from fabricsim.workload.training import Cluster
+
+    oversubscription = checked_oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
@@ -186,6 +210,7 @@ def plan_json(plan: ParallelPlan) -> dict[str, Any]:
 
 
 def run_title(run: Run) -> str:
+    """The table title: model, GPUs and nodes, and every knob of the plan."""
     plan, pred = run.plan, run.prediction
     return (f"{run.spec.name} on {plan.world_size} GPUs ({pred.nodes} x {run.system}): tp={plan.tp} pp={plan.pp} "
             f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
@@ -225,6 +250,7 @@ def train_command(
     tp_comm_overlap: TpCommOverlap = False,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
+    fmt: FormatOpt = None,
     as_json: AsJson = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")] = None,
     calibration: Calibration = None,
@@ -235,6 +261,10 @@ def train_command(
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
@@ -247,9 +277,11 @@ def train_command(
     if plot is not None:
         from fabricsim.report.plots import plot_breakdown
 
-        plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} x {system}", plot)
-    if as_json:
-        print_json({**pred.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()})
+        plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {system})", plot)
+    data = {**pred.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
+    rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
+            for k in pred.breakdown.exposed]
+    if emit(form, data, inputs, rows):
         return
     console.print(render_training(pred, run_title(run)))
     console.print(choice_line(run.choice))

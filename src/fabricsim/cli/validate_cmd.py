@@ -3,23 +3,29 @@ and the cases fabricsim cannot express yet (and why)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.table import Table
 
-from fabricsim.catalog import load_catalog
-from fabricsim.cli.output import console, print_json, spec_errors
-from fabricsim.errors import SpecError
-from fabricsim.validation import (
-    GROUPS,
-    CaseResult,
-    GroupSummary,
-    NotExpressible,
-    all_passed,
-    group_summaries,
-    run_validation,
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    new_table,
+    output_format,
+    spec_errors,
 )
+from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.validation import GroupSummary
+
+# fabricsim.validation.GROUPS, spelled out so that `--help` does not import the validation package.
+GROUPS = ("collective bandwidth", "collective latency", "training", "inference")
 
 
 def number(value: float) -> str:
@@ -28,10 +34,12 @@ def number(value: float) -> str:
 
 
 def percent(value: float | None) -> str:
+    """A fraction as a percentage with one decimal, '-' when there is none."""
     return "-" if value is None else f"{value * 100:.1f}%"
 
 
 def group_json(g: GroupSummary) -> dict[str, Any]:
+    """One group's cases and error statistics as JSON."""
     return {"cases": [r.model_dump() for r in g.cases], "median_abs_error": g.median_abs_error,
             "worst_abs_error": g.worst_abs_error, "worst_case": g.worst_case, "passed": g.passed, "count": g.count,
             "not_expressible": [{"id": n.id, "reason": n.reason} for n in g.not_expressible]}
@@ -44,7 +52,7 @@ WIDE = 120  # narrower consoles get the detail under the case id instead of in i
 def case_table(g: GroupSummary, width: int) -> Table:
     """The counted cases of one group (busbw units shortened; the unit column says which average)."""
     wide = width >= WIDE
-    table = Table(title=f"{g.name}: measured vs predicted", header_style="bold")
+    table = new_table(title=f"{g.name}: measured vs predicted", header_style="bold")
     table.add_column("case" if wide else "case / detail", overflow="fold", ratio=1)
     for header in ("measured", "predicted", "unit", "error", "tol", "ok"):
         table.add_column(header, no_wrap=True,
@@ -60,6 +68,7 @@ def case_table(g: GroupSummary, width: int) -> Table:
 
 
 def summary_line(g: GroupSummary) -> str:
+    """One group's pass count, median and worst error, and how many cases it cannot express."""
     worst = f"worst {percent(g.worst_abs_error)} ({g.worst_case})" if g.count else "worst -"
     return (f"{g.name}: {g.passed}/{g.count} within tolerance, median error {percent(g.median_abs_error)}, "
             f"{worst}; {len(g.not_expressible)} not expressible")
@@ -67,7 +76,7 @@ def summary_line(g: GroupSummary) -> str:
 
 def reasons_table(groups: list[GroupSummary]) -> Table:
     """Not-expressible cases by group and reason (ids listed, shortened when many)."""
-    table = Table(title="not expressible yet", header_style="bold")
+    table = new_table(title="not expressible yet", header_style="bold")
     table.add_column("group")
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("reason (cases)", overflow="fold")
@@ -81,11 +90,17 @@ def reasons_table(groups: list[GroupSummary]) -> Table:
 
 @spec_errors
 def validate_command(
-    as_json: bool = typer.Option(False, "--json", help="print JSON"),
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
     group: str | None = typer.Option(None, "--group", help=f"only this group: {', '.join(GROUPS)}"),
 ) -> None:
     """Run every validation case (published measurements); exit 1 when a counted case is out of tolerance."""
+    from fabricsim.catalog import load_catalog
+    from fabricsim.validation import CaseResult, NotExpressible, all_passed, group_summaries, run_validation
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
     if group is not None and group not in GROUPS:
         raise SpecError(f"unknown group {group!r}; allowed: {', '.join(GROUPS)}", field="--group")
     results: list[CaseResult | NotExpressible] = run_validation(load_catalog(*calibration))
@@ -93,12 +108,11 @@ def validate_command(
         results = [r for r in results if r.group == group]
     groups = [g for g in group_summaries(results) if group is None or g.name == group]
     ok = all_passed(results)
-    if as_json:
-        print_json({"groups": {g.name: group_json(g) for g in groups},
-                    "cases": [r.model_dump() for r in results if isinstance(r, CaseResult)],
-                    "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
-                    "all_within_tolerance": ok})
-    else:
+    cases = [r.model_dump() for r in results if isinstance(r, CaseResult)]
+    data = {"groups": {g.name: group_json(g) for g in groups}, "cases": cases,
+            "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
+            "all_within_tolerance": ok}
+    if not emit(form, data, inputs, cases):
         for g in groups:
             if g.cases:
                 console.print(case_table(g, console.width))

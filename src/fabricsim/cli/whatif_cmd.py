@@ -3,14 +3,23 @@ of materials, and a one-line verdict of where the next dollar goes."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.table import Table
 
-from fabricsim import inputs, units
-from fabricsim.analysis import Scenario, WhatIf, parse_swap, what_if
-from fabricsim.cli.output import console, print_json, spec_errors
+from fabricsim import units
+from fabricsim.cli.output import (
+    FormatOpt,
+    command_inputs,
+    console,
+    emit,
+    narrow,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
 from fabricsim.cli.train_cmd import (
     AsJson,
     Calibration,
@@ -45,6 +54,11 @@ from fabricsim.cli.train_cmd import (
     run_title,
 )
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.analysis import WhatIf
+
 
 def _money(value: float | None) -> str:
     if value is None:
@@ -54,10 +68,12 @@ def _money(value: float | None) -> str:
 
 def layer_table(result: WhatIf) -> Table:
     """Step time and speed-up with each layer made faster, a bar per speed-up."""
-    table = Table(title=f"each layer {result.factor:g}x faster (base step "
+    table = new_table(title=f"each layer {result.factor:g}x faster (base step "
                         f"{units.format_duration(result.base.step_time_s)})", header_style="bold")
-    for header in ("layer", "step time", "speed-up", ""):
-        table.add_column(header)
+    text_column(table, "layer")
+    num_column(table, "step time")
+    num_column(table, "speed-up")
+    table.add_column("", overflow="crop", no_wrap=True, ratio=1)
     top = max(d.speedup for d in result.layers)
     for d in result.layers:
         bar = "█" * round((d.speedup - 1.0) * 40)
@@ -70,9 +86,11 @@ def layer_table(result: WhatIf) -> Table:
 def swap_table(result: WhatIf) -> Table:
     """Each swap: step time, speed-up, capital cost difference, % faster per $1M and whether it pays."""
     base = "unknown" if result.base_capex_usd is None else f"${result.base_capex_usd:,.0f}"
-    table = Table(title=f"swaps (base capital cost {base})", header_style="bold")
-    for header in ("swap", "step time", "speed-up", "cost delta", "% faster per $1M", "pays for itself"):
-        table.add_column(header)
+    table = new_table(title=f"swaps (base capital cost {base})", header_style="bold")
+    text_column(table, "swap")
+    for header in ("step time", "speed-up", "cost delta", "% faster per $1M"):
+        num_column(table, header)
+    text_column(table, "pays" if narrow() else "pays for itself")
     for s in result.swaps:
         per = s.percent_per_million_usd
         worth = s.worth_it(result.base_capex_usd)
@@ -113,12 +131,18 @@ def whatif_command(
     factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
     swap: Annotated[list[str] | None, typer.Option(
         "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1")] = None,
+    fmt: FormatOpt = None,
     as_json: AsJson = False,
     calibration: Calibration = None,
 ) -> None:
     """Which layer to make faster, and which cluster swap pays: step time per layer sped up and per swap with its
     cost from the bill of materials (same plan and options as `train`)."""
-    factor = inputs.finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    from fabricsim.analysis import Scenario, parse_swap, what_if
+    from fabricsim.inputs import finite
+
+    factor = finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
     swaps = tuple(parse_swap(s) for s in swap or [])
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
@@ -128,8 +152,10 @@ def whatif_command(
                       calibration=calibration, grad_dtype=grad_dtype)
     scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
     result = what_if(run.spec, run.plan, scenario, factor, swaps)
-    if as_json:
-        print_json({**result.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()})
+    data = {**result.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
+    rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
+        [{"kind": "swap", **d} for d in data.get("swaps", [])]
+    if emit(form, data, inputs, rows):
         return
     console.print(f"[bold]what if[/]: {run_title(run)}")
     console.print(choice_line(run.choice))

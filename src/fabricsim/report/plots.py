@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 import matplotlib
@@ -87,10 +88,14 @@ def plot_bars(values: dict[str, float], title: str, xlabel: str, path: str | Pat
 
 
 def plot_compare(rows: list[dict[str, float | int | str]], title: str, path: str | Path) -> Path:
-    """Measured and predicted busbw against size on one chart (log x)."""
+    """Measured and predicted busbw against size on one chart (log x, y from zero), the median and worst |error|
+    in the title so the chart carries its own accuracy figure."""
     sizes = [int(r["size_bytes"]) for r in rows]
+    errors = [abs(float(r["error"])) for r in rows]
+    median = statistics.median(errors)
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     ax.plot(sizes, [float(r["measured_busbw_GBps"]) for r in rows], "o-", label="measured")
     ax.plot(sizes, [float(r["predicted_busbw_GBps"]) for r in rows], "s--", label="fabricsim")
-    _size_axis(ax, sizes, title)
+    _size_axis(ax, sizes, f"{title}\n|busbw error|: median {median:.1%}, worst {max(errors):.1%}")
+    ax.set_ylim(bottom=0)
     return _save(fig, path)

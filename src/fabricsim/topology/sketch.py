@@ -19,6 +19,7 @@ from fabricsim.topology.topology import Topology
 
 MAX_NODES = 256
 MAX_SWITCHES = 600
+MAX_WIDTH_IN = 14.0  # with dpi 110: at most ~1540 px wide whatever the node count
 
 
 def _positions(topo: Topology) -> tuple[dict[int, tuple[float, float]], list[tuple[float, float]]]:
@@ -82,7 +83,7 @@ def sketch(topo: Topology, path: str | Path) -> None:
                         f"(this cluster: {topo.num_nodes} nodes, {topo.fabric.num_switches} switches);"
                         " plot a smaller cluster", field="plot")
     pos, centres = _positions(topo)
-    fig = Figure(figsize=(min(4 + 0.18 * topo.num_nodes, 40), 6 + 1.2 * len(topo.fabric.tier_names)))
+    fig = Figure(figsize=(min(4 + 0.18 * topo.num_nodes, MAX_WIDTH_IN), 5 + 0.8 * len(topo.fabric.tier_names)))
     ax = fig.add_subplot()
     first = topo.num_nodes * topo.node.num_links
     src, dst = topo.link_src[first::2], topo.link_dst[first::2]
@@ -99,25 +100,32 @@ def sketch(topo: Topology, path: str | Path) -> None:
         ax.plot([x0, x1], [y0, y1], color=colour, lw=0.4 + 1.6 * c / top, alpha=0.6, zorder=1)
     for i, (cx, cy) in enumerate(centres):
         ax.add_patch(Rectangle((cx - 0.45, cy - 0.3), 0.9, 0.6, facecolor="#dde8f5", edgecolor="0.2", zorder=2))
-        if topo.num_nodes <= 64:
-            ax.text(cx, cy - 0.05, f"n{i}", ha="center", va="center", fontsize=7, zorder=3)
+        if topo.num_nodes <= 32:
+            ax.text(cx, cy - 0.05, f"n{i}", ha="center", va="center", fontsize=9, zorder=3)
     for tier, name in enumerate(topo.fabric.tier_names):
         eps = np.flatnonzero(topo.endpoint_tier == tier)
         if not len(eps):
             continue
         xs = [pos[int(e)][0] for e in eps]
         ys = [pos[int(e)][1] for e in eps]
-        ax.scatter(xs, ys, s=60, marker="s", color="0.15", zorder=3, label=f"{name} ({len(eps)})")
-    for r in range(topo.fabric.rails):
-        ax.plot([], [], color=colours[r], label=f"rail {r}")
+        ax.scatter(xs, ys, s=40 if len(eps) > 64 else 60, marker="s", color="0.15", zorder=3,
+                   label="switch" if tier == 0 else None)
+        if topo.fabric.kind != "torus":
+            ax.text(-1.0, ys[0], f"{name} ({len(eps)})", ha="right", va="center", fontsize=10)
+    if topo.num_nodes > 32:
+        ax.text(-1.0, 0.0, f"{topo.num_nodes} nodes", ha="right", va="center", fontsize=10)
+    if topo.fabric.rails > 1:
+        ax.plot([], [], color=colours[0], label=f"cables, coloured by rail ({topo.fabric.rails} rails)")
+    elif topo.fabric.rails == 1:
+        ax.plot([], [], color=colours[0], label="cables")
     bom = topo.bom()
     ax.set_title(f"{topo.num_nodes} x {topo.system.id} ({topo.num_gpus} GPUs)\n{bom.fabric}\n"
                  f"switches {bom.switches_total}, cables {bom.cables_total}, "
-                 f"bisection {bom.bisection_bytes_per_s / 1e12:.2f} TB/s", fontsize=10)
+                 f"bisection {bom.bisection_bytes_per_s / 1e12:.2f} TB/s", fontsize=12)
     if topo.fabric.num_switches or topo.fabric.rails:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10, frameon=False)
     if topo.fabric.kind == "torus":
-        ax.text(0.0, -0.9, "wrap-around torus cables not drawn", fontsize=7, color="0.4")
+        ax.text(0.0, -0.9, "wrap-around torus cables not drawn", fontsize=9, color="0.4")
     ax.set_axis_off()
     ax.autoscale()
     fig.tight_layout()

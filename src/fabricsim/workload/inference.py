@@ -646,7 +646,9 @@ class InferenceStepCost:
         t = self.overhead_s + np.maximum(self.common_flop_s * tokens / dp, self.common_bytes_s)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            t = t + np.maximum(self.moe_flop_s * tokens, self.moe_bytes_s * touched)
+            peak = (1.0 + self.load_z * np.sqrt(self.load_a / np.maximum(tokens, 1e-300) + self.load_b)
+                    if self.load_z else 1.0)
+            t = t + np.maximum(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
         kv = np.asarray(decode_kv_tokens, dtype=np.float64)
         t = t + np.maximum(self.pair_s * np.asarray(prefill_attn_pairs, dtype=np.float64) / dp
                            + self.kv_flop_s * kv / dp, self.kv_bytes_s * kv / dp)
