@@ -127,6 +127,35 @@ def case(ident: str, argv: ARGV, names: str) -> None:
     CASES.append((ident, argv, names))
 
 
+# ---- infer: plan, formats, serving options, traces, paths ----
+INFER = ["infer", "--model", "llama3-70b", "--tp", "8"]
+for flag, value in (("--tp", "0"), ("--tp", "3"), ("--pp", "0"), ("--batch", "0"), ("--batch", "-1"),
+                    ("--prompt", "0"), ("--prompt", "10000000"), ("--output", "0"), ("--weights", "fp3"),
+                    ("--weights", ""), ("--kv", "int8"), ("--ep", "2"), ("--gpus", "16"), ("--rate", "nan"),
+                    ("--rate", "inf"), ("--rate", "-1"), ("--rate", "0"), ("--rate", "1e400"), ("--duration", "0s"),
+                    ("--duration", "forever"), ("--duration", "-5s"), ("--slo-ttft", "0s"), ("--slo-tpot", "fast"),
+                    ("--replicas", "0"), ("--disagg", "2"), ("--disagg", "0:1"), ("--disagg", "a:b"),
+                    ("--max-seqs", "0"), ("--max-batched-tokens", "0"), ("--oversubscription", "nan"),
+                    ("--plot", ""), ("--plot", "."), ("--plot", "nodir/x.png"), ("--plot", "x.txt")):
+    extra = ["--rate", "1"] if flag in ("--duration", "--slo-ttft", "--slo-tpot", "--replicas", "--disagg",
+                                        "--max-seqs", "--max-batched-tokens") else []
+    case(f"infer{flag}-{value or 'empty'}", [*INFER, *extra, flag, value], flag.lstrip("-").split("-")[0])
+for name in ("latin1.yaml", "deep.json", "missing.jsonl"):
+    case(f"infer-trace-{name}", [*INFER, "--trace", name], name)
+case("infer-trace-dev-zero", [*INFER, "--trace", "/dev/zero"], "/dev/zero")
+case("infer-rate-and-trace", [*INFER, "--rate", "1", "--trace", "latin1.yaml"], "--trace")
+case("infer-model-latin1", ["infer", "--model", "latin1.yaml"], "latin1.yaml")
+# ---- size --inference ----
+SIZE_INF = ["size", "--inference", "--model", "llama3-70b", "--systems", "dgx-h100"]
+for args, name in ((["--rate", "-1", "--slo-ttft", "2s", "--slo-tpot", "50ms"], "rate"),
+                   (["--rate", "nan", "--slo-ttft", "2s", "--slo-tpot", "50ms"], "rate"),
+                   (["--rate", "20", "--slo-ttft", "0s", "--slo-tpot", "50ms"], "slo-ttft"),
+                   (["--rate", "20", "--slo-ttft", "2s", "--slo-tpot", "1us"], "tpot"),
+                   (["--rate", "20", "--slo-ttft", "2s", "--slo-tpot", "50ms", "--weights", "fp3"], "weights"),
+                   (["--rate", "20", "--slo-ttft", "2s", "--slo-tpot", "50ms", "--systems", "nope"], "nope")):
+    case(f"size-inference-{name}-{len(CASES)}", [*SIZE_INF, *args], name)
+
+
 # ---- collective: numbers ----
 for value in ("nan", "inf", "-inf", "1", "0.5", "0", "-2", "1.0000001", "1e400"):
     case(f"collective-step-factor-{value}", ["collective", "--step-factor", value], "--step-factor")

@@ -15,6 +15,7 @@ from fabricsim.cli.output import (
     command_inputs,
     console,
     emit,
+    narrow,
     new_table,
     num_column,
     output_format,
@@ -72,7 +73,7 @@ def render_inference(pred: InferencePrediction, title: str) -> Table:
         if whole == 0:
             continue
         share = whole / total
-        bar = "█" * round(share * 40)
+        bar = "█" * round(share * (16 if narrow() else 40))
         style = "bold red" if kind == pred.bottleneck else ""
         table.add_row(kind, f"{pred.prefill_s[kind]:.4g}", f"{pred.decode_step_s[kind]:.4g}", f"{whole:.4g}",
                       f"{share:6.1%}", f"[{style}]{bar}[/]" if style else bar)

@@ -8,7 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from fabricsim import units
-from fabricsim.cli.output import console, emit, fail
+from fabricsim.cli.output import console, emit, fail, narrow, new_table, num_column, text_column
 from fabricsim.errors import SpecError
 from fabricsim.sizing import (
     InferenceSizingSpec,
@@ -71,12 +71,22 @@ def _money(value: float | None) -> str:
 
 
 def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> Table:
-    """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound."""
-    table = Table(title=title, header_style="bold", title_justify="left")
+    """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound; below
+    120 columns the secondary columns (fabric, GPUs per replica, KV format, $/h, capex, bound) are dropped."""
+    table = new_table(f"{title} (latencies at p{percentile}, $ per million output tokens)", title_justify="left")
     p = percentile
-    for header in ("#", "system", "fabric", "gpus/rep", "replicas", "GPUs", "tp/pp/ep", "weights", "kv", "batch",
-                   f"ttft p{p}", f"tpot p{p}", "$/M out", "$/h", "capex", "bound", "checked"):
-        table.add_column(header, overflow="fold")
+    wide = not narrow()
+    columns = [("#", True, wide), ("system", False, True), ("fabric", False, wide), ("gpus/rep", True, wide),
+               ("replicas", True, True), ("GPUs", True, wide), ("tp/pp/ep", False, True), ("weights/kv", False, True),
+               ("batch", True, wide), ("ttft", True, True), ("tpot", True, True),
+               ("$/M", True, True), ("$/h", True, wide), ("capex", True, wide), ("bound", False, wide),
+               ("checked", False, wide)]
+    shown = [(header, numeric) for header, numeric, keep in columns if keep]
+    for header, numeric in shown:
+        if numeric:
+            num_column(table, header)
+        else:  # names stay whole (system ids are up to 11 characters)
+            text_column(table, header, min_width=11 if header == "system" else len(header), no_wrap=not wide)
     for i, e in enumerate(rows, 1):
         plan = e["plan"]
         sim = e["simulation"]
@@ -86,11 +96,14 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> 
         checked = "sim" if e["simulated"] else "screen"
         if sim and sim["replicas"] != e["screen"]["replicas"]:
             checked += f" (+{sim['replicas'] - e['screen']['replicas']} rep)"
-        table.add_row(str(i), e["system"], e["fabric"], str(e["gpus_per_replica"]), str(e["replicas"]),
-                      str(e["gpus"]), f"{plan['tp']}/{plan['pp']}/{plan['ep']}", plan["weights"], plan["kv"],
-                      str(e["max_batch"]), _ms(ttft), _ms(tpot), "?" if per is None else f"{per:.3f}",
-                      "?" if e["cost_usd_per_hour"] is None else f"{e['cost_usd_per_hour']:.2f}",
-                      _money(e["capex_usd"]), e["bottleneck"], checked)
+        cells = {"#": str(i), "system": e["system"], "fabric": e["fabric"], "gpus/rep": str(e["gpus_per_replica"]),
+                 "replicas": str(e["replicas"]), "GPUs": str(e["gpus"]),
+                 "tp/pp/ep": f"{plan['tp']}/{plan['pp']}/{plan['ep']}", "weights/kv": f"{plan['weights']}/{plan['kv']}",
+                 "batch": str(e["max_batch"]), "ttft": _ms(ttft), "tpot": _ms(tpot),
+                 "$/M": "?" if per is None else f"{per:.3f}",
+                 "$/h": "?" if e["cost_usd_per_hour"] is None else f"{e['cost_usd_per_hour']:.2f}",
+                 "capex": _money(e["capex_usd"]), "bound": e["bottleneck"], "checked": checked}
+        table.add_row(*(cells[header] for header, _ in shown))
     return table
 
 
