@@ -108,7 +108,7 @@ def validate_command(
         results = [r for r in results if r.group == group]
     groups = [g for g in group_summaries(results) if group is None or g.name == group]
     ok = all_passed(results)
-    cases = [r.model_dump() for r in results if isinstance(r, CaseResult)]
+    cases = [si_case(r.model_dump()) for r in results if isinstance(r, CaseResult)]
     data = {"groups": {g.name: group_json(g) for g in groups}, "cases": cases,
             "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
             "all_within_tolerance": ok}
@@ -122,3 +122,23 @@ def validate_command(
             console.print(summary_line(g))
     if not ok:
         raise typer.Exit(code=1)
+
+
+# Units a published case may be stated in, as (suffix of the unit text, SI replacement, factor to SI).
+SI_UNITS = (("GB/s", "bytes/s", 1e9), ("us", "s", 1e-6), ("ms", "s", 1e-3))
+
+
+def si_case(case: dict[str, Any]) -> dict[str, Any]:
+    """A case result with measured and predicted in SI (GB/s -> bytes/s, us and ms -> s) and the unit text to
+    match; the table keeps the publication's own unit."""
+    unit = str(case.get("unit", ""))
+    for suffix, si, factor in SI_UNITS:
+        if unit == suffix or unit.endswith(" " + suffix):
+            out = {**case, "unit": unit[: len(unit) - len(suffix)] + si}
+            for key in ("measured", "predicted"):
+                if isinstance(case.get(key), int | float):
+                    out[key] = case[key] * factor
+            metric = str(case.get("metric", ""))
+            out["metric"] = metric.replace("_GBps", "_bytes_per_s").replace("_us", "_s").replace("_ms", "_s")
+            return out
+    return case
