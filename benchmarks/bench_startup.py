@@ -11,7 +11,7 @@ from pathlib import Path
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 COMMANDS: tuple[tuple[str, ...], ...] = (
-    (), ("catalog",), ("collective",), ("topo",), ("traffic",), ("train",), ("whatif",), ("size",),
+    (), ("catalog",), ("collective",), ("topo",), ("traffic",), ("train",), ("whatif",), ("infer",), ("size",),
     ("validate",), ("calibrate",), ("compare",), ("demo",), ("bench", "collective"), ("bench", "memory"),
     ("bench", "parse"),
 )
