@@ -5,6 +5,7 @@ both launch modes (spawned ranks and torchrun)."""
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import os
 import shutil
 import socket
@@ -20,7 +21,9 @@ from fabricsim.bench import (
     FAULT_ENV,
     BenchError,
     BenchResult,
+    BenchRow,
     CollectiveConfig,
+    TableStream,
     format_many,
     parse_nccl_tests,
     run_collective_bench,
@@ -82,6 +85,62 @@ def test_our_table_round_trips(sweep: tuple[int, list[BenchResult]]) -> None:
                 w.size_bytes, w.count, w.in_place, w.wrong, w.root, w.redop)
             assert g.time_s == pytest.approx(w.time_s, rel=1e-3)
             assert g.busbw_GBps == pytest.approx(w.busbw_GBps, abs=0.006)
+
+
+class _Recorder:
+    """A listener that records every call, and whether the ranks were still running when it came."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, object]] = []
+        self.ranks_alive: list[int] = []
+        self.stream = TableStream(lambda _: None)
+
+    def begin(self, result: BenchResult, sizes: list[int], placements: list[bool]) -> None:
+        self.calls.append(("begin", (result.op, sizes, placements)))
+        self.stream.begin(result, sizes, placements)
+
+    def row(self, row: BenchRow) -> None:
+        self.calls.append(("row", row))
+        self.ranks_alive.append(sum(p.name.startswith("fabricsim-bench-rank") for p in mp.active_children()))
+        self.stream.row(row)
+
+    def end(self, result: BenchResult) -> None:
+        self.calls.append(("end", result))
+        self.stream.end(result)
+
+
+def test_rows_stream_while_the_run_goes_on() -> None:
+    """Each row reaches the listener as soon as it is measured (the ranks still running), in order, with the
+    figures the final results have; the streamed table is exactly format_many's."""
+    recorder = _Recorder()
+    results = run_collective_bench(_config(2, ops=("all_reduce", "broadcast"), max_bytes=4 * 2**20),
+                                   listener=recorder)
+    assert results is not None
+    expected: list[tuple[str, object]] = []
+    for result in results:
+        sizes = list(dict.fromkeys(row.size_bytes for row in result.rows))
+        expected += [("begin", (result.op, sizes, [False, True])), *(("row", row) for row in result.rows),
+                     ("end", result)]
+    assert recorder.calls == expected
+    assert recorder.stream.text == format_many(results)
+    assert recorder.ranks_alive[0] == 2  # the first row came while both ranks were still measuring
+
+
+def test_cli_table_streams_exactly_the_final_table(runner: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
+    finals: list[tuple[str, str]] = []
+    remainder = TableStream.remainder
+
+    def spy(self: TableStream, full: str) -> str:
+        finals.append((self.text, full))
+        return remainder(self, full)
+
+    monkeypatch.setattr(TableStream, "remainder", spy)
+    result = runner.invoke(app, ["bench", "collective", "--nprocs", "2", "--op", "all_reduce,all_gather", "--max",
+                                 "4K", "--iters", "1", "--warmup", "0"])
+    assert result.exit_code == 0, result.output
+    ((streamed, full),) = finals
+    assert streamed == full == result.output
+    assert [r.op for r in parse_nccl_tests(result.output)] == ["all_reduce", "all_gather"]
 
 
 def test_odd_world_and_16_bit_type() -> None:
@@ -189,7 +248,8 @@ def test_cli_dead_rank_is_one_line_exit_1() -> None:
     assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
-def test_torchrun_joins_the_job() -> None:
+def _torchrun(*args: str) -> subprocess.CompletedProcess[str]:
+    """``fabricsim ARGS`` as 2 local ranks under torchrun (the test is skipped without torchrun)."""
     torchrun = Path(sys.executable).with_name("torchrun")
     if not torchrun.exists():
         torchrun = Path(shutil.which("torchrun") or "")
@@ -199,13 +259,27 @@ def test_torchrun_joins_the_job() -> None:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", FAULT_ENV)}
-    proc = subprocess.run(
+    return subprocess.run(
         [str(torchrun), "--nproc-per-node", "2", "--master-addr", "127.0.0.1", "--master-port", str(port),
-         "-m", "fabricsim", "bench", "collective", "--op", "send_recv", "--max-bytes", "4K", "--iters", "2",
-         "--warmup", "1", "--json"],
+         "-m", "fabricsim", *args],
         capture_output=True, text=True, check=False, env=env, timeout=120,
     )
+
+
+def test_torchrun_joins_the_job() -> None:
+    proc = _torchrun("bench", "collective", "--op", "send_recv", "--max-bytes", "4K", "--iters", "2", "--warmup", "1",
+                     "--json")
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)["results"][0]  # only rank 0 prints
     assert (data["op"], data["ranks"]) == ("send_recv", 2)
     assert [row["wrong"] for row in data["rows"]] == [0] * 6
+
+
+def test_torchrun_rank_0_streams_the_table() -> None:
+    proc = _torchrun("bench", "collective", "--op", "send_recv,all_reduce", "--max-bytes", "4K", "--iters", "2",
+                     "--warmup", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("# Collective test starting") == 2  # only rank 0 prints, each table once
+    assert "differs from the final results" not in proc.stdout
+    back = parse_nccl_tests(proc.stdout)
+    assert [(r.op, r.world_size, len(r.rows)) for r in back] == [("send_recv", 2, 6), ("all_reduce", 2, 6)]

@@ -4,6 +4,7 @@ and our own nccl-tests-format output read back."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,12 +14,14 @@ from fabricsim.bench import (
     BenchResult,
     BenchRow,
     DeviceInfo,
+    TableStream,
     format_many,
     format_nccl_tests,
     parse_nccl_tests,
     parse_nccl_tests_file,
     parse_nccl_tests_log,
 )
+from fabricsim.bench.nccltests_format import table_layout
 from fabricsim.cli import app
 from fabricsim.collectives import busbw_factor
 from fabricsim.errors import SpecError
@@ -267,6 +270,62 @@ def test_sample_round_trips_through_our_format() -> None:
 def test_several_results_print_as_several_tables() -> None:
     text = format_many([_synthetic("all_gather"), _synthetic("all_to_all")])
     assert [r.op for r in parse_nccl_tests(text)] == ["all_gather", "all_to_all"]
+
+
+def _stream(results: list[BenchResult], rows_of: Callable[[BenchResult], list[BenchRow]] | None = None,
+            ) -> tuple[TableStream, list[str]]:
+    """Feed ``results`` through a TableStream as a run would; the chunks it wrote, one per call that wrote."""
+    chunks: list[str] = []
+    stream = TableStream(chunks.append)
+    for result in results:
+        sizes, placements = table_layout(result.rows)
+        stream.begin(result.model_copy(update={"rows": [], "avg_busbw_GBps": None}), sizes, placements)
+        for row in (rows_of or (lambda r: r.rows))(result):
+            stream.row(row)
+        stream.end(result)
+    return stream, chunks
+
+
+@pytest.mark.parametrize("check", [True, False])
+def test_streamed_table_equals_the_whole_table(check: bool) -> None:
+    results = [_synthetic("all_gather", check=check), _synthetic("all_to_all", nranks=2, check=check)]
+    stream, chunks = _stream(results)
+    assert "".join(chunks) == stream.text == format_many(results)
+    assert stream.remainder(format_many(results)) == ""
+    # per table: the header, then one chunk per size (after its in-place row), then the footer
+    first = format_nccl_tests(results[0]).splitlines()
+    assert chunks[0].splitlines() == first[:first.index("#  Rank  3 Group  0 Pid    103 on         h1 device  1 "
+                                                        "[cpu] CPU") + 5]
+    assert [c.splitlines() for c in chunks[1:7]] == [[line] for line in first[len(chunks[0].splitlines()):][:6]]
+    assert chunks[7].startswith("# Out of bounds values")
+    assert chunks[8].startswith("\n# fabricsim bench collective all_to_all")
+    assert len(chunks) == 2 * (1 + 6 + 1)
+
+
+def test_streamed_table_keeps_odd_layouts() -> None:
+    """One column group only (model predictions print that way), rows arriving in-place first, or a size line
+    left incomplete: still exactly format_many's text."""
+    oop_only = _synthetic().model_copy(update={"rows": [r for r in _synthetic().rows if not r.in_place]})
+    flipped = _synthetic("all_to_all")
+    missing = _synthetic("broadcast")
+    missing = missing.model_copy(update={"rows": missing.rows[:3] + missing.rows[4:]})
+    results = [oop_only, flipped, missing]
+
+    def rows_of(result: BenchResult) -> list[BenchRow]:
+        if result.op != "all_to_all":
+            return result.rows
+        return [row for pair in zip(result.rows[1::2], result.rows[::2], strict=True) for row in pair]
+
+    _, chunks = _stream(results, rows_of)
+    assert "".join(chunks) == format_many(results)
+    assert "".join(_stream([missing])[1]) == format_nccl_tests(missing)
+
+
+def test_stream_mismatch_prints_the_final_table() -> None:
+    stream, _ = _stream([_synthetic()])
+    other = format_many([_synthetic("all_to_all")])
+    assert stream.remainder(other).endswith(other)
+    assert stream.remainder(other).startswith("\n# ")
 
 
 def test_cli_parse_json_and_table(runner: CliRunner) -> None:

@@ -10,13 +10,22 @@ from fabricsim.bench.faults import FAULT_ENV
 from fabricsim.bench.launch import run_collective_bench, torchrun_env
 from fabricsim.bench.memory import MemoryConfig, MemoryResult, MemoryRow, run_memory_bench
 from fabricsim.bench.nccltests import parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_log
-from fabricsim.bench.nccltests_format import format_many, format_nccl_tests
-from fabricsim.bench.rows import DTYPES, BenchResult, BenchRow, DeviceInfo, average_busbw, canonical_dtype
+from fabricsim.bench.nccltests_format import TableStream, format_many, format_nccl_tests
+from fabricsim.bench.rows import (
+    DTYPES,
+    BenchListener,
+    BenchResult,
+    BenchRow,
+    DeviceInfo,
+    average_busbw,
+    canonical_dtype,
+)
 
 __all__ = [
     "DTYPES",
     "FAULT_ENV",
     "BenchError",
+    "BenchListener",
     "BenchResult",
     "BenchRow",
     "CollectiveConfig",
@@ -24,6 +33,7 @@ __all__ = [
     "MemoryConfig",
     "MemoryResult",
     "MemoryRow",
+    "TableStream",
     "average_busbw",
     "canonical_dtype",
     "format_many",

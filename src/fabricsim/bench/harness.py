@@ -1,10 +1,12 @@
-"""The benchmark body one rank runs: join the process group, time every step, check it, gather to rank 0.
+"""The benchmark body one rank runs: join the process group, time every step, check it, send it to rank 0.
 
 Imports torch (the launcher imports this module only inside a run). Timing follows nccl-tests: ``warmup``
 untimed operations, a barrier, then ``iters`` back-to-back operations between two host timestamps (after a
 device synchronize on GPUs); the time of one operation is that span / ``iters``, averaged over ranks. With
 ``check``, one more operation runs on known data and every element of each rank's result is compared with what
-it must be; ``wrong`` is the count summed over ranks (nccl-tests ``-c 1`` reports the same).
+it must be; ``wrong`` is the count summed over ranks (nccl-tests ``-c 1`` reports the same). Each step's figures
+reach rank 0 right after the step (outside the timed region), so rank 0 can report each row as nccl-tests prints
+it, while the sweep goes on.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import torch.distributed as dist
 
 from fabricsim.bench.config import CollectiveConfig, Step, plan
 from fabricsim.bench.faults import Fault, fault_from_env
-from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo, average_busbw
+from fabricsim.bench.rows import BenchListener, BenchResult, BenchRow, DeviceInfo, average_busbw
 from fabricsim.bench.torchops import NOTES, TORCH_DTYPES, Buffers, count_wrong, make_step
 from fabricsim.collectives import busbw_factor
 
@@ -85,11 +87,13 @@ def _measure(step: Any, config: CollectiveConfig, device: torch.device, world_si
 
 
 def run_rank(config: CollectiveConfig, rank: int, world_size: int, local_rank: int, mark: Mark,
-             store: Any | None = None, pg_timeout_s: float | None = None) -> list[BenchResult] | None:
+             store: Any | None = None, pg_timeout_s: float | None = None,
+             listener: BenchListener | None = None) -> list[BenchResult] | None:
     """Run every step of ``config`` on this rank; rank 0 returns the aggregated results, the others None.
 
     ``store`` is a torch.distributed Store to rendezvous on (spawned ranks); None uses ``env://`` (torchrun).
-    ``mark`` publishes progress so a watchdog can name a rank that stops.
+    ``mark`` publishes progress so a watchdog can name a rank that stops. After each step every rank's
+    (time, wrong) goes to rank 0 (outside the timed region), which hands the row to ``listener`` at once.
     """
     fault: Fault | None = fault_from_env()
     device = _device(config.backend, local_rank)
@@ -100,46 +104,67 @@ def run_rank(config: CollectiveConfig, rank: int, world_size: int, local_rank: i
     if device.type == "cuda":
         kwargs["device_id"] = device
     dist.init_process_group(config.backend, rank=rank, world_size=world_size, **kwargs)
+    infos: list[Any] | None = [None] * world_size if rank == 0 else None
+    dist.gather_object(_describe_device(device), infos, dst=0)
     dtype = TORCH_DTYPES[config.dtype]
     steps = plan(config, world_size)
-    records: list[tuple[float, int | None]] = []
+    table = None if infos is None else _Table(config, world_size, infos)
     corrupt = fault is not None and fault.kind == "corrupt" and fault.rank == rank
+    k = 0
     for op in config.ops:
         op_steps = [s for s in steps if s[0] == op]
+        if table is not None and listener is not None:
+            listener.begin(table.result(op, []), *_layout(op_steps))
         buffers = Buffers(op, max(s[2] for s in op_steps), world_size, dtype, device)
+        rows: list[BenchRow] = []
         for _, _, count, in_place in op_steps:
-            k = len(records)
             mark(2 + 2 * k)
             if k == 0 and fault is not None and fault.rank == rank:
                 fault.strike_before_first_step()
             step = make_step(op, count, in_place, rank, world_size, config.root, buffers)
             mark(3 + 2 * k)
-            records.append(_measure(step, config, device, world_size, corrupt))
+            record = _measure(step, config, device, world_size, corrupt)
+            gathered: list[Any] | None = [None] * world_size if rank == 0 else None
+            dist.gather_object(record, gathered, dst=0)
+            if table is not None and gathered is not None:
+                row = table.row(steps[k], [r[0] for r in gathered], [r[1] for r in gathered])
+                rows.append(row)
+                if listener is not None:
+                    listener.row(row)
+            k += 1
         del buffers
+        if table is not None:
+            table.results.append(table.result(op, rows))
+            if listener is not None:
+                listener.end(table.results[-1])
     mark(2 + 2 * len(steps))
-    local = {**_describe_device(device), "records": records}
-    gathered: list[Any] | None = [None] * world_size if rank == 0 else None
-    dist.gather_object(local, gathered, dst=0)
+    dist.barrier()
     mark(3 + 2 * len(steps))
     dist.destroy_process_group()
-    if gathered is None:
-        return None
-    return aggregate(config, world_size, steps, gathered)
+    return None if table is None else table.results
 
 
-def aggregate(config: CollectiveConfig, world_size: int, steps: list[Step],
-              per_rank: list[dict[str, Any]]) -> list[BenchResult]:
-    """Rank 0's view: time averaged over ranks, wrong elements summed, one result per operation."""
-    devices = [DeviceInfo(rank=r, group=0, pid=info["pid"], host=info["host"], device=info["device"],
-                          bus_id=info["bus_id"], name=info["name"]) for r, info in enumerate(per_rank)]
-    hosts = list(dict.fromkeys(d.host for d in devices))
-    rows_by_op: dict[str, list[BenchRow]] = {op: [] for op in config.ops}
-    for k, (op, size, count, in_place) in enumerate(steps):
-        times = [info["records"][k][0] for info in per_rank]
-        wrongs = [info["records"][k][1] for info in per_rank]
+def _layout(op_steps: list[Step]) -> tuple[list[int], list[bool]]:
+    """The sizes and buffer placements the rows of these steps will have."""
+    return list(dict.fromkeys(s[1] for s in op_steps)), [p for p in (False, True) if any(s[3] is p for s in op_steps)]
+
+
+class _Table:
+    """Rank 0's view: rows (time averaged over ranks, wrong elements summed) and one result per operation."""
+
+    def __init__(self, config: CollectiveConfig, world_size: int, infos: list[dict[str, Any]]) -> None:
+        self.config, self.world_size = config, world_size
+        self.devices = [DeviceInfo(rank=r, group=0, pid=info["pid"], host=info["host"], device=info["device"],
+                                   bus_id=info["bus_id"], name=info["name"]) for r, info in enumerate(infos)]
+        self.hosts = list(dict.fromkeys(d.host for d in self.devices))
+        self.results: list[BenchResult] = []
+
+    def row(self, step: Step, times: list[float], wrongs: list[int | None]) -> BenchRow:
+        config = self.config
+        op, size, count, in_place = step
         time_s = max(sum(times) / len(times), 1e-12)
         algbw = size / time_s / 1e9
-        rows_by_op[op].append(BenchRow(
+        return BenchRow(
             op=op,
             size_bytes=size,
             count=count,
@@ -149,27 +174,28 @@ def aggregate(config: CollectiveConfig, world_size: int, steps: list[Step],
             in_place=in_place,
             time_s=time_s,
             algbw_GBps=algbw,
-            busbw_GBps=algbw * busbw_factor(op, world_size),
+            busbw_GBps=algbw * busbw_factor(op, self.world_size),
             wrong=None if any(w is None for w in wrongs) else sum(w for w in wrongs if w is not None),
-        ))
-    results = []
-    for op, rows in rows_by_op.items():
+        )
+
+    def result(self, op: str, rows: list[BenchRow]) -> BenchResult:
+        """``op``'s result; with no rows (yet), no average and no out-of-bounds count."""
+        config = self.config
         notes = [TIME_NOTE] + ([NOTES[op]] if op in NOTES else [])
-        results.append(BenchResult(
+        return BenchResult(
             tool="fabricsim",
             op=op,
             backend=config.backend,
-            world_size=world_size,
-            hosts=hosts,
-            devices=devices,
+            world_size=self.world_size,
+            hosts=self.hosts,
+            devices=self.devices,
             dtype=config.dtype,
             warmup_iters=config.warmup,
             iters=config.iters,
             check=config.check,
             rows=rows,
-            avg_busbw_GBps=average_busbw(rows),
-            out_of_bounds=sum(1 for row in rows if row.wrong) if config.check else None,
+            avg_busbw_GBps=average_busbw(rows) if rows else None,
+            out_of_bounds=sum(1 for row in rows if row.wrong) if config.check and rows else None,
             source="fabricsim bench collective",
             notes=notes,
-        ))
-    return results
+        )

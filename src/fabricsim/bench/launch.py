@@ -7,7 +7,9 @@
   progress mark (see :func:`fabricsim.bench.config.phase_name`) into shared memory. A rank that exits
   non-zero fails the run at once ("rank 1 died (exit code 17)"); when no mark moves for ``timeout_s`` the run
   fails naming the rank(s) furthest behind ("rank 1 did not finish all_reduce 1K out-of-place within 10 s").
-  Stragglers are killed; nothing is left running and nothing hangs.
+  Stragglers are killed; nothing is left running and nothing hangs. Rank 0 sends each row, as soon as every
+  rank has measured it, through a pipe that the watchdog loop relays to the caller's listener (so the table
+  streams as nccl-tests prints it); under torchrun rank 0 calls the listener itself.
 
 This module does not import torch at import time; the spawned ranks import it.
 """
@@ -24,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from multiprocessing.connection import wait
+from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
@@ -33,7 +35,7 @@ from fabricsim.bench._torch import require_torch
 from fabricsim.bench.config import CollectiveConfig, phase_name, plan
 from fabricsim.bench.errors import BenchError
 from fabricsim.bench.faults import fault_from_env
-from fabricsim.bench.rows import BenchResult
+from fabricsim.bench.rows import BenchListener, BenchResult, BenchRow
 from fabricsim.errors import SpecError
 
 _PEER_ERRORS = ("closed by peer", "reset by peer", "broken pipe", "connection refused", "timed out")
@@ -60,8 +62,13 @@ def torchrun_env(environ: Mapping[str, str] | None = None) -> tuple[int, int, in
     return rank, world, local
 
 
-def run_collective_bench(config: CollectiveConfig) -> list[BenchResult] | None:
-    """Measure ``config``: one :class:`BenchResult` per operation, or None on torchrun ranks other than 0."""
+def run_collective_bench(config: CollectiveConfig,
+                         listener: BenchListener | None = None) -> list[BenchResult] | None:
+    """Measure ``config``: one :class:`BenchResult` per operation, or None on torchrun ranks other than 0.
+
+    ``listener`` (rank 0 under torchrun; this process when ranks are spawned) receives each operation's start,
+    each row as soon as it is measured, and each operation's result, while the run goes on.
+    """
     torch = require_torch()
     fault_from_env()  # a malformed fault is an input error, reported before anything starts
     joined = torchrun_env()
@@ -69,12 +76,12 @@ def run_collective_bench(config: CollectiveConfig) -> list[BenchResult] | None:
         if config.nprocs is not None:
             raise SpecError("under torchrun (RANK/WORLD_SIZE set) the launcher starts the ranks; drop --nprocs",
                             field="nprocs")
-        return _run_joined(config, *joined)
+        return _run_joined(config, *joined, listener=listener)
     world = config.nprocs or _default_nprocs(torch, config.backend)
     _check_backend(torch, config.backend, world)
     config.check_world(world)
     check_launch(config, world)
-    return _run_spawned(config, world)
+    return _run_spawned(config, world, listener)
 
 
 MAX_RANKS_PER_CORE = 4  # spawned ranks beyond this many per CPU core are refused (each is a Python process)
@@ -126,14 +133,15 @@ def _check_backend(torch: Any, backend: str, world: int) -> None:
                             field="nprocs")
 
 
-def _run_joined(config: CollectiveConfig, rank: int, world: int, local_rank: int) -> list[BenchResult] | None:
+def _run_joined(config: CollectiveConfig, rank: int, world: int, local_rank: int,
+                listener: BenchListener | None = None) -> list[BenchResult] | None:
     torch = require_torch()
     _check_backend(torch, config.backend, 1)
     config.check_world(world)
     from fabricsim.bench.harness import run_rank
 
     try:
-        return run_rank(config, rank, world, local_rank, mark=lambda _: None)
+        return run_rank(config, rank, world, local_rank, mark=lambda _: None, listener=listener)
     except (SpecError, BenchError):
         raise
     except Exception as exc:
@@ -159,21 +167,30 @@ def _start_store(config: CollectiveConfig, world: int) -> Any:
             from None
 
 
-def _run_spawned(config: CollectiveConfig, world: int) -> list[BenchResult]:
+def _run_spawned(config: CollectiveConfig, world: int, listener: BenchListener | None = None) -> list[BenchResult]:
     store = _start_store(config, world)
     ctx = mp.get_context("spawn")
     progress = ctx.RawArray("q", world)
     steps = plan(config, world)
+    # rank 0 sends the listener's calls here as they happen; the watchdog loop relays them
+    events, sender = ctx.Pipe(duplex=False) if listener is not None else (None, None)
     with tempfile.TemporaryDirectory(prefix="fabricsim-bench-") as tmp:
         workdir = Path(tmp)
         procs = [ctx.Process(target=_spawned_rank, name=f"fabricsim-bench-rank{rank}", daemon=True,
-                             args=(config, rank, world, int(store.port), str(workdir), progress))
+                             args=(config, rank, world, int(store.port), str(workdir), progress,
+                                   sender if rank == 0 else None))
                  for rank in range(world)]
+        relay = _Relay(events, listener)
         try:
             for proc in procs:
                 proc.start()
-            _watch(procs, progress, config.timeout_s, steps, workdir)
+            if sender is not None:
+                sender.close()  # rank 0 holds the only write end now: its exit ends the stream
+            _watch(procs, progress, config.timeout_s, steps, workdir, relay)
         finally:
+            relay.close()
+            if sender is not None:
+                sender.close()
             started = [proc for proc in procs if proc.pid is not None]
             for proc in started:
                 if proc.exitcode is None:
@@ -188,20 +205,67 @@ def _run_spawned(config: CollectiveConfig, world: int) -> list[BenchResult]:
     return [BenchResult.model_validate(item) for item in data]
 
 
-def _watch(procs: Sequence[BaseProcess], progress: Any, timeout_s: float, steps: list[Any], workdir: Path) -> None:
+class _Relay:
+    """The parent's end of rank 0's event pipe: each ``(method, args)`` received is a call on the listener."""
+
+    def __init__(self, conn: Connection | None, listener: BenchListener | None) -> None:
+        self.conn, self.listener = conn, listener
+
+    def waitables(self) -> list[Any]:
+        return [self.conn] if self.conn is not None else []
+
+    def pump(self) -> None:
+        """Relay every event that has arrived (waits for none); the pipe's end (rank 0 gone) closes it."""
+        while self.conn is not None and self.conn.poll():
+            try:
+                method, args = self.conn.recv()
+            except (EOFError, OSError):
+                self.close()
+                return
+            if self.listener is not None:
+                getattr(self.listener, method)(*args)
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+            self.conn = None
+
+
+class _PipeListener:
+    """Rank 0's listener when spawned: each call goes through the pipe to the launching process."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+
+    def begin(self, result: BenchResult, sizes: list[int], placements: list[bool]) -> None:
+        self.conn.send(("begin", (result, sizes, placements)))
+
+    def row(self, row: BenchRow) -> None:
+        self.conn.send(("row", (row,)))
+
+    def end(self, result: BenchResult) -> None:
+        self.conn.send(("end", (result,)))
+
+
+def _watch(procs: Sequence[BaseProcess], progress: Any, timeout_s: float, steps: list[Any], workdir: Path,
+           relay: _Relay | None = None) -> None:
+    relay = relay or _Relay(None, None)
     last = list(progress)
     last_change = time.monotonic()
     while True:
+        relay.pump()
         running = [p for p in procs if p.exitcode is None]
         failed = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
         if failed:
             deadline = time.monotonic() + _GRACE_S
             while time.monotonic() < deadline and any(p.exitcode is None for p in procs):
                 wait([p.sentinel for p in procs if p.exitcode is None], timeout=_POLL_S)
+            relay.pump()  # rows measured before the failure are still reported
             raise BenchError(_failure_message(procs, workdir))
         if not running:
+            relay.pump()
             return
-        wait([p.sentinel for p in running], timeout=_POLL_S)
+        wait([p.sentinel for p in running] + relay.waitables(), timeout=_POLL_S)
         now = list(progress)
         if now != last:
             last, last_change = now, time.monotonic()
@@ -264,8 +328,10 @@ def _stall_message(marks: list[int], procs: Sequence[BaseProcess], timeout_s: fl
     return text
 
 
-def _spawned_rank(config: CollectiveConfig, rank: int, world: int, port: int, workdir: str, progress: Any) -> None:
-    """Entry point of a spawned rank: output to its log file, result (rank 0) or error to files, hard exit."""
+def _spawned_rank(config: CollectiveConfig, rank: int, world: int, port: int, workdir: str, progress: Any,
+                  events: Connection | None = None) -> None:
+    """Entry point of a spawned rank: output to its log file, result (rank 0) or error to files, hard exit;
+    rank 0 sends the listener's calls through ``events`` as they happen."""
     work = Path(workdir)
     log = os.open(work / f"rank{rank}.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(log, 1)
@@ -282,7 +348,8 @@ def _spawned_rank(config: CollectiveConfig, rank: int, world: int, port: int, wo
 
         store = torch.distributed.TCPStore(config.master_addr, port, world, is_master=False,
                                            timeout=timedelta(seconds=_pg_timeout(config)))
-        results = run_rank(config, rank, world, rank, mark, store=store, pg_timeout_s=_pg_timeout(config))
+        results = run_rank(config, rank, world, rank, mark, store=store, pg_timeout_s=_pg_timeout(config),
+                           listener=None if events is None else _PipeListener(events))
         if results is not None:
             tmp = work / "result.json.tmp"
             tmp.write_text(json.dumps([r.model_dump(mode="json") for r in results]))

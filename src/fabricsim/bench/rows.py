@@ -9,7 +9,7 @@ with the facts around it: backend, ranks, hosts, devices and the ``# Avg bus ban
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -145,3 +145,18 @@ def average_busbw(rows: list[BenchRow]) -> float:
     if not rows:
         raise SpecError("no rows to average")
     return sum(row.busbw_GBps for row in rows) / len(rows)
+
+
+class BenchListener(Protocol):
+    """Receives a collective benchmark's results while it runs, on rank 0 (or in the process that spawned the
+    ranks): per operation ``begin``, then ``row`` for each row as soon as every rank has measured it, then
+    ``end`` with the operation's whole result (the same one the run returns)."""
+
+    def begin(self, result: BenchResult, sizes: list[int], placements: list[bool]) -> None:
+        """An operation starts: its result without rows; the sizes and buffer placements its rows will have."""
+
+    def row(self, row: BenchRow) -> None:
+        """One row, measured on every rank (time averaged over ranks, wrong elements summed)."""
+
+    def end(self, result: BenchResult) -> None:
+        """The operation's whole result."""

@@ -53,6 +53,13 @@ def _run_failed(message: str) -> None:
     raise typer.Exit(code=1)
 
 
+def _write_now(text: str) -> None:
+    """Streamed table text: on stdout at once, even when stdout is a pipe."""
+    if text:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
 @bench_app.command("collective")
 @spec_errors
 def collective_command(
@@ -81,7 +88,9 @@ def collective_command(
     """Benchmark collectives over torch.distributed and print nccl-tests' table (or JSON).
 
     With --nprocs N the ranks are spawned here; under torchrun (RANK, WORLD_SIZE, MASTER_ADDR set) this process
-    joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster. Exit code 1
+    joins the job as one rank and rank 0 prints, so the same command measures a multi-node cluster. The table
+    streams as nccl-tests': each operation's header first, each size's line as soon as it is measured, then the
+    footer; JSON and CSV come as one document at the end. Exit code 1
     when a rank dies or stops, or when any result element is wrong (the table is printed first).
     JSON: {"inputs": ..., "results": [one object per operation]}, a list even for one --op.
     """
@@ -105,18 +114,25 @@ def collective_command(
         master_addr=master_addr,
         master_port=master_port,
     )
+    stream = None
+    if form == "table":  # the table streams: header first, each size's line once measured, then the footer
+        from fabricsim.bench import TableStream
+
+        stream = TableStream(_write_now)
     try:
-        results = run_collective_bench(config)
+        results = run_collective_bench(config, listener=stream)
     except BenchError as exc:
         _run_failed(str(exc))
         return
     if results is None:
         return  # a torchrun rank other than 0: rank 0 prints
     dumped = [r.model_dump(mode="json") for r in results]
-    if not emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]]):
+    if stream is not None:
         from fabricsim.bench import format_many
 
-        sys.stdout.write(format_many(results))
+        _write_now(stream.remainder(format_many(results)))
+    else:
+        emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]])
     wrong = sum(r.wrong_total for r in results)
     if wrong:
         rows = sum(1 for r in results for row in r.rows if row.wrong)
