@@ -1,4 +1,5 @@
-"""Must-hold bounds of the inference model on the published cases (validation/inference.yaml): counted cases,
+"""Must-hold bounds of the inference model on the published cases (validation/inference.yaml and
+found_inference_cases.yaml): counted cases,
 median and worst error, per category; every case not counted says why."""
 
 from __future__ import annotations
@@ -10,15 +11,21 @@ import pytest
 from fabricsim.catalog import Catalog
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
 
-MIN_COUNTED = 70  # head_dim and MLA in the model spec made the Qwen3 and DeepSeek-R1 cases expressible
-MEDIAN_BOUND = 0.15  # the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0%)
+MIN_COUNTED = 96  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 26 TensorRT-LLM v0.9.0
+# the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
+# all cases and 14.8% on throughput/TPOT once the TensorRT-LLM v0.9.0 cases of found_inference_cases.yaml count: the
+# Mixtral-8x7B static rows come out 35-161% fast). Kept at the target, not loosened.
+MEDIAN_BOUND = 0.15
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
 # since MLA and head_dim, come out 33-110% fast once the step waits for the most loaded expert-parallel rank
 # (achieved worst 110%, was 129%); without them the worst is 50% (Falcon-180B TP8 on TensorRT-LLM v0.5.0) and
-# TensorRT-LLM v0.5 short-prompt TTFT 33-48% low.
-WORST_BOUND = 1.11
+# TensorRT-LLM v0.5 short-prompt TTFT 33-48% low. The TensorRT-LLM v0.9.0 Mixtral-8x7B H200 TP2 batch-1024 128/128
+# static row (found_inference_cases.yaml) is now the worst: predicted 161% fast (was 110% on inference.yaml alone).
+WORST_BOUND = 1.62
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.13, "trtllm_tp_scaling": 0.22,
-                   "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83}
+                   "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83,
+                   # found_inference_cases.yaml (achieved 20.3%, 27.1%: Mixtral static fast, short-prompt TTFT low)
+                   "trtllm_v090_static": 0.21, "trtllm_v090_latency": 0.28}
 
 
 @pytest.fixture(scope="module")
