@@ -83,3 +83,11 @@ def test_bad_serving_options_are_one_line(runner: CliRunner, args: list[str], fi
     assert result.exit_code == 2
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert len(lines) == 1 and field in lines[0] and "Traceback" not in result.output
+
+
+def test_a_batch_that_cannot_fit_is_a_one_line_error(runner: CliRunner) -> None:
+    """The model fits but this batch's KV cache does not: a bad --batch, with the largest batch that fits."""
+    result = runner.invoke(app, ["infer", "--model", "llama3-70b", "--tp", "8", "--batch", "100000000"])
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "--batch" in lines[0] and "at most" in lines[0]

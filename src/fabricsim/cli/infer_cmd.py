@@ -162,6 +162,11 @@ def infer_command(
         raise SpecError(f"{gpus} must equal tp*pp*dp = {tp}*{pp}*{dp} = {plan.gpus}", field="--gpus")
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
     pred = predict_inference(spec, cluster, plan)
+    if not pred.fits and pred.max_batch >= 1:  # the model fits, this batch's KV cache does not: a bad --batch
+        gib = 2.0**30
+        raise SpecError(f"{batch} sequences of {plan.context} tokens need {pred.memory.total_bytes / gib:,.1f} GiB "
+                        f"per GPU, {pred.memory.usable_bytes / gib:,.1f} usable: at most {pred.max_batch} fit; lower "
+                        "--batch, or add --tp/--pp, --kv fp8", field="--batch")
     served = _serve(spec, cluster, plan, serve) if serve.active else None
     if plot is not None:
         from fabricsim.report.plots import plot_bars

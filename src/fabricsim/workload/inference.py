@@ -458,10 +458,10 @@ def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:
 def max_batch(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
     """The largest batch (a multiple of dp) whose KV cache at this context fits beside the weights and the
     activation workspace of that batch (its logits grow with it); 0 if none."""
-    mem = inference_memory(model, plan, gpu)
+    mem = inference_memory(model, replace(plan, batch=plan.dp), gpu)  # the smallest workspace: one per rank
     free = mem.usable_bytes - mem.weights_bytes - mem.activations_bytes
     per_seq = plan.context * kv_bytes_per_token_gpu(model, plan)
-    upper = max(0, floor(free / per_seq)) if free > 0 else 0  # the workspace of plan.batch: an upper bound
+    upper = max(0, floor(free / per_seq)) if free > 0 else 0  # an upper bound (workspace grows with the batch)
 
     def fits(per_rank: int) -> bool:
         return inference_memory(model, replace(plan, batch=per_rank * plan.dp), gpu).fits
