@@ -180,7 +180,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 # ParallelPlan fields whose option has another name
 PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
                 "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
-                "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap"}
+                "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
+                "grad_dtype": "grad-dtype"}
 
 
 def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
