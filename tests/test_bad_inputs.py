@@ -145,6 +145,12 @@ for name in ("latin1.yaml", "deep.json", "missing.jsonl"):
 case("infer-trace-dev-zero", [*INFER, "--trace", "/dev/zero"], "/dev/zero")
 case("infer-rate-and-trace", [*INFER, "--rate", "1", "--trace", "latin1.yaml"], "--trace")
 case("infer-model-latin1", ["infer", "--model", "latin1.yaml"], "latin1.yaml")
+# ---- size: constraints and sizes that cannot be met or built ----
+SIZE = ["size", "--model", "llama3-70b", "--tokens", "1T"]
+for args, name in ((["--gpus", "1..1000000000"], "--gpus"), (["--nodes", "4000000"], "--nodes"),
+                   (["--deadline", "0d"], "--deadline"), (["--power-cap", "0MW"], "--power-cap"),
+                   (["--budget", "0"], "--budget"), (["--top", "0"], "--top")):
+    case(f"size-{name.lstrip('-')}-{args[1]}", [*SIZE, *args], name)
 # ---- size --inference ----
 SIZE_INF = ["size", "--inference", "--model", "llama3-70b", "--systems", "dgx-h100"]
 for args, name in ((["--rate", "-1", "--slo-ttft", "2s", "--slo-tpot", "50ms"], "rate"),

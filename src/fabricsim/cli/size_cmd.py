@@ -40,19 +40,11 @@ def _opt(help_text: str, *names: str) -> Any:
 
 def _spec(**kw: Any) -> SizingSpec:
     """The SizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
-    from fabricsim import inputs
-    from fabricsim.inputs import finite
-    from fabricsim.sizing import (
-        DEFAULT_FABRICS,
-        Knobs,
-        SizingSpec,
-        parse_int_range,
-        parse_list,
-        parse_money,
-        parse_power_cap,
-        parse_years,
-        sizing_defaults,
-    )
+    from pydantic import ValidationError
+
+    from fabricsim.errors import cli_field
+    from fabricsim.sizing import Knobs, parse_list, sizing_defaults
+    from fabricsim.workload._validation import spec_error
 
     defaults = sizing_defaults()
     knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
@@ -63,6 +55,32 @@ def _spec(**kw: Any) -> SizingSpec:
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
     if not kw["overlap"]:
         fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
+    try:
+        return _build_spec(kw, knobs, fixed, defaults)
+    except ValidationError as exc:  # name the option, not the spec field (deadline_s -> --deadline)
+        raise cli_field(spec_error(exc), SPEC_OPTIONS) from None
+
+
+# SizingSpec fields whose option is named otherwise
+SPEC_OPTIONS = {"deadline_s": "--deadline", "budget_usd": "--budget", "power_cap_w": "--power-cap",
+                "gpus": "--gpus", "nodes": "--nodes", "amortize_s": "--amortize", "gpu_hour_usd": "--gpu-hour",
+                "kwh_usd": "--kwh", "pue": "--pue", "top": "--top", "seq": "--seq", "tokens": "--tokens"}
+
+
+def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults: Any) -> SizingSpec:
+    """The SizingSpec itself (pydantic checks the ranges)."""
+    from fabricsim import inputs
+    from fabricsim.inputs import finite
+    from fabricsim.sizing import (
+        DEFAULT_FABRICS,
+        SizingSpec,
+        parse_int_range,
+        parse_list,
+        parse_money,
+        parse_power_cap,
+        parse_years,
+    )
+
     return SizingSpec(
         model=kw["model"], seq=kw["seq"],
         tokens=finite(units.parse_count(kw["tokens"], field="--tokens"), "--tokens", low=0, low_open=True),

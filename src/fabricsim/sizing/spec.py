@@ -7,13 +7,14 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.sizing.defaults import YEAR_S
 
 DEFAULT_FABRICS = ("hdr", "ndr", "xdr", "eth-400g")
+MAX_SIZE = 2**20  # GPUs or nodes: a 3-tier fat tree of 144-port switches reaches 746,496 ports
 RECOMPUTE = ("none", "selective", "full")
 Objective = Literal["time", "cost", "energy"]
 # Plan fields a search keeps as given (not searched): flags of the era or framework being sized.
@@ -48,6 +49,14 @@ class SizingSpec(BaseModel):
     gbs: tuple[int, ...] = Field((1024,), min_length=1)
     gpus: tuple[int, ...] | None = None  # targets; per system rounded down to whole nodes
     nodes: tuple[int, ...] | None = None
+
+    @field_validator("gpus", "nodes")
+    @classmethod
+    def _at_most_max(cls, value: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        if value is not None and max(value) > MAX_SIZE:
+            raise ValueError(f"at most {MAX_SIZE:,} (beyond any fabric the catalog's switches build), "
+                             f"got {max(value):,}")
+        return value
     systems: tuple[str, ...] | None = None  # None: every catalog system with a price
     fabrics: tuple[str, ...] = DEFAULT_FABRICS
     oversubscription: tuple[float, ...] = (1.0, 2.0)
@@ -55,9 +64,9 @@ class SizingSpec(BaseModel):
     knobs: Knobs = Knobs()
     fixed: dict[str, Any] = Field(default_factory=dict)  # plan fields held fixed (FIXED_FIELDS)
     tp_max_domains: int = Field(2, ge=1, description="largest TP as a multiple of the NVLink domain (or node)")
-    deadline_s: float | None = None
-    budget_usd: float | None = None
-    power_cap_w: float | None = None
+    deadline_s: float | None = Field(None, gt=0)
+    budget_usd: float | None = Field(None, gt=0)
+    power_cap_w: float | None = Field(None, gt=0)
     objective: Objective = "cost"
     amortize_s: float = Field(4 * YEAR_S, gt=0)
     gpu_hour_usd: float | None = None
