@@ -150,7 +150,7 @@ SIZE = ["size", "--model", "llama3-70b", "--tokens", "1T"]
 for args, name in ((["--gpus", "1..1000000000"], "--gpus"), (["--nodes", "4000000"], "--nodes"),
                    (["--deadline", "0d"], "--deadline"), (["--power-cap", "0MW"], "--power-cap"),
                    (["--budget", "0"], "--budget"), (["--top", "0"], "--top")):
-    case(f"size-{name.lstrip('-')}-{args[1]}", [*SIZE, *args], name)
+    case(f"size-bound-{name.lstrip('-')}-{args[1]}", [*SIZE, *args], name)
 # ---- size --inference ----
 SIZE_INF = ["size", "--inference", "--model", "llama3-70b", "--systems", "dgx-h100"]
 for args, name in ((["--rate", "-1", "--slo-ttft", "2s", "--slo-tpot", "50ms"], "rate"),
