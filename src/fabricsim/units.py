@@ -187,6 +187,13 @@ def format_flops(flops_per_s: float, *, digits: int = 4) -> str:
     return _scaled(flops_per_s, _DEC_SCALES, "FLOP/s", digits)
 
 
+def format_usd(usd: float | None) -> str:
+    """Dollars for a table cell: ``2.5e6`` -> ``$2.50M``, ``12345`` -> ``$12,345``; ``?`` when unknown."""
+    if usd is None:
+        return "?"
+    return f"${usd / 1e6:,.2f}M" if usd >= 1e5 else f"${usd:,.0f}"
+
+
 def format_duration(seconds: float, *, digits: int = 4) -> str:
     """Seconds in the most readable unit: ``1.5e-6`` -> ``1.5us``, ``86400`` -> ``1d``."""
     if seconds >= 86400:

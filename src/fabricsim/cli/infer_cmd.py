@@ -221,10 +221,7 @@ def _finite(value: float | None) -> float | None:
 
 def _serving_json(r: ServingResult) -> dict[str, Any]:
     """The serving simulation's fields, SI units."""
-    out: dict[str, Any] = {}
-    for name, stats in (("ttft_s", r.ttft), ("tpot_s", r.tpot), ("e2e_s", r.e2e)):
-        for pct in ("p50", "p90", "p99"):
-            out[f"{name}_{pct}"] = _finite(getattr(stats, f"{pct}_s"))
+    out: dict[str, Any] = dict(r.percentiles_json())
     out.update(requests_arrived=r.requests_arrived, requests_completed=r.requests_completed,
                requests_unfinished=r.requests_unfinished, served_output_tokens_per_s=r.output_tokens_per_s,
                goodput=_finite(r.goodput_rps), slo_attainment=_finite(r.slo_attainment), preemptions=r.preemptions,

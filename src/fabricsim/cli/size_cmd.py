@@ -104,11 +104,6 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
     )
 
 
-def _money(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"${value / 1e6:,.2f}M" if value >= 1e5 else f"${value:,.0f}"
-
 
 def _plan(p: dict[str, Any]) -> str:
     rc = {"none": "", "selective": " rs", "full": " rf"}[p["recompute"]]
@@ -135,7 +130,7 @@ def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
         cells = {"#": str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
-                 "days": f"{e['time_to_train_s'] / DAY_S:.1f}", "cost": _money(e["cost_usd"]),
+                 "days": f"{e['time_to_train_s'] / DAY_S:.1f}", "cost": units.format_usd(e["cost_usd"]),
                  "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
         table.add_row(*(cells[h] for h in headers))
     return table
@@ -152,7 +147,7 @@ def matrix_table(result: SizingResult) -> Table:
     for f in fabrics:
         num_column(table, f)
     for system in dict.fromkeys(e["system"] for e in best):
-        cells = {e["fabric"]: f"{e['time_to_train_s'] / DAY_S:.1f}d {_money(e['cost_usd'])}"
+        cells = {e["fabric"]: f"{e['time_to_train_s'] / DAY_S:.1f}d {units.format_usd(e['cost_usd'])}"
                  for e in best if e["system"] == system}
         table.add_row(system, *(cells.get(f, "-") for f in fabrics))
     return table

@@ -64,11 +64,6 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else units.format_duration(value, digits=3)
 
 
-def _money(value: float | None) -> str:
-    if value is None:
-        return "?"
-    return f"${value / 1e6:,.2f}M" if value >= 1e5 else f"${value:,.0f}"
-
 
 def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> Table:
     """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound; below
@@ -102,7 +97,7 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> 
                  "batch": str(e["max_batch"]), "ttft": _ms(ttft), "tpot": _ms(tpot),
                  "$/M": "?" if per is None else f"{per:.3f}",
                  "$/h": "?" if e["cost_usd_per_hour"] is None else f"{e['cost_usd_per_hour']:.2f}",
-                 "capex": _money(e["capex_usd"]), "bound": e["bottleneck"], "checked": checked}
+                 "capex": units.format_usd(e["capex_usd"]), "bound": e["bottleneck"], "checked": checked}
         table.add_row(*(cells[header] for header, _ in shown))
     return table
 

@@ -105,10 +105,6 @@ def _model(spec: InferenceSizingSpec) -> ModelSpec:
     return ModelSpec.from_data(dict(spec.model), source="model")
 
 
-def _percentile(stats: Any, p: int) -> float:
-    return float({50: stats.p50_s, 90: stats.p90_s, 99: stats.p99_s}[p])
-
-
 def confirm(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, replicas: int, trace: RequestTrace,
             catalog: Catalog) -> Confirmation:
     """Simulate the candidate at the offered rate; while it misses an SLO at its percentile (or overloads), add
@@ -138,7 +134,7 @@ def _miss(spec: InferenceSizingSpec, res: ServingResult) -> str:
     p = spec.slo_percentile
     if res.overloaded:
         return f"overloaded: {res.overload_reason}"
-    ttft, tpot = _percentile(res.ttft, p), _percentile(res.tpot, p)
+    ttft, tpot = res.ttft.at(p), res.tpot.at(p)
     parts = []
     if not ttft <= spec.slo_ttft_s:
         parts.append(f"ttft p{p} {units.format_duration(ttft)} > {units.format_duration(spec.slo_ttft_s)}")
@@ -242,9 +238,7 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
     sim: dict[str, Any] | None = None
     if conf is not None:
         res = conf.result
-        for k, stats in (("ttft", res.ttft), ("tpot", res.tpot)):
-            for p in (50, 90, 99):
-                lat[f"{k}_s_p{p}"] = _num(_percentile(stats, p))
+        lat.update(res.percentiles_json(("ttft", "tpot")))
         goodput, attainment = res.goodput_rps, res.slo_attainment
         sim = {"passed": conf.passed, "reason": conf.reason, "runs": conf.runs, "replicas": conf.replicas,
                "requests": res.requests_arrived, "mean_batch": res.mean_batch_size, "preemptions": res.preemptions,

@@ -131,6 +131,10 @@ class LatencyStats:
     p99_s: float
     mean_s: float
 
+    def at(self, percentile: int) -> float:
+        """The 50th, 90th or 99th percentile (s)."""
+        return {50: self.p50_s, 90: self.p90_s, 99: self.p99_s}[percentile]
+
     @staticmethod
     def of(values: NDArray[np.float64]) -> LatencyStats:
         """Percentiles (numpy's linear interpolation) of the finite entries."""
@@ -168,6 +172,16 @@ class ServingResult:
     mean_batch_size: float  # sequences per iteration (decodes + prefill chunks), over all replicas' iterations
     overloaded: bool
     overload_reason: str  # why overloaded ("" when not)
+
+    def percentiles_json(self, kinds: tuple[str, ...] = ("ttft", "tpot", "e2e")) -> dict[str, float | None]:
+        """``ttft_s_p50`` ... ``e2e_s_p99`` for JSON: a latency no request reached is None (JSON has no NaN)."""
+        out: dict[str, float | None] = {}
+        for kind in kinds:
+            stats: LatencyStats = getattr(self, kind)
+            for p in PERCENTILES:
+                value = stats.at(int(p))
+                out[f"{kind}_s_p{int(p)}"] = value if math.isfinite(value) else None
+        return out
 
 
 class _Replica:
