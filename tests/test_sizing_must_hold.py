@@ -52,8 +52,9 @@ def test_sc21_best_plan_is_at_least_as_fast_as_published(case: dict[str, Any]) -
 # The issue asks for the top 5%. Where the training model still prefers other plans (smaller TP, larger
 # micro-batches, interleaving) the rank measured at this landing is the bound: it may only improve. The
 # published plan is the one Megatron-LM examples/sc21/run_table_1.sh ran (its micro-batch and interleaving).
-SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.06, "megatron_t1_39.1B": 0.28,
-                   "megatron_t1_145.6B": 0.07, "megatron_t1_529.6B": 0.44}
+# Interleaving is searched only where Megatron-LM runs it (pp > 2), which also shrinks the denominators.
+SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.02, "megatron_t1_39.1B": 0.28,
+                   "megatron_t1_145.6B": 0.073, "megatron_t1_529.6B": 0.44}
 
 
 @pytest.mark.slow

@@ -129,3 +129,24 @@ def test_microbatches_in_flight() -> None:
     assert inter.microbatches_in_flight(3) < inter.microbatches_in_flight(0)
     with pytest.raises(SpecError, match="stage 4 out of range"):
         p.microbatches_in_flight(4)
+
+
+def test_interleaving_only_where_megatron_runs_it() -> None:
+    """Megatron-LM asserts pp > 2 and micro-batches a multiple of pp for the interleaved schedule: `train` warns,
+    the sizing space never proposes it (the auto vpp of `train` uses the same rule)."""
+    from fabricsim.catalog import default_catalog
+    from fabricsim.sizing import Knobs, SizingSpec
+    from fabricsim.sizing.space import shapes
+    from fabricsim.workload.plan import megatron_runs_interleaved
+
+    assert not megatron_runs_interleaved(2, 8) and not megatron_runs_interleaved(4, 6)
+    assert megatron_runs_interleaved(3, 6) and megatron_runs_interleaved(4, 8)
+    llama = load_model("llama3-8b")
+    warnings = check_plan(llama, ParallelPlan.build(pp=2, dp=4, seq=4096, gbs=32, virtual_stages=2))
+    assert any("pp > 2" in w for w in warnings)
+    assert check_plan(llama, ParallelPlan.build(pp=4, dp=2, seq=4096, gbs=32, virtual_stages=2)) == []
+    spec = SizingSpec(model="llama3-8b", tokens=1e12, seq=4096, gbs=(256,), gpus=(64,), systems=("dgx-h100",),
+                      fabrics=("ndr",), oversubscription=(1.0,), knobs=Knobs(recompute=("none",), zero=(1,)))
+    system = default_catalog().system("dgx-h100")
+    found = [(s.pp, s.vpp) for s in shapes(llama, spec, system, True, 64)]
+    assert any(v > 1 for p, v in found) and all(p > 2 for p, v in found if v > 1)

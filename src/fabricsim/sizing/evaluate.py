@@ -18,7 +18,7 @@ from fabricsim.sizing.space import ClusterChoice, Shape, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.workload import load_model
 from fabricsim.workload.flops import step_flops
-from fabricsim.workload.plan import ParallelPlan, check_plan
+from fabricsim.workload.plan import ParallelPlan, check_plan, megatron_runs_interleaved
 from fabricsim.workload.spec import ModelSpec
 from fabricsim.workload.training import LAYERS, Cluster, StepTerms, assemble_steps, plan_memory, step_terms
 
@@ -71,13 +71,13 @@ def plan_for(model: ModelSpec, spec: SizingSpec, shape: Shape, gbs: int) -> Para
 
 
 def _valid_batches(spec: SizingSpec, shape: Shape) -> list[tuple[int, int]]:
-    """(gbs, micro-batches) pairs a shape can run: gbs divisible by mbs * dp; interleaving needs m % pp == 0."""
+    """(gbs, micro-batches) pairs a shape can run: gbs divisible by mbs * dp; interleaving as Megatron-LM runs it."""
     out = []
     for gbs in spec.gbs:
         if gbs % (shape.mbs * shape.dp):
             continue
         m = gbs // (shape.mbs * shape.dp)
-        if shape.vpp > 1 and m % shape.pp:
+        if shape.vpp > 1 and not megatron_runs_interleaved(shape.pp, m):
             continue
         out.append((gbs, m))
     return out

@@ -128,7 +128,7 @@ def _vpp_values(model: ModelSpec, spec: SizingSpec, pp: int) -> list[int]:
     if pp == 1:
         return [1]
     values = spec.knobs.vpp or tuple(_divisors(model.layers // pp, MAX_VPP))
-    return [v for v in values if model.layers >= pp * v and (v == 1 or pp >= 2)]
+    return [v for v in values if model.layers >= pp * v and (v == 1 or pp > 2)]  # megatron_runs_interleaved
 
 
 def _ep_values(model: ModelSpec, spec: SizingSpec, dp: int, cp: int) -> list[int]:

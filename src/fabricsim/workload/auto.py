@@ -1,8 +1,8 @@
 """Auto knobs for `train`: the pipeline interleaving (vpp), micro-batch, recompute and ZeRO stage the user left
 unset, chosen as the fastest setting that fits in GPU memory; the knobs the user set stay as given.
 
-Candidates: vpp = the divisors of layers // pp when pp > 1 (1 otherwise), and only where the interleaved schedule's
-micro-batch count is a multiple of pp (Megatron-LM's requirement); mbs = the powers of two up to ``MAX_AUTO_MBS``
+Candidates: vpp = the divisors of layers // pp when pp > 1 (1 otherwise), and only where Megatron-LM runs the
+interleaved schedule (pp > 2, micro-batches a multiple of pp); mbs = the powers of two up to ``MAX_AUTO_MBS``
 dividing gbs / dp; recompute none, selective, full; ZeRO 0-2, and 3 (FSDP) only without pipeline parallelism.
 Each candidate is checked against memory first (``memory_report``, no timing) and only those that fit are timed
 with ``predict_training``; ties go to the simpler setting (less recompute, lower ZeRO, fewer virtual stages,
@@ -18,7 +18,7 @@ from typing import Any
 
 from fabricsim.errors import SpecError
 from fabricsim.workload.memory import GIB, memory_report
-from fabricsim.workload.plan import ParallelPlan
+from fabricsim.workload.plan import ParallelPlan, megatron_runs_interleaved
 from fabricsim.workload.spec import ModelSpec
 from fabricsim.workload.training import Cluster, TrainingPrediction, predict_training
 
@@ -90,12 +90,13 @@ def _better(time_s: float, key: tuple[int, int, int, int], best_s: float, best_k
 
 def _candidate(fields: dict[str, Any], setting: dict[str, Any]) -> ParallelPlan | None:
     """The plan for one setting, or None where the setting is not a valid plan (or, for an auto vpp, an interleaved
-    schedule whose micro-batches are not a multiple of pp, which Megatron-LM cannot run)."""
+    schedule Megatron-LM cannot run: pp <= 2, or micro-batches not a multiple of pp)."""
     try:
         plan = ParallelPlan.build(**fields, **setting)
     except SpecError:
         return None
-    if "virtual_stages" in setting and plan.virtual_stages > 1 and plan.microbatches % plan.pp:
+    if "virtual_stages" in setting and plan.virtual_stages > 1 and not megatron_runs_interleaved(plan.pp,
+                                                                                              plan.microbatches):
         return None
     return plan
 

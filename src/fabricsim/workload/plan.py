@@ -297,6 +297,13 @@ def layers_by_stage(layout: tuple[int, ...], virtual_stages: int) -> tuple[tuple
     return tuple(tuple(stage) for stage in stages)
 
 
+def megatron_runs_interleaved(pp: int, microbatches: int) -> bool:
+    """Whether Megatron-LM runs the interleaved 1F1B schedule for ``pp`` stages and ``microbatches``: it asserts
+    pp > 2 (NVIDIA/Megatron-LM commit 182841f7d, 2021-03-20, kept in megatron/core/parallel_state.py) and a
+    micro-batch count that is a multiple of pp (megatron/core/pipeline_parallel/schedules.py)."""
+    return pp > 2 and microbatches % pp == 0
+
+
 def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
     """Check a plan against a model: raises SpecError where it cannot run, returns warnings where it runs poorly."""
     warnings: list[str] = []
@@ -325,9 +332,9 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
     if len(sizes) > 1:
         warnings.append(f"layers ({model.layers}) on pp = {plan.pp}: stages hold {' or '.join(map(str, sizes))} "
                         "layers; the largest stage sets the pace")
-    if plan.schedule == "interleaved" and plan.microbatches % plan.pp:
-        warnings.append(f"micro-batches ({plan.microbatches}) not a multiple of pp ({plan.pp}): Megatron-LM's "
-                        "interleaved schedule has required this")
+    if plan.schedule == "interleaved" and not megatron_runs_interleaved(plan.pp, plan.microbatches):
+        warnings.append(f"interleaving with pp = {plan.pp} and {plan.microbatches} micro-batches: Megatron-LM's "
+                        "interleaved schedule needs pp > 2 and micro-batches a multiple of pp")
     if plan.microbatches < plan.pp:
         warnings.append(f"micro-batches ({plan.microbatches}) < pp ({plan.pp}): pipeline stages sit idle")
     return warnings
