@@ -11,9 +11,10 @@ from fabricsim.validation.cases import load_cases
 from fabricsim.validation.settings import load_settings, with_settings
 from fabricsim.validation.training_cases import predict_case
 
-# 2021 Megatron-LM: full recompute, no fused attention, replicated optimizer state, no overlap, no context parallelism.
+# 2021 Megatron-LM: full recompute, no fused attention, replicated optimizer state, no overlap, no context or sequence
+# parallelism (both came in 2022).
 SC21_FIXED = {"flash_attention": False, "overlap_grad_reduce": False, "overlap_param_gather": False,
-              "tp_comm_overlap": False}
+              "tp_comm_overlap": False, "sequence_parallel": False}
 SC21_KNOBS = Knobs(recompute=("full",), zero=(0,), precision=("bf16",), cp=(1,))
 
 
@@ -53,8 +54,10 @@ def test_sc21_best_plan_is_at_least_as_fast_as_published(case: dict[str, Any]) -
 # micro-batches, interleaving) the rank measured at this landing is the bound: it may only improve. The
 # published plan is the one Megatron-LM examples/sc21/run_table_1.sh ran (its micro-batch and interleaving).
 # Interleaving is searched only where Megatron-LM runs it (pp > 2), which also shrinks the denominators.
-SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.02, "megatron_t1_39.1B": 0.28,
-                   "megatron_t1_145.6B": 0.073, "megatron_t1_529.6B": 0.44}
+# Without the sequence parallelism the 2021 runs lacked, 529.6B's interleaved plans mostly no longer fit (10 remain) and
+# its published plan ranks 7th of them.
+SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.02, "megatron_t1_39.1B": 0.19,
+                   "megatron_t1_145.6B": 0.05, "megatron_t1_529.6B": 0.70}
 
 
 @pytest.mark.slow
