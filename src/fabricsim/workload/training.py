@@ -11,8 +11,8 @@ Per micro-batch on the slowest pipeline stage:
   hides them under the layer's GEMMs;
 - EP: all-to-all dispatch + combine per MoE layer, forward and backward, exposed;
 - CP: ring exchange of K and V blocks per layer, overlapped with the attention compute;
-- PP: the activation (forward) and its gradient (backward) to the neighbour stage, 1/tp of it with sequence
-  parallelism, exposed;
+- PP: the activation (forward) and its gradient (backward) to the neighbour stage, 1/tp of it from each TP rank
+  (sequence parallelism, or Megatron-LM's scatter/gather with an all-gather on the receiver), exposed;
 - ZeRO-3 / FSDP: per-layer weight gathers and gradient reduce-scatters, prefetched under each layer's compute.
 Step = (m + bubble) x micro-batch time (``pipeline_bubble_fraction``: (pp - 1) / v once the pipeline fills,
 pp - 1 when m < pp), + the data-parallel gradient sync and
@@ -261,6 +261,7 @@ class _LayerComms:
     ep_per_layer_pass: tuple[float, str]
     cp_per_layer_step: tuple[float, str]
     pp_per_send: tuple[float, str]
+    pp_gather: tuple[float, str]  # receiver's all-gather of the scattered activation (TP without sequence parallel)
 
 
 _COMMS_CACHE: dict[tuple[object, ...], _LayerComms] = {}
@@ -311,12 +312,17 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
     if plan.cp > 1:
         kv_block = 2 * plan.mbs * plan.seq / plan.cp * model.kv_dim * ACT_BYTES / plan.tp
         cp = _comm(widest("cp"), "send_recv", kv_block, cat)
-    pp = (0.0, "nvlink")
+    pp = pp_gather = (0.0, "nvlink")
     if plan.pp > 1:
+        # Each TP rank sends 1/tp of the activation on its own NIC: with sequence parallelism it is already split;
+        # without, Megatron-LM's scatter/gather optimisation (Narayanan et al. SC21 sec. 4.1; on unless
+        # --no-scatter-gather-tensors-in-pipeline) splits it and the receiver all-gathers it over the TP group.
         pp_shape = _group_shape_of(cluster, plan, "pp", False)
         pair = None if pp_shape is None else _cached_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
-        pp = _comm(pair, "send_recv", act / (plan.tp if plan.sequence_parallel else 1), cat)
-    return _LayerComms(tp, tp_bf16, ep, cp, pp)
+        pp = _comm(pair, "send_recv", act / plan.tp, cat)
+        if tp_shape is not None and not plan.sequence_parallel:
+            pp_gather = _comm(tp_shape, "all_gather", act, cat)
+    return _LayerComms(tp, tp_bf16, ep, cp, pp, pp_gather)
 
 
 @dataclass(frozen=True)
@@ -456,6 +462,9 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
     if plan.pp > 1:
         t_p2p, kind = comms.pp_per_send
         out.add(kind, 2 * t_p2p * plan.virtual_stages)
+        t_gather, gather_kind = comms.pp_gather
+        if t_gather > 0:
+            out.add(gather_kind, 2 * t_gather * plan.virtual_stages)
     if plan.zero >= 3:
         forward_share = 1.0 / (3.0 + recompute_passes)  # of the element-wise work: one forward of all passes
         other_s = hbm_s + work.kernel_gaps_s  # element-wise kernels and launch gaps, split like the passes
