@@ -11,7 +11,7 @@ import pytest
 from fabricsim.catalog import Catalog
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
 
-MIN_COUNTED = 96  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 26 TensorRT-LLM v0.9.0
+MIN_COUNTED = 100  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 30 TensorRT-LLM v0.9.0
 # the target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
 # all cases and 14.8% on throughput/TPOT once the TensorRT-LLM v0.9.0 cases of found_inference_cases.yaml count: the
 # Mixtral-8x7B static rows come out 35-161% fast). Kept at the target, not loosened.
