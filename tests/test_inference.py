@@ -131,6 +131,29 @@ def test_moe_decode_reads_only_touched_experts(catalog: Catalog) -> None:
     assert one.decode_step_s["hbm"] < many.decode_step_s["hbm"]
 
 
+def test_sm80_moe_kernels_slow_only_the_expert_math_on_hopper(catalog: Catalog) -> None:
+    """TensorRT-LLM before 0.10 ran MoE GEMMs on Ampere kernels at 16 bits: on Hopper a compute-bound MoE prefill
+    slows, weight streaming (decode at batch 1) does not, and an A100 (native SM80, BF16) is unchanged."""
+    spec = load_model("mixtral-8x7b")
+    h100 = _cluster(catalog, "dgx-h100")
+    base = InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8, weights="fp8")
+    legacy = InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8, weights="fp8", moe_sm80_kernels=True)
+    fast, slow = predict_inference(spec, h100, base), predict_inference(spec, h100, legacy)
+    assert slow.ttft_s > 1.5 * fast.ttft_s
+    assert slow.memory.weights_bytes == fast.memory.weights_bytes  # the weights keep their 1-byte format
+    one, one_legacy = (predict_inference(spec, h100, InferencePlan(tp=2, batch=1, prompt_tokens=16, output_tokens=64,
+                                                                   weights="fp8", moe_sm80_kernels=flag))
+                       for flag in (False, True))
+    assert one_legacy.tpot_s == pytest.approx(one.tpot_s, rel=1e-9)
+    a100 = _cluster(catalog, "dgx-a100")
+    bf16 = InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8)
+    assert predict_inference(spec, a100, InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8,
+                                                       moe_sm80_kernels=True)).ttft_s == pytest.approx(
+        predict_inference(spec, a100, bf16).ttft_s, rel=1e-9)
+    dense = load_model("llama3-8b")
+    assert predict_inference(dense, h100, legacy).ttft_s == pytest.approx(predict_inference(dense, h100, base).ttft_s)
+
+
 def test_bad_plans_are_one_line_errors(catalog: Catalog) -> None:
     spec = load_model("llama3-70b")
     cluster = _cluster(catalog, "dgx-h100")

@@ -66,6 +66,10 @@ class GPU(Priced):
     hbm_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
     )
+    sm80_kernel_fraction: Efficiency | None = Field(
+        None, description="fraction of the GPU's best BF16 GEMM rate that Ampere-generation (SM80: cp.async + "
+        "mma.sync) kernels reach on it; None: 1 (they are its native kernels, or unmeasured)"
+    )
 
     def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:
         """NVLink bandwidth of this GPU, both directions summed: links x ``link.bytes_per_s`` (per direction) x 2.

@@ -138,20 +138,35 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     tp, pp, ep, dp = _parallel(config)
     del model
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config))
+                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
+                         moe_sm80_kernels=moe_sm80_kernels(config))
+
+
+def _engine_has(config: dict[str, Any], framework: str, since_version: str) -> bool:
+    """Whether the case's engine has a feature ``framework`` shipped in ``since_version``: any other or unstated
+    engine, or an unstated version, is taken as having it."""
+    if str(config.get("framework", "")).strip() != framework:
+        return True
+    found = re.match(r"\s*v?(\d+)\.(\d+)", str(config.get("version", "")))
+    if found is None:
+        return True
+    since = tuple(int(x) for x in since_version.split("."))
+    return (int(found.group(1)), int(found.group(2))) >= since
 
 
 def gqa_kernel(config: dict[str, Any]) -> bool:
     """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
     ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
     spec = _defaults_document()["inference"]["gqa_decode_kernel"]
-    if str(config.get("framework", "")).strip() != spec["framework"]:
-        return True
-    found = re.match(r"\s*v?(\d+)\.(\d+)", str(config.get("version", "")))
-    if found is None:
-        return True
-    since = tuple(int(x) for x in str(spec["since_version"]).split("."))
-    return (int(found.group(1)), int(found.group(2))) >= since
+    return _engine_has(config, str(spec["framework"]), str(spec["since_version"]))
+
+
+def moe_sm80_kernels(config: dict[str, Any]) -> bool:
+    """Whether the case's engine runs its MoE expert GEMMs on Ampere-generation kernels at the 16-bit rate:
+    TensorRT-LLM before the version ``data/compute.yaml`` inference.moe_grouped_gemm names (no FP8 MoE, no Hopper
+    MoE kernels there); every other or unstated engine is taken as having native MoE kernels."""
+    spec = _defaults_document()["inference"]["moe_grouped_gemm"]
+    return not _engine_has(config, str(spec["framework"]), str(spec["native_since_version"]))
 
 
 def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[float, str, str]:
@@ -186,7 +201,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     _, _, kv_note = precisions(config)
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
-              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}, "
+              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
+              f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail

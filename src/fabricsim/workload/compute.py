@@ -106,6 +106,12 @@ def attention_flops_per_s(gpu: GPU) -> float:
     return gpu.bf16_flops_per_s * attention_efficiency(gpu).value
 
 
+def sm80_kernel_fraction(gpu: GPU) -> float:
+    """Fraction of the GPU's best BF16 GEMM rate that Ampere-generation (SM80) kernels reach on it: an engine that
+    ships only such kernels for an operation (TensorRT-LLM's MoE GEMMs before 0.10) runs there; 1 where unmeasured."""
+    return gpu.sm80_kernel_fraction.value if gpu.sm80_kernel_fraction is not None else 1.0
+
+
 def hbm_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its HBM bandwidth on streaming kernels, with its source (or the default)."""
     return gpu.hbm_efficiency if gpu.hbm_efficiency is not None else default_hbm_efficiency()

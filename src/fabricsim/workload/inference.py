@@ -11,7 +11,9 @@ Per forward pass on one pipeline stage, per GPU:
   ep > 1 the step waits for the most loaded expert-parallel rank: its routed tokens are (1 + z x cv) x the mean,
   cv from the multinomial noise of balanced top-k routing and the routing skew ``inference.expert_load_dispersion``
   over the E / ep experts a rank holds, z the expected maximum of ep normal draws (on the expert GEMMs' FLOPs and
-  the dispatch/combine bytes; the weights each rank streams are unchanged);
+  the dispatch/combine bytes; the weights each rank streams are unchanged); an engine whose MoE GEMMs are
+  Ampere-generation kernels (``InferencePlan.moe_sm80_kernels``: TensorRT-LLM before 0.10) runs them at the
+  16-bit rate x the GPU's ``sm80_kernel_fraction``, the weights still read in their format;
 - attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
 - LM head in BF16 on the last stage (only the new token's logits);
 - per layer an overhead (``data/compute.yaml`` inference.layer_overhead) and per pass a step overhead;
@@ -46,6 +48,7 @@ from fabricsim.workload.compute import (
     fp8_matmul_efficiency,
     gemm_k_overhead,
     hbm_efficiency,
+    sm80_kernel_fraction,
 )
 from fabricsim.workload.kvcache import (
     KV_BYTES,
@@ -153,6 +156,9 @@ class InferencePlan:
     gqa_kernel: bool = True
     """decode attention reads each KV head once for its whole query group (XQA, FlashDecoding); False: once per
     query head (masked multi-head attention kernels without GQA support)"""
+    moe_sm80_kernels: bool = False
+    """the routed-expert GEMMs run on Ampere-generation (SM80) grouped-GEMM kernels at the 16-bit rate, whatever the
+    weight format (TensorRT-LLM before 0.10: no FP8 MoE, no Hopper MoE kernels; 8-bit weights are INT8 weight-only)"""
     max_context: int | None = None
     """the model's context window, when known (a preset's); prompt + output beyond it is an error"""
 
@@ -183,7 +189,7 @@ class InferencePlan:
     def to_json(self) -> dict[str, object]:
         return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
-                "kv": self.kv, "gpus": self.gpus}
+                "kv": self.kv, "gpus": self.gpus, "moe_sm80_kernels": self.moe_sm80_kernels}
 
 
 def _flag(name: str) -> str:
@@ -237,6 +243,7 @@ class _Stage:
     router_params: float
     weight_bytes: float  # per weight of the GEMMs
     gemm_rate: float  # FLOP/s of the weight GEMMs
+    expert_gemm_rate: float  # FLOP/s of the routed-expert GEMMs (gemm_rate unless the engine's MoE kernels are SM80)
     bf16_rate: float
     attention_rate: float
     hbm_rate: float
@@ -249,12 +256,12 @@ class _Stage:
 
 def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
     return _cached_stage(ByIdentity(model), plan.tp, plan.pp, plan.ep, plan.dp, plan.weights, plan.kv,
-                         plan.gqa_kernel, ByIdentity(gpu))
+                         plan.gqa_kernel, plan.moe_sm80_kernels, ByIdentity(gpu))
 
 
 @lru_cache(maxsize=4096)
 def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, dp: int, weights: str, kv: str,
-                  gqa_kernel: bool, gpu_ref: ByIdentity[GPU]) -> _Stage:
+                  gqa_kernel: bool, moe_sm80_kernels: bool, gpu_ref: ByIdentity[GPU]) -> _Stage:
     model, gpu = model_ref.value, gpu_ref.value
     layers = model.layers // pp
     moe_layers = model.moe_layers / pp  # the stage's share (pp = 1 for every case with dense leading layers)
@@ -266,6 +273,9 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
     rate, precision = _gemm_rate(gpu, weights)
     k_eff = model.hidden / (model.hidden + gemm_k_overhead() * (rate / achievable_flops_per_s(gpu)
                                                                  if precision != "bf16" else 1.0))
+    # SM80 MoE kernels: 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
+    expert_rate = (achievable_flops_per_s(gpu) * sm80_kernel_fraction(gpu) * model.hidden
+                   / (model.hidden + gemm_k_overhead()) if moe_sm80_kernels else rate * k_eff)
     return _Stage(
         layers=layers, moe_layers=moe_layers, common_params=common,
         expert_share_params=model.expert_params() * share if model.moe else 0.0,
@@ -273,7 +283,8 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         top_k=model.moe.top_k if model.moe else 0, ep=ep,
         head_params=model.vocab * model.hidden / tp, embedding_params=model.vocab * model.hidden / tp,
         router_params=float(model.router_params()), weight_bytes=WEIGHT_BYTES[weights],
-        gemm_rate=rate * k_eff, bf16_rate=achievable_flops_per_s(gpu), attention_rate=attention_flops_per_s(gpu),
+        gemm_rate=rate * k_eff, expert_gemm_rate=expert_rate, bf16_rate=achievable_flops_per_s(gpu),
+        attention_rate=attention_flops_per_s(gpu),
         hbm_rate=gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value,
         kv_bytes_token_layer=kv_bytes_per_token_layer(model, tp, kv),
         kv_reads=1.0 if gqa_kernel or model.mla is not None else (model.heads // tp) / kv_heads_per_gpu(model, tp),
@@ -323,7 +334,7 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         peak = expert_load_peak(st.experts, st.top_k, st.ep, tokens_group)
         flops = 2.0 * tokens_group * st.top_k * st.expert_share_params * peak
         bytes_read = touched * st.expert_share_params * st.weight_bytes
-        _roof(st.moe_layers * flops / st.gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
+        _roof(st.moe_layers * flops / st.expert_gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
     attn_flops = st.layers * (st.attn_flops_pair_layer * pairs_rank + st.attn_flops_kv_layer * kv_rank)
     _roof(attn_flops / st.attention_rate,
@@ -686,7 +697,7 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
         comm_s.append(pp * sum(layers.values()) + sum(sends.values()))
     moe_flop = moe_bytes = 0.0
     if st.experts and st.moe_layers:
-        moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.gemm_rate
+        moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.expert_gemm_rate
         moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
     load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
     per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
