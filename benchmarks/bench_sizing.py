@@ -6,9 +6,10 @@ tp, pp, cp, vpp, ZeRO 0-3 at their defaults, micro-batch 1-2, selective or full 
 with FP8 and the larger micro-batches is ~7x larger: `size` prices it the same way, only longer).
 Run: `python benchmarks/bench_sizing.py [workers]` (prints plans, seconds, plans/s and peak MB, parent + workers).
 
-Measured (2-core sandbox, another process sharing the cores): 1,320,832 candidates (340,556 timed, 980,276 pruned
-by divisibility or memory) in 59-65 s on 2 workers (20-22k plans/s, so 10^6 in about 45-50 s); peak RSS 645 MB in
-the parent (all rows as a DataFrame) and 256 MB per worker, at most 1.16 GB together.
+Measured (2-core sandbox, helpers sharing the cores), 2026-12-03 after interleaving was limited to pp > 2 as
+Megatron-LM requires: 1,171,072 candidates (308,682 timed, 862,390 pruned by divisibility or memory) in 32.3 s on
+2 workers (36k plans/s); peak RSS 606 MB in the parent (all rows as a DataFrame) and 252 MB per worker, at most
+1.11 GB together.
 """
 
 from __future__ import annotations
