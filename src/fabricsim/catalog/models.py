@@ -43,6 +43,17 @@ class Efficiency(BaseModel):
     notes: str = ""
 
 
+class Count(BaseModel):
+    """A hardware count (streaming multiprocessors, ...) with where the figure comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: int = Field(ge=1)
+    source: str = Field(min_length=1, description="datasheet, whitepaper or device query the figure comes from")
+    verified: bool = Field(True, description="false where the figure is from a secondary source")
+    notes: str = ""
+
+
 class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -65,6 +76,9 @@ class GPU(Priced):
     )
     hbm_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
+    )
+    sms: Count | None = Field(
+        None, description="streaming multiprocessors: GEMM output tiles run one per SM per wave; None: no wave model"
     )
 
     def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:
