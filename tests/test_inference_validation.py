@@ -10,23 +10,27 @@ import pytest
 
 from fabricsim.catalog import Catalog
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
+from fabricsim.validation.inference_cases import _engine_before, gqa_kernel
 
 MIN_COUNTED = 96  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 26 TensorRT-LLM v0.9.0
 # the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
 # all cases and 14.8% on throughput/TPOT once the TensorRT-LLM v0.9.0 cases of found_inference_cases.yaml count: the
 # Mixtral-8x7B static rows come out 35-161% fast). Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.165  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 16.4%
+ALL_CASES_MEDIAN = 0.12  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 12.0% (16.4%
+# before TensorRT engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
 # since MLA and head_dim, come out 33-110% fast once the step waits for the most loaded expert-parallel rank
-# (achieved worst 110%, was 129%); without them the worst is 50% (Falcon-180B TP8 on TensorRT-LLM v0.5.0) and
-# TensorRT-LLM v0.5 short-prompt TTFT 33-48% low. The TensorRT-LLM v0.9.0 Mixtral-8x7B H200 TP2 batch-1024 128/128
-# static row (found_inference_cases.yaml) is now the worst: predicted 161% fast (was 110% on inference.yaml alone).
+# (achieved worst 110%, was 129%); without them the worst are 35-39% (TensorRT-LLM v0.7a Llama-2-70B H200 slow,
+# Llama-3.1-8B v1.0 slow, Falcon-180B TP8 on v0.5.0 both ways). The TensorRT-LLM v0.9.0 Mixtral-8x7B H200 TP2
+# batch-1024 128/128 static row (found_inference_cases.yaml) is the worst: predicted 159% fast (161% before the
+# tile waves; 110% on inference.yaml alone).
 WORST_BOUND = 1.62
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.13, "trtllm_tp_scaling": 0.22,
                    "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83,
-                   # found_inference_cases.yaml (achieved 20.3%, 27.1%: Mixtral static fast, short-prompt TTFT low)
-                   "trtllm_v090_static": 0.21, "trtllm_v090_latency": 0.28}
+                   "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 8.9% (33% before the tile waves)
+                   # found_inference_cases.yaml (achieved 12.8%, 5.2%; 20.3% and 27.1% before the tile waves)
+                   "trtllm_v090_static": 0.13, "trtllm_v090_latency": 0.06}
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +69,15 @@ def test_every_uncounted_case_says_why(results: tuple[list[CaseResult], list[Not
     _, missing, _ = results
     assert all(len(r.reason) > len("not expressible by the inference model: ") for r in missing)
     assert not any("malformed" in r.reason for r in missing)
+
+
+@pytest.mark.parametrize("framework,version,fixed", [
+    ("TensorRT-LLM", "v0.5 (per table footnote)", True), ("TensorRT-LLM", "v0.9.0", True),
+    ("TensorRT-LLM", "~v0.12/ModelOpt 0.17 (Aug 2024)", True), ("TensorRT-LLM (trtllm-bench)", "0.19.0 docs", True),
+    ("TensorRT-LLM (trtllm-bench)", "v1.0 docs", False), ("TensorRT-LLM (trtllm-bench)", "latest docs", False),
+    ("SGLang", "May 2025", False), ("vLLM", "0.5.0", False)])
+def test_tensorrt_engines_before_1_0_run_fixed_gemm_tiles(framework: str, version: str, fixed: bool) -> None:
+    config = {"framework": framework, "version": version}
+    assert _engine_before(config, "fixed_gemm_tactics") is fixed
+    assert _engine_before(config, "separate_gate_up_gemms") is fixed
+    assert gqa_kernel(config) is not version.startswith("v0.5")

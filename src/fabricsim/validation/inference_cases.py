@@ -138,20 +138,40 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     tp, pp, ep, dp = _parallel(config)
     del model
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config))
+                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
+                         fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
+                         fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"))
+
+
+def _engine_version(config: dict[str, Any], framework: str) -> tuple[int, int] | None:
+    """(major, minor) of the case's engine when it is ``framework`` ('TensorRT-LLM', also 'TensorRT-LLM
+    (trtllm-bench)') and states a version ('v0.9.0', '~v0.12/...'); None otherwise."""
+    if not str(config.get("framework", "")).strip().startswith(framework):
+        return None
+    found = re.match(r"[\s~]*v?(\d+)\.(\d+)", str(config.get("version", "")))
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
+def _version(text: object) -> tuple[int, int]:
+    major, minor = str(text).split(".")[:2]
+    return int(major), int(minor)
 
 
 def gqa_kernel(config: dict[str, Any]) -> bool:
     """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
     ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
     spec = _defaults_document()["inference"]["gqa_decode_kernel"]
-    if str(config.get("framework", "")).strip() != spec["framework"]:
-        return True
-    found = re.match(r"\s*v?(\d+)\.(\d+)", str(config.get("version", "")))
-    if found is None:
-        return True
-    since = tuple(int(x) for x in str(spec["since_version"]).split("."))
-    return (int(found.group(1)), int(found.group(2))) >= since
+    version = _engine_version(config, str(spec["framework"]))
+    return version is None or version >= _version(spec["since_version"])
+
+
+def _engine_before(config: dict[str, Any], feature: str) -> bool:
+    """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature`` (fixed_gemm_tactics:
+    GEMM tactics fixed for another shape; separate_gate_up_gemms): its framework before the entry's version; every
+    other or unstated engine has not (tactics tuned per token count, gate and up fused)."""
+    spec = _defaults_document()["inference"][feature]
+    version = _engine_version(config, str(spec["framework"]))
+    return version is not None and version < _version(spec["before_version"])
 
 
 def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[float, str, str]:
@@ -186,7 +206,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     _, _, kv_note = precisions(config)
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
-              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}, "
+              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
+              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail
