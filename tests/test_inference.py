@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +18,9 @@ from fabricsim.errors import SpecError
 from fabricsim.workload import load_model
 from fabricsim.workload.inference import (
     InferencePlan,
+    _stage,
+    gemm_tile,
+    gemm_waves_s,
     predict_inference,
     step_cost,
     touched_experts,
@@ -173,10 +177,12 @@ def test_bad_plans_are_one_line_errors(catalog: Catalog) -> None:
         predict_inference(spec, _cluster(catalog, "dgx-a100"), InferencePlan(tp=4, weights="fp8"))
 
 
-def test_step_cost_matches_the_prediction_and_is_cheap(catalog: Catalog) -> None:
+@pytest.mark.parametrize("fixed", [False, True])
+def test_step_cost_matches_the_prediction_and_is_cheap(catalog: Catalog, fixed: bool) -> None:
     spec = load_model("llama3-70b")
     cluster = _cluster(catalog, "dgx-h100")
-    plan = InferencePlan(tp=4, batch=32, prompt_tokens=1024, output_tokens=256, weights="fp8")
+    plan = InferencePlan(tp=4, batch=32, prompt_tokens=1024, output_tokens=256, weights="fp8",
+                         fixed_gemm_tiles=fixed, fused_gate_up=not fixed)
     pred = predict_inference(spec, cluster, plan)
     cost = step_cost(spec, cluster, plan)
     ctx = plan.prompt_tokens + plan.output_tokens // 2
@@ -237,3 +243,43 @@ def test_expert_load_peak_waits_for_the_most_loaded_rank() -> None:
     few, many = expert_load_peak(256, 8, 8, 8), expert_load_peak(256, 8, 8, 1e6)
     assert few > many > 1.0  # the multinomial noise averages out; the routing skew stays
     assert expert_load_peak(256, 8, 32, 1e6) > many  # fewer experts a rank: a hotter most-loaded rank
+
+
+@pytest.mark.parametrize("model", [*MODELS, "deepseek-v3"])
+@pytest.mark.parametrize("fused", [True, False])
+def test_dense_gemm_shapes_hold_the_common_weights(catalog: Catalog, model: str, fused: bool) -> None:
+    spec = load_model(model)
+    tp = 8 if spec.mla is not None else 4
+    plan = InferencePlan(tp=tp, ep=tp if spec.moe is not None else 1, fused_gate_up=fused)
+    st_ = _stage(spec, plan, catalog.gpu("h100-sxm"))
+    assert sum(n * k * count for n, k, count in st_.dense_gemms) == pytest.approx(st_.common_params, rel=1e-9)
+
+
+def test_gemm_waves_are_the_roofline_at_scale_and_slower_when_tiles_are_few() -> None:
+    rows, cols = gemm_tile()
+    rate, sms = 1e15, 132
+    n, k = np.array([8192.0]), np.array([8192.0])
+    roof = 2.0 * 65536 * n * k / rate
+    waves = gemm_waves_s(65536, n, k, rate, sms)
+    assert waves[0] == pytest.approx(roof[0], rel=0.02)  # 32768 tiles: 249 waves of 132, 0.3% idle
+    small = gemm_waves_s(128, n, k, rate, sms)  # 64 tiles on 132 SMs: one wave, half the SMs idle
+    assert small[0] == pytest.approx(2.0 * rows * cols * 8192 * sms / rate)
+    assert small[0] > 2.0 * 2.0 * 128 * n[0] * k[0] / rate
+    assert gemm_waves_s(128, n, k, rate, 0)[0] == pytest.approx(2.0 * 128 * n[0] * k[0] / rate)
+    assert gemm_waves_s(0, n, k, rate, sms)[0] == 0.0
+    many = gemm_waves_s(np.array([1.0, 128.0, 65536.0]), n, k, rate, sms)
+    assert many.shape == (3, 1) and many[1, 0] == small[0] and many[2, 0] == waves[0]
+
+
+def test_fixed_gemm_tiles_slow_a_short_prefill_not_a_long_one(catalog: Catalog) -> None:
+    spec = load_model("llama3-70b")
+    cluster = _cluster(catalog, "dgx-h100")
+
+    def ttft(prompt: int, fixed: bool) -> float:
+        plan = InferencePlan(tp=4, batch=1, prompt_tokens=prompt, output_tokens=1, weights="fp8",
+                             fixed_gemm_tiles=fixed)
+        return predict_inference(spec, cluster, plan).ttft_s
+
+    assert ttft(128, True) > 1.15 * ttft(128, False)  # 128 rows: one wave of 128 x 128 tiles per GEMM
+    assert ttft(8192, True) == pytest.approx(ttft(8192, False), rel=0.05)
+    assert catalog.gpu("h100-sxm").sms is not None and catalog.gpu("mi300x").sms is None  # None: the roofline

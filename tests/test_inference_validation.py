@@ -10,7 +10,7 @@ import pytest
 
 from fabricsim.catalog import Catalog
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
-from fabricsim.validation.inference_cases import gqa_kernel, moe_sm80_kernels
+from fabricsim.validation.inference_cases import _engine_before, gqa_kernel, moe_sm80_kernels
 
 MIN_COUNTED = 100  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 30 TensorRT-LLM v0.9.0
 # the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
@@ -18,18 +18,19 @@ MIN_COUNTED = 100  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.165  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 16.4%
+ALL_CASES_MEDIAN = 0.12  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 12.0% (16.4%
+# before TensorRT engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
 # since MLA and head_dim, come out 33-110% fast once the step waits for the most loaded expert-parallel rank
-# (achieved worst 110%, was 129%); without them the worst is 50% (Falcon-180B TP8 on TensorRT-LLM v0.5.0) and
-# TensorRT-LLM v0.5 short-prompt TTFT 33-48% low. The TensorRT-LLM v0.9.0 Mixtral-8x7B H200 TP2 batch-1024 128/128
-# static row (found_inference_cases.yaml) was the worst at 161% fast until its MoE GEMMs ran on TensorRT-LLM 0.9's SM80
-# 16-bit kernels (42% now); the worst is again the DeepSeek-R1 B200 max-throughput case (110%).
+# (achieved worst 110%, was 129%). Without them the worst are the TensorRT-LLM v0.9.0 Mixtral-8x7B rows
+# (found_inference_cases.yaml: 161% fast until their MoE GEMMs ran on TensorRT-LLM 0.9's SM80 16-bit kernels and the
+# TensorRT engines' GEMMs as tile waves) and Falcon-180B on v0.5.0. Re-measured after both landed.
 WORST_BOUND = 1.11
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.13, "trtllm_tp_scaling": 0.22,
                    "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83,
-                   # found_inference_cases.yaml (achieved 20.3%, 27.1%: Mixtral static fast, short-prompt TTFT low)
-                   "trtllm_v090_static": 0.21, "trtllm_v090_latency": 0.28}
+                   "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 8.9% (33% before the tile waves)
+                   # found_inference_cases.yaml (achieved 12.8%, 5.2%; 20.3% and 27.1% before the tile waves)
+                   "trtllm_v090_static": 0.13, "trtllm_v090_latency": 0.06}
 
 
 @pytest.fixture(scope="module")
@@ -79,3 +80,15 @@ def test_moe_kernel_gate_follows_the_engine_version() -> None:
     assert not moe_sm80_kernels({**trt})
     assert not moe_sm80_kernels({"framework": "vLLM", "version": "0.4.0"})
     assert gqa_kernel({**trt, "version": "v0.9.0"}) and not gqa_kernel({**trt, "version": "v0.7.1"})
+
+
+@pytest.mark.parametrize("framework,version,fixed", [
+    ("TensorRT-LLM", "v0.5 (per table footnote)", True), ("TensorRT-LLM", "v0.9.0", True),
+    ("TensorRT-LLM", "~v0.12/ModelOpt 0.17 (Aug 2024)", True), ("TensorRT-LLM (trtllm-bench)", "0.19.0 docs", True),
+    ("TensorRT-LLM (trtllm-bench)", "v1.0 docs", False), ("TensorRT-LLM (trtllm-bench)", "latest docs", False),
+    ("SGLang", "May 2025", False), ("vLLM", "0.5.0", False)])
+def test_tensorrt_engines_before_1_0_run_fixed_gemm_tiles(framework: str, version: str, fixed: bool) -> None:
+    config = {"framework": framework, "version": version}
+    assert _engine_before(config, "fixed_gemm_tactics") is fixed
+    assert _engine_before(config, "separate_gate_up_gemms") is fixed
+    assert gqa_kernel(config) is not version.startswith("v0.5")

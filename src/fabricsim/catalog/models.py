@@ -43,6 +43,17 @@ class Efficiency(BaseModel):
     notes: str = ""
 
 
+class Count(BaseModel):
+    """A hardware count (streaming multiprocessors, ...) with where the figure comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: int = Field(ge=1)
+    source: str = Field(min_length=1, description="datasheet, whitepaper or device query the figure comes from")
+    verified: bool = Field(True, description="false where the figure is from a secondary source")
+    notes: str = ""
+
+
 class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -69,6 +80,9 @@ class GPU(Priced):
     sm80_kernel_fraction: Efficiency | None = Field(
         None, description="fraction of the GPU's best BF16 GEMM rate that Ampere-generation (SM80: cp.async + "
         "mma.sync) kernels reach on it; None: 1 (they are its native kernels, or unmeasured)"
+    )
+    sms: Count | None = Field(
+        None, description="streaming multiprocessors: GEMM output tiles run one per SM per wave; None: no wave model"
     )
 
     def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:

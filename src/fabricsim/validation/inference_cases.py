@@ -139,34 +139,47 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     del model
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
-                         moe_sm80_kernels=moe_sm80_kernels(config))
+                         moe_sm80_kernels=moe_sm80_kernels(config),
+                         fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
+                         fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"))
 
 
-def _engine_has(config: dict[str, Any], framework: str, since_version: str) -> bool:
-    """Whether the case's engine has a feature ``framework`` shipped in ``since_version``: any other or unstated
-    engine, or an unstated version, is taken as having it."""
-    if str(config.get("framework", "")).strip() != framework:
-        return True
-    found = re.match(r"\s*v?(\d+)\.(\d+)", str(config.get("version", "")))
-    if found is None:
-        return True
-    since = tuple(int(x) for x in since_version.split("."))
-    return (int(found.group(1)), int(found.group(2))) >= since
+def _engine_version(config: dict[str, Any], framework: str) -> tuple[int, int] | None:
+    """(major, minor) of the case's engine when it is ``framework`` ('TensorRT-LLM', also 'TensorRT-LLM
+    (trtllm-bench)') and states a version ('v0.9.0', '~v0.12/...'); None otherwise."""
+    if not str(config.get("framework", "")).strip().startswith(framework):
+        return None
+    found = re.match(r"[\s~]*v?(\d+)\.(\d+)", str(config.get("version", "")))
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
+def _version(text: object) -> tuple[int, int]:
+    major, minor = str(text).split(".")[:2]
+    return int(major), int(minor)
 
 
 def gqa_kernel(config: dict[str, Any]) -> bool:
     """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
     ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
     spec = _defaults_document()["inference"]["gqa_decode_kernel"]
-    return _engine_has(config, str(spec["framework"]), str(spec["since_version"]))
+    version = _engine_version(config, str(spec["framework"]))
+    return version is None or version >= _version(spec["since_version"])
+
+
+def _engine_before(config: dict[str, Any], feature: str) -> bool:
+    """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature`` (fixed_gemm_tactics:
+    GEMM tactics fixed for another shape; separate_gate_up_gemms; moe_grouped_gemm: SM80 MoE kernels): its
+    framework before the entry's version; every other or unstated engine has not."""
+    spec = _defaults_document()["inference"][feature]
+    version = _engine_version(config, str(spec["framework"]))
+    return version is not None and version < _version(spec["before_version"])
 
 
 def moe_sm80_kernels(config: dict[str, Any]) -> bool:
     """Whether the case's engine runs its MoE expert GEMMs on Ampere-generation kernels at the 16-bit rate:
     TensorRT-LLM before the version ``data/compute.yaml`` inference.moe_grouped_gemm names (no FP8 MoE, no Hopper
     MoE kernels there); every other or unstated engine is taken as having native MoE kernels."""
-    spec = _defaults_document()["inference"]["moe_grouped_gemm"]
-    return not _engine_has(config, str(spec["framework"]), str(spec["native_since_version"]))
+    return _engine_before(config, "moe_grouped_gemm")
 
 
 def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[float, str, str]:
@@ -202,7 +215,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
               f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
-              f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}, "
+              f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}"
+              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail

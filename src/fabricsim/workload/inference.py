@@ -6,6 +6,9 @@ Per forward pass on one pipeline stage, per GPU:
 - weight GEMMs (attention Q/K/V/O, dense MLP, shared experts): max(2 x tokens x params / achievable rate,
   params x weight bytes / achievable HBM bandwidth); the rate is the weight format's peak (FP8 and FP4 tensor
   cores run FP8/FP4 weights; INT4 is W4A16 at the BF16 rate) x its efficiency x the reduction-depth factor;
+  with ``fixed_gemm_tiles`` (TensorRT engines: one tactic per optimization profile) the attention, dense-MLP
+  and shared-expert GEMMs compute in waves of ``gemm_tile`` output tiles, one per SM, so a GEMM of few tiles
+  (short prompts, small batches, narrow tensor-parallel slices) leaves SMs idle;
 - routed experts (MoE): the same roofline with the experts the step's tokens touch, E x (1 - (1 - k / E)^T),
   spread over the tp x dp GPUs that hold the experts (expert parallelism re-folds them as ep x expert-TP); with
   ep > 1 the step waits for the most loaded expert-parallel rank: its routed tokens are (1 + z x cv) x the mean,
@@ -77,6 +80,13 @@ def layer_overhead_s() -> float:
 def step_overhead_s() -> float:
     """Seconds of host work per forward pass of the replica (``inference.step_overhead``)."""
     return units.parse_duration(str(_defaults_document()["inference"]["step_overhead"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def gemm_tile() -> tuple[int, int]:
+    """(rows, cols) of a GEMM output tile, one per SM per wave (``gemm_tile``)."""
+    tile = _defaults_document()["gemm_tile"]
+    return int(tile["rows"]), int(tile["cols"])
 
 
 @lru_cache(maxsize=1)
@@ -159,6 +169,13 @@ class InferencePlan:
     moe_sm80_kernels: bool = False
     """the routed-expert GEMMs run on Ampere-generation (SM80) grouped-GEMM kernels at the 16-bit rate, whatever the
     weight format (TensorRT-LLM before 0.10: no FP8 MoE, no Hopper MoE kernels; 8-bit weights are INT8 weight-only)"""
+    fixed_gemm_tiles: bool = False
+    """the weight GEMMs run one tactic chosen for another shape (TensorRT engines: the optimization profile's
+    optimum), so a GEMM of few output tiles leaves SMs idle (``gemm_tile`` waves); False: tactics tuned per token
+    count fill the SMs (the roofline)"""
+    fused_gate_up: bool = True
+    """a gated MLP's gate and up projections run as one GEMM of twice the width; False: two GEMMs (TensorRT-LLM
+    engines built without --use_fused_mlp), which matters where tiles are few (``fixed_gemm_tiles``)"""
     max_context: int | None = None
     """the model's context window, when known (a preset's); prompt + output beyond it is an error"""
 
@@ -189,7 +206,9 @@ class InferencePlan:
     def to_json(self) -> dict[str, object]:
         return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
-                "kv": self.kv, "gpus": self.gpus, "moe_sm80_kernels": self.moe_sm80_kernels}
+                "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.gqa_kernel,
+                "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
+                "fused_gate_up": self.fused_gate_up}
 
 
 def _flag(name: str) -> str:
@@ -252,16 +271,20 @@ class _Stage:
     attn_flops_pair_layer: float  # per query-key pair per layer per GPU (QK and PV), prefill
     attn_flops_kv_layer: float  # per cached token read per layer per GPU, decode (MLA: the absorbed form)
     hidden: int
+    dense_gemms: tuple[tuple[float, float, float], ...]  # (N, K, count on the stage) of the GEMMs in common_params
+    sms: int  # SMs a GEMM's tiles spread over (0: tactics fill the SMs or no SM count, plain roofline)
 
 
 def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
     return _cached_stage(ByIdentity(model), plan.tp, plan.pp, plan.ep, plan.dp, plan.weights, plan.kv,
-                         plan.gqa_kernel, plan.moe_sm80_kernels, ByIdentity(gpu))
+                         plan.gqa_kernel, plan.moe_sm80_kernels, plan.fixed_gemm_tiles, plan.fused_gate_up,
+                         ByIdentity(gpu))
 
 
 @lru_cache(maxsize=4096)
 def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, dp: int, weights: str, kv: str,
-                  gqa_kernel: bool, moe_sm80_kernels: bool, gpu_ref: ByIdentity[GPU]) -> _Stage:
+                  gqa_kernel: bool, moe_sm80_kernels: bool, fixed_gemm_tiles: bool, fused_gate_up: bool,
+                  gpu_ref: ByIdentity[GPU]) -> _Stage:
     model, gpu = model_ref.value, gpu_ref.value
     layers = model.layers // pp
     moe_layers = model.moe_layers / pp  # the stage's share (pp = 1 for every case with dense leading layers)
@@ -290,7 +313,47 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         kv_reads=1.0 if gqa_kernel or model.mla is not None else (model.heads // tp) / kv_heads_per_gpu(model, tp),
         attn_flops_pair_layer=model.attention_flops_per_pair() / tp,
         attn_flops_kv_layer=model.attention_flops_per_pair(absorbed=True) / tp, hidden=model.hidden,
+        dense_gemms=_dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up),
+        sms=gpu.sms.value if fixed_gemm_tiles and gpu.sms is not None else 0,
     )
+
+
+def _dense_gemms(model: ModelSpec, tp: int, layers: int, dense_layers: float, moe_layers: float,
+                 fused_gate_up: bool) -> tuple[tuple[float, float, float], ...]:
+    """The stage's attention, dense-MLP and shared-expert GEMMs on one GPU as (N, K, count), their N x K x count
+    summing to its common parameters: O (K = o_dim / tp), the other attention projections as one GEMM of depth
+    hidden (fused QKV; MLA's projections taken alike), gate and up (one GEMM when fused), then down."""
+    attention = model.attention_params_per_rank(tp)
+    o_k = model.o_dim / tp
+    out = [(float(model.hidden), o_k, float(layers)),
+           ((attention - model.hidden * o_k) / model.hidden, float(model.hidden), float(layers))]
+
+    def mlp(width: float, count: float) -> None:
+        if count and width:
+            inputs = model.mlp_matrices - 1  # gate and up, or the one up projection
+            split = 1 if fused_gate_up else inputs
+            out.append((inputs // split * width, float(model.hidden), split * count))
+            out.append((float(model.hidden), width, count))
+
+    mlp(model.ffn_hidden / tp, dense_layers)
+    if model.moe is not None:
+        mlp(model.moe.shared_experts * model.expert_ffn_hidden / tp, moe_layers)
+    return tuple(out)
+
+
+def gemm_waves_s(tokens: np.ndarray | float, n: np.ndarray, k: np.ndarray, rate: float,
+                 sms: int) -> np.ndarray:
+    """Seconds of the compute of GEMMs of ``tokens`` rows, N columns and depth K at ``rate`` FLOP/s: their
+    ceil(ceil(M / rows) x ceil(N / cols) / SMs) waves of one tile of min(M, rows) x cols per SM (``gemm_tile``;
+    the roofline 2 M N K / rate where the GPU has no SM count). Broadcasts tokens against the GEMMs."""
+    m = np.asarray(tokens, dtype=np.float64)[..., None]
+    if not sms:
+        roof: np.ndarray = 2.0 * m * n * k / rate
+        return roof
+    rows, cols = gemm_tile()
+    waves = np.ceil(np.ceil(m / rows) * np.ceil(n / cols) / sms)
+    out: np.ndarray = waves * 2.0 * np.minimum(m, rows) * cols * k * sms / rate
+    return out
 
 
 def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
@@ -325,7 +388,12 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
     its attention and dense GEMMs, ``tokens_group`` through the group's routed experts, ``pairs_rank`` causal
     query-key pairs (prefill) and ``kv_rank`` cached tokens read (decode)."""
     out = dict.fromkeys(LAYERS, 0.0)
-    _roof(2.0 * tokens_rank * st.common_params / st.gemm_rate, st.common_params * st.weight_bytes / st.hbm_rate, out)
+    shapes = np.asarray(st.dense_gemms, dtype=np.float64)
+    n, k, count = shapes[:, 0], shapes[:, 1], shapes[:, 2]
+    flops_s = gemm_waves_s(tokens_rank, n, k, st.gemm_rate, st.sms) * count
+    bytes_s = n * k * count * st.weight_bytes / st.hbm_rate
+    out["compute"] += float(np.sum(np.where(flops_s >= bytes_s, flops_s, 0.0)))  # each GEMM bound by one resource
+    out["hbm"] += float(np.sum(np.where(flops_s >= bytes_s, 0.0, bytes_s)))
     if st.experts and st.moe_layers:
         touched = touched_experts(st.experts, st.top_k, tokens_group)
         # each GPU runs 1 / (tp x dp) of the token-expert pairs, the most loaded expert-parallel rank more (the
@@ -592,13 +660,19 @@ _GRID = tuple(float(2**i) for i in range(0, 21))  # tokens per iteration at whic
 @dataclass(frozen=True)
 class InferenceStepCost:
     """Seconds of one continuous-batching iteration of one replica, from coefficients priced once: the stages run
-    one after another (no micro-batch interleave), every GEMM a roofline, the collectives interpolated between
-    token counts priced on the real groups. ``kv_capacity_tokens``: KV tokens that fit per replica."""
+    one after another (no micro-batch interleave), every GEMM a roofline (the dense ones in tile waves with
+    ``fixed_gemm_tiles``), the collectives interpolated between token counts priced on the real groups.
+    ``kv_capacity_tokens``: KV tokens that fit per replica."""
 
     kv_capacity_tokens: int
     overhead_s: float
-    common_flop_s: float  # seconds per token per rank of the attention/dense GEMMs (all stages)
-    common_bytes_s: float  # seconds to stream those weights
+    gemm_tiles_n: tuple[float, ...]  # per dense GEMM (attention, dense MLP, shared experts): ceil(N / tile cols)
+    gemm_wave_s: tuple[float, ...]  # seconds of one wave of full tiles, all layers of all stages
+    gemm_token_s: tuple[float, ...]  # seconds per token per rank (the roofline, used without an SM count)
+    gemm_bytes_s: tuple[float, ...]  # seconds to stream the GEMM's weights, all layers of all stages
+    sms: int  # 0: tactics fill the SMs (or no SM count), the dense GEMMs are plain rooflines
+    tile_rows: int
+    router_bytes_s: float
     moe_flop_s: float  # seconds per token of the routed experts (all MoE layers)
     moe_bytes_s: float  # seconds to stream one touched expert's shard (all MoE layers)
     experts: int
@@ -625,7 +699,16 @@ class InferenceStepCost:
         if tokens <= 0:
             return 0.0
         dp = self.dp
-        t = self.overhead_s + max(self.common_flop_s * tokens / dp, self.common_bytes_s)
+        rank = tokens / dp
+        t = self.overhead_s + self.router_bytes_s
+        for tiles_n, wave_s, token_s, bytes_s in zip(self.gemm_tiles_n, self.gemm_wave_s, self.gemm_token_s,
+                                                     self.gemm_bytes_s, strict=True):
+            if self.sms:  # gemm_waves_s, one GEMM at a time
+                rows = self.tile_rows
+                flop_s = ceil(ceil(rank / rows) * tiles_n / self.sms) * wave_s * min(rank, rows) / rows
+            else:
+                flop_s = token_s * rank
+            t += max(flop_s, bytes_s)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
             peak = 1.0 + self.load_z * sqrt(self.load_a / tokens + self.load_b) if self.load_z else 1.0
@@ -654,7 +737,14 @@ class InferenceStepCost:
         decode = np.asarray(decode_seqs, dtype=np.float64)
         tokens = prefill + decode
         dp = self.dp
-        t = self.overhead_s + np.maximum(self.common_flop_s * tokens / dp, self.common_bytes_s)
+        rank = (tokens / dp)[..., None]
+        tiles_n, wave_s = np.asarray(self.gemm_tiles_n), np.asarray(self.gemm_wave_s)
+        if self.sms:
+            rows = self.tile_rows
+            flop_s = np.ceil(np.ceil(rank / rows) * tiles_n / self.sms) * wave_s * np.minimum(rank, rows) / rows
+        else:
+            flop_s = np.asarray(self.gemm_token_s) * rank
+        t = self.overhead_s + self.router_bytes_s + np.sum(np.maximum(flop_s, np.asarray(self.gemm_bytes_s)), axis=-1)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
             peak = (1.0 + self.load_z * np.sqrt(self.load_a / np.maximum(tokens, 1e-300) + self.load_b)
@@ -701,12 +791,18 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
         moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
     load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
     per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
+    shapes = np.asarray(st.dense_gemms, dtype=np.float64)
+    n, k, count = shapes[:, 0], shapes[:, 1], pp * shapes[:, 2]
+    rows, cols = gemm_tile()
     return InferenceStepCost(
         kv_capacity_tokens=capacity,
         overhead_s=step_overhead_s() + pp * st.layers * layer_overhead_s(),
-        common_flop_s=pp * 2.0 * st.common_params / st.gemm_rate,
-        common_bytes_s=pp * (st.common_params * st.weight_bytes
-                             + st.moe_layers * st.router_params * ACT_BYTES) / st.hbm_rate,
+        gemm_tiles_n=tuple(np.ceil(n / cols).tolist()),
+        gemm_wave_s=tuple((2.0 * rows * cols * k * st.sms * count / st.gemm_rate).tolist()),
+        gemm_token_s=tuple((2.0 * n * k * count / st.gemm_rate).tolist()),
+        gemm_bytes_s=tuple((n * k * count * st.weight_bytes / st.hbm_rate).tolist()),
+        sms=st.sms, tile_rows=rows,
+        router_bytes_s=pp * st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate,
         moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k, load_z=load_z,
         load_a=load_a, load_b=load_b,
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
