@@ -21,6 +21,7 @@ from fabricsim.workload.inference import (
     _stage,
     gemm_tile,
     gemm_waves_s,
+    kernel_latency_s,
     predict_inference,
     step_cost,
     touched_experts,
@@ -194,6 +195,21 @@ def test_step_cost_matches_the_prediction_and_is_cheap(catalog: Catalog, fixed: 
     assert cost.kv_capacity_tokens >= pred.max_batch * plan.context
     assert cost.kv_transfer_s(4096, same_node=True) < cost.kv_transfer_s(4096, same_node=False)
     assert cost.kv_transfer_s(8192, same_node=False) > cost.kv_transfer_s(4096, same_node=False)
+
+
+def test_every_kernel_of_a_layer_pays_the_kernel_latency(catalog: Catalog) -> None:
+    """A forward pass pays inference.kernel_latency per kernel: 9 a Llama GQA layer (10 with gate and up apart), 13 a
+    Mixtral MoE layer, 20 a DeepSeek-V3 MoE layer and 13 its dense ones (compute.yaml inference.layer_kernels)."""
+    h100 = catalog.gpu("h100-sxm")
+    llama = load_model("llama3-70b")
+    assert _stage(llama, InferencePlan(tp=4, weights="fp8"), h100).kernels == 80 * 9
+    assert _stage(llama, InferencePlan(tp=4, weights="fp8", fused_gate_up=False), h100).kernels == 80 * 10
+    assert _stage(load_model("mixtral-8x7b"), InferencePlan(tp=2), h100).kernels == 32 * 13
+    deepseek = load_model("deepseek-v3")
+    assert _stage(deepseek, InferencePlan(dp=8, ep=8, batch=8, weights="fp8"), h100).kernels == 58 * 20 + 3 * 13
+    plan = InferencePlan(tp=8, batch=1, prompt_tokens=128, output_tokens=16, weights="fp8")
+    pred = predict_inference(llama, _cluster(catalog, "dgx-h100"), plan)
+    assert pred.decode_step_s["other"] >= 80 * 9 * kernel_latency_s()
 
 
 def test_cli_json_keys_and_inputs(runner: CliRunner) -> None:

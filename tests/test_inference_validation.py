@@ -18,19 +18,28 @@ MIN_COUNTED = 100  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.12  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 12.0% (16.4%
-# before TensorRT engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
+ALL_CASES_MEDIAN = 0.112  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.2% (12.0%
+# with a flat 4 us a layer before every kernel paid compute.yaml inference.kernel_latency; 16.4% before TensorRT
+# engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
-# since MLA and head_dim, come out 33-110% fast once the step waits for the most loaded expert-parallel rank
-# (achieved worst 110%, was 129%). Without them the worst are the TensorRT-LLM v0.9.0 Mixtral-8x7B rows
+# since MLA and head_dim, come out 25-96% fast once the step waits for the most loaded expert-parallel rank and
+# every kernel pays its latency (achieved worst 96%, was 110% and 129% before). Against the DeepSeek-V3 H800 decode
+# profile (compute.yaml inference.kernel_latency) the model's MoE layer per micro-batch is 11% fast (its MLA 16% slow,
+# the rest 32% fast), far from the 2x these cases need. Without them the worst are the batch-1 MTP rows
+# (trtllm_dsr1_*_minlat_*: speculative decoding is not modelled, -52% and -25% once a step pays its kernels) and the
+# TensorRT-LLM v0.9.0 Mixtral-8x7B rows
 # (found_inference_cases.yaml: 161% fast until their MoE GEMMs ran on TensorRT-LLM 0.9's SM80 16-bit kernels and the
-# TensorRT engines' GEMMs as tile waves) and Falcon-180B on v0.5.0. Re-measured after both landed.
-WORST_BOUND = 1.11
+# TensorRT engines' GEMMs as tile waves) and Falcon-180B on v0.5.0. Re-measured after each landed.
+WORST_BOUND = 0.97
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.13, "trtllm_tp_scaling": 0.22,
-                   "deepep": 0.16, "nvblog": 0.15, "trtllm_deepseek": 0.83,
-                   "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 8.9% (33% before the tile waves)
-                   # found_inference_cases.yaml (achieved 12.8%, 5.2%; 20.3% and 27.1% before the tile waves)
-                   "trtllm_v090_static": 0.13, "trtllm_v090_latency": 0.06}
+                   "deepep": 0.16, "nvblog": 0.15,
+                   "trtllm_deepseek": 0.73,  # achieved 72.2% (82.3% before the per-kernel latency)
+                   "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 7.3% (8.9% before the per-kernel latency,
+                   # 33% before the tile waves)
+                   # found_inference_cases.yaml (achieved 11.8%, 6.3%; 12.8% and 5.2% before the per-kernel latency,
+                   # which puts the two batch-1 128-token TTFT rows on H200 and A100 at +11%; 20.3% and 27.1% before
+                   # the tile waves)
+                   "trtllm_v090_static": 0.13, "trtllm_v090_latency": 0.065}
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,9 @@ Per forward pass on one pipeline stage, per GPU:
   16-bit rate x the GPU's ``sm80_kernel_fraction``, the weights still read in their format;
 - attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
 - LM head in BF16 on the last stage (only the new token's logits);
-- per layer an overhead (``data/compute.yaml`` inference.layer_overhead) and per pass a step overhead;
+- every kernel of a forward pass a fixed latency (``data/compute.yaml`` inference.kernel_latency) beside its
+  roofline: the weight GEMMs of the shapes above and the layer's other kernels (``inference.layer_kernels``: norms,
+  RoPE and attention, MLA's extra GEMMs, activations, MoE routing), and per pass a step overhead;
 - TP: 2 all-reduces per layer (attention and MLP outputs) of tokens x hidden x 2 bytes; with attention data
   parallelism (dp > 1) an MoE layer instead dispatches and combines its tokens by all-to-all over the ep group;
 - PP: the activation to the next stage (InfiniBand when the stage boundary crosses nodes).
@@ -71,9 +73,16 @@ KVS = tuple(KV_BYTES)
 
 # ---- free parameters (data/compute.yaml, each with its source) ------------------------------------------------
 @lru_cache(maxsize=1)
-def layer_overhead_s() -> float:
-    """Seconds lost per transformer layer per forward pass (``inference.layer_overhead``)."""
-    return units.parse_duration(str(_defaults_document()["inference"]["layer_overhead"]["seconds"]))
+def kernel_latency_s() -> float:
+    """Seconds every kernel of a forward pass takes beyond its roofline work (``inference.kernel_latency``)."""
+    return units.parse_duration(str(_defaults_document()["inference"]["kernel_latency"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def layer_kernels() -> dict[str, int]:
+    """Kernels of a decoder layer beside the weight GEMMs of its shapes, by component (``inference.layer_kernels``)."""
+    spec = _defaults_document()["inference"]["layer_kernels"]
+    return {k: int(spec[k]) for k in ("norms", "attention", "mla_gemms", "mla_norms", "mlp_activation", "moe")}
 
 
 @lru_cache(maxsize=1)
@@ -273,6 +282,7 @@ class _Stage:
     hidden: int
     dense_gemms: tuple[tuple[float, float, float], ...]  # (N, K, count on the stage) of the GEMMs in common_params
     sms: int  # SMs a GEMM's tiles spread over (0: tactics fill the SMs or no SM count, plain roofline)
+    kernels: float  # kernel launches of one forward pass on the stage (each pays kernel_latency)
 
 
 def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
@@ -299,6 +309,7 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
     # SM80 MoE kernels: 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
     expert_rate = (achievable_flops_per_s(gpu) * sm80_kernel_fraction(gpu) * model.hidden
                    / (model.hidden + gemm_k_overhead()) if moe_sm80_kernels else rate * k_eff)
+    dense_gemms = _dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up)
     return _Stage(
         layers=layers, moe_layers=moe_layers, common_params=common,
         expert_share_params=model.expert_params() * share if model.moe else 0.0,
@@ -313,9 +324,25 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         kv_reads=1.0 if gqa_kernel or model.mla is not None else (model.heads // tp) / kv_heads_per_gpu(model, tp),
         attn_flops_pair_layer=model.attention_flops_per_pair() / tp,
         attn_flops_kv_layer=model.attention_flops_per_pair(absorbed=True) / tp, hidden=model.hidden,
-        dense_gemms=_dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up),
+        dense_gemms=dense_gemms,
         sms=gpu.sms.value if fixed_gemm_tiles and gpu.sms is not None else 0,
+        kernels=_stage_kernels(model, layers, dense_layers, moe_layers, dense_gemms),
     )
+
+
+def _stage_kernels(model: ModelSpec, layers: int, dense_layers: float, moe_layers: float,
+                   dense_gemms: tuple[tuple[float, float, float], ...]) -> float:
+    """Kernel launches of one forward pass on a stage: one per weight GEMM of its shapes, and per layer the
+    ``inference.layer_kernels`` inventory (norms, RoPE and attention; MLA's extra GEMMs and latent norm; an
+    activation per dense MLP or shared-expert block; the MoE routing and grouped GEMMs)."""
+    inv = layer_kernels()
+    per_layer = inv["norms"] + inv["attention"]
+    if model.mla is not None:
+        per_layer += inv["mla_gemms"] + inv["mla_norms"]
+    shared = model.moe is not None and model.moe.shared_experts > 0
+    mlps = (dense_layers if model.ffn_hidden else 0.0) + (moe_layers if shared else 0.0)
+    moe = moe_layers * inv["moe"] if model.moe is not None else 0.0
+    return sum(count for _, _, count in dense_gemms) + layers * per_layer + mlps * inv["mlp_activation"] + moe
 
 
 def _dense_gemms(model: ModelSpec, tp: int, layers: int, dense_layers: float, moe_layers: float,
@@ -409,7 +436,7 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
           st.layers * kv_rank * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate, out)
     if last:
         _roof(2.0 * head_tokens_rank * st.head_params / st.bf16_rate, st.head_params * ACT_BYTES / st.hbm_rate, out)
-    out["other"] += st.layers * layer_overhead_s()
+    out["other"] += st.kernels * kernel_latency_s()
     return out
 
 
@@ -796,7 +823,7 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
     rows, cols = gemm_tile()
     return InferenceStepCost(
         kv_capacity_tokens=capacity,
-        overhead_s=step_overhead_s() + pp * st.layers * layer_overhead_s(),
+        overhead_s=step_overhead_s() + pp * st.kernels * kernel_latency_s(),
         gemm_tiles_n=tuple(np.ceil(n / cols).tolist()),
         gemm_wave_s=tuple((2.0 * rows * cols * k * st.sms * count / st.gemm_rate).tolist()),
         gemm_token_s=tuple((2.0 * n * k * count / st.gemm_rate).tolist()),
