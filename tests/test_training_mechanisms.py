@@ -138,6 +138,20 @@ def test_tp_comm_overlap_hides_tp_collectives() -> None:
     assert overlapped.step_time_s < plain.step_time_s
 
 
+def test_fp16_gradients_halve_the_data_parallel_all_reduce() -> None:
+    """Megatron-LM --fp16 without --accumulate-allreduce-grads-in-fp32 (SC21's examples/sc21/CONFIG.sh) keeps the
+    gradient buffer and its all-reduce in fp16: half the bytes of the fp32 default, as bf16 gradients."""
+    spec = load_model("gpt-1.7b")
+    kw = {"tp": 1, "pp": 1, "dp": 32, "seq": 2048, "gbs": 512, "zero": 0, "overlap_grad_reduce": False}
+    cluster = _cluster("dgx-a100")
+    fp32, fp16, bf16 = (predict_training(spec, ParallelPlan.build(**kw, grad_dtype=g), cluster)
+                        for g in ("fp32", "fp16", "bf16"))
+    assert fp16.breakdown.exposed["infiniband"] == pytest.approx(bf16.breakdown.exposed["infiniband"])
+    assert fp16.breakdown.exposed["infiniband"] < 0.6 * fp32.breakdown.exposed["infiniband"]
+    assert fp16.memory.gradients_bytes == pytest.approx(fp32.memory.gradients_bytes / 2)
+    assert parse_extra(["--grad-dtype", "fp16"]) == {"grad_dtype": "fp16"}
+
+
 # ---- pipeline layout -------------------------------------------------------------------------------------------
 
 

@@ -85,7 +85,8 @@ Zero = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (1 = di
 Precision = Annotated[str, typer.Option("--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)")]
 Kernels = Annotated[str, typer.Option("--kernels", help="element-wise kernels: fused (Megatron/TE) or eager")]
 GradDtype = Annotated[str, typer.Option("--grad-dtype", help="gradient buffer and reduction: fp32 (Megatron "
-                                        "default) or bf16 (NeMo FP8 performance recipes)")]
+                                        "default), bf16 (NeMo FP8 performance recipes) or fp16 "
+                                        "(Megatron-LM --fp16)")]
 PpLayout = Annotated[str | None, typer.Option("--pp-layout", help="layers per pipeline stage, e.g. 7,8,8,7 "
                                                                   "(default: automatic)")]
 FlashAttn = Annotated[bool, typer.Option("--flash-attn/--no-flash-attn",

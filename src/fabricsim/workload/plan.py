@@ -15,7 +15,10 @@ explicit switch, so a 2021-era run states ``flash_attention=False, zero=0, overl
 - ``recompute`` = "none"; ``zero`` = 1 (distributed optimizer: optimizer state sharded over data parallelism).
 - ``grad_dtype`` = "fp32": gradients accumulate and reduce in an fp32 main-grad buffer (Megatron-LM forces
   ``accumulate_allreduce_grads_in_fp32`` with bf16; NeMo ``bf16_mixed`` ``grad_reduce_in_fp32=True``); "bf16" as
-  NeMo's FP8 performance scripts set (``grad_reduce_in_fp32 = False``): half the gradient memory and DP traffic.
+  NeMo's FP8 performance scripts set (``grad_reduce_in_fp32 = False``): half the gradient memory and DP traffic;
+  "fp16" as Megatron-LM runs ``--fp16`` without ``--accumulate-allreduce-grads-in-fp32`` (megatron/arguments.py:
+  only bf16 forces fp32; megatron/model/distributed.py ``_get_buffer_type``: the buffer takes the parameter
+  dtype), as the 2021 SC21 runs did (examples/sc21/CONFIG.sh): the same 2 bytes as "bf16".
 - ``precision`` = "bf16"; "fp8" runs the weight GEMMs in FP8 as TransformerEngine does (BF16 elsewhere).
 - ``flash_attention`` on (fused attention: no materialised scores, causal block skipping).
 - ``kernels`` = "fused": norms, bias-dropout-add and activations fused as Megatron-Core/TE run them; "eager" is
@@ -53,8 +56,9 @@ Schedule = Literal["1f1b", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Kernels = Literal["fused", "eager"]
-GradDtype = Literal["fp32", "bf16"]
-GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2}  # bytes per gradient element in the main-grad buffer and its reduction
+GradDtype = Literal["fp32", "bf16", "fp16"]
+# bytes per gradient element in the main-grad buffer and its reduction
+GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
 
 
 def _as_int(value: Any) -> int | None:
@@ -108,7 +112,7 @@ class ParallelPlan(BaseModel):
     zero: int = Field(DEFAULT_ZERO, ge=0, le=3,
                       description="ZeRO stage: 1 shards optimizer (distributed optimizer), 2 +grads, 3 (FSDP) +weights")
     precision: Precision = Field("bf16", description="'bf16', or 'fp8' (TransformerEngine FP8 GEMMs)")
-    grad_dtype: GradDtype = Field("fp32", description="gradient buffer and reduction dtype: 'fp32' or 'bf16'")
+    grad_dtype: GradDtype = Field("fp32", description="gradient buffer and reduction dtype: 'fp32', 'bf16' or 'fp16'")
     flash_attention: bool = Field(True, description="fused attention kernels (no materialised scores)")
     kernels: Kernels = Field("fused", description="element-wise kernels: 'fused' (Megatron/TE) or 'eager' (PyTorch)")
     sequence_parallel: bool = Field(description="Megatron sequence parallelism; default on when tp > 1")
