@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -16,12 +17,14 @@ from fabricsim.catalog import Catalog
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
 from fabricsim.workload import load_model
+from fabricsim.workload.compute import hbm_efficiency
 from fabricsim.workload.inference import (
     InferencePlan,
     _stage,
     gemm_tile,
     gemm_waves_s,
     kernel_latency_s,
+    kv_bytes_per_token_gpu,
     predict_inference,
     step_cost,
     touched_experts,
@@ -299,3 +302,116 @@ def test_fixed_gemm_tiles_slow_a_short_prefill_not_a_long_one(catalog: Catalog) 
     assert ttft(128, True) > 1.15 * ttft(128, False)  # 128 rows: one wave of 128 x 128 tiles per GEMM
     assert ttft(8192, True) == pytest.approx(ttft(8192, False), rel=0.05)
     assert catalog.gpu("h100-sxm").sms is not None and catalog.gpu("mi300x").sms is None  # None: the roofline
+
+
+# ---- speculative decoding (MTP drafts verified by the target) ----------------------------------------------------
+SPEC_PLANS = (("llama3-70b", "dgx-h100", {"tp": 4, "weights": "fp8"}),
+              ("mixtral-8x7b", "dgx-h100", {"tp": 4, "ep": 2}),
+              ("deepseek-v3", "dgx-b200", {"tp": 8, "ep": 2, "weights": "fp4"}),
+              ("deepseek-v3", "hgx-h200", {"dp": 8, "ep": 8, "weights": "fp8", "batch": 64}),
+              ("llama3-70b", "dgx-h100", {"tp": 4, "pp": 2, "batch": 8, "weights": "fp8"}))
+
+
+@pytest.mark.parametrize(("model", "system", "kw"), SPEC_PLANS)
+def test_no_drafts_accepting_one_token_is_the_plain_model(catalog: Catalog, model: str, system: str,
+                                                         kw: dict[str, object]) -> None:
+    """d = 0 with acceptance length 1 prices exactly what the plan without speculative decoding does."""
+    spec, cluster = load_model(model), _cluster(catalog, system)
+    base = InferencePlan(prompt_tokens=1024, output_tokens=64, **kw)  # type: ignore[arg-type]
+    same = replace(base, draft_tokens=0, acceptance_length=1.0)
+    plain, spec0 = predict_inference(spec, cluster, base), predict_inference(spec, cluster, same)
+    assert (spec0.ttft_s, spec0.tpot_s, spec0.e2e_s) == (plain.ttft_s, plain.tpot_s, plain.e2e_s)
+    assert spec0.memory == plain.memory and not any(spec0.draft_step_s.values())
+    c0, c1 = step_cost(spec, cluster, base), step_cost(spec, cluster, same)
+    for args in ((0, 0.0, 16, 16 * 1100), (512, 512.0**2 / 2, 8, 8 * 900), (2048, 2048.0**2 / 2, 0, 0)):
+        assert c1.step_s(*args) == c0.step_s(*args) == c0.iteration_s(*args)
+
+
+@settings(max_examples=25, deadline=None)
+@given(case=st.sampled_from(SPEC_PLANS), drafts=st.integers(1, 5), low=st.floats(0.0, 1.0), high=st.floats(0.0, 1.0),
+       seqs=st.sampled_from([1, 8, 64]))
+def test_more_accepted_tokens_are_never_slower_per_token(catalog: Catalog, case: tuple[str, str, dict[str, object]],
+                                                         drafts: int, low: float, high: float, seqs: int) -> None:
+    model, system, kw = case
+    spec, cluster = load_model(model), _cluster(catalog, system)
+    a_low, a_high = 1.0 + drafts * min(low, high), 1.0 + drafts * max(low, high)
+    plans = [InferencePlan(prompt_tokens=1024, output_tokens=128, draft_tokens=drafts, acceptance_length=a,
+                           **kw) for a in (a_low, a_high)]  # type: ignore[arg-type]
+    slow, fast = (predict_inference(spec, cluster, p) for p in plans)
+    assert fast.tpot_s <= slow.tpot_s and fast.e2e_s <= slow.e2e_s
+    assert fast.decode_step_s == slow.decode_step_s  # the step is the same work; it only yields more tokens
+    cost_slow, cost_fast = (step_cost(spec, cluster, p) for p in plans)
+    for args in ((0, 0.0, seqs, seqs * 1100), (256, 256.0**2 / 2, seqs, seqs * 1100)):
+        assert cost_fast.step_s(*args) <= cost_slow.step_s(*args)
+    batches = np.array([1.0, 8.0, 64.0])
+    assert np.all(cost_fast.step_s_many(0 * batches, 0 * batches, batches, batches * 1100)
+                  <= cost_slow.step_s_many(0 * batches, 0 * batches, batches, batches * 1100))
+
+
+@settings(max_examples=25, deadline=None)
+@given(model=st.sampled_from(("llama3-8b", "llama3-70b", "mixtral-8x7b", "deepseek-v3")),
+       tp=st.sampled_from([4, 8]), drafts=st.integers(1, 7), batch=st.sampled_from([1, 2, 4]))
+def test_decode_with_drafts_reads_the_weights_at_most_once_a_step(catalog: Catalog, model: str, tp: int,
+                                                                  drafts: int, batch: int) -> None:
+    """The target verifies 1 + d tokens a sequence in one pass: its HBM time never exceeds streaming every weight
+    on the GPU once plus the batch's KV cache; for a dense model at small batch (weight-bound) it is the plain
+    decode's plus only the drafts' own KV."""
+    spec, cluster = load_model(model), _cluster(catalog, "dgx-h100")
+    gpu = catalog.gpu(cluster.system.gpu)
+    weights = "fp8"
+    plain_plan = InferencePlan(tp=tp, ep=2 if spec.moe else 1, batch=batch, prompt_tokens=1024, output_tokens=64,
+                               weights=weights)
+    plan = replace(plain_plan, draft_tokens=drafts, acceptance_length=1.0 + drafts / 2)
+    pred, plain = predict_inference(spec, cluster, plan), predict_inference(spec, cluster, plain_plan)
+    verify = {k: pred.decode_step_s[k] - pred.draft_step_s[k] for k in pred.decode_step_s}
+    rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
+    kv = batch * (plan.prompt_tokens + plan.output_tokens / 2.0 + drafts) * kv_bytes_per_token_gpu(spec, plain_plan)
+    assert verify["hbm"] <= (weight_bytes_per_gpu(spec, plain_plan, gpu) + kv) / rate * (1 + 1e-9)
+    if spec.moe is None:
+        extra_kv = batch * drafts * kv_bytes_per_token_gpu(spec, plain_plan) / rate
+        assert verify["hbm"] == pytest.approx(plain.decode_step_s["hbm"] + extra_kv, rel=1e-9)
+    assert sum(pred.draft_step_s.values()) > 0
+
+
+def test_speculative_step_cost_matches_the_prediction(catalog: Catalog) -> None:
+    """The serving iteration with drafts (verify 1 + d a sequence, then d draft forwards) is the prediction's step,
+    and a decode-only ``step_s`` is that iteration over the acceptance length."""
+    spec, cluster = load_model("deepseek-v3"), _cluster(catalog, "dgx-b200")
+    plan = InferencePlan(tp=8, ep=2, batch=4, prompt_tokens=1024, output_tokens=256, weights="fp4", draft_tokens=3,
+                         acceptance_length=2.82)
+    pred = predict_inference(spec, cluster, plan)
+    cost = step_cost(spec, cluster, plan)
+    kv = plan.batch * (plan.prompt_tokens + plan.output_tokens // 2)
+    assert cost.iteration_s(0, 0.0, plan.batch, kv) == pytest.approx(sum(pred.decode_step_s.values()), rel=0.05)
+    assert cost.step_s(0, 0.0, plan.batch, kv) == pytest.approx(cost.iteration_s(0, 0.0, plan.batch, kv) / 2.82)
+    assert cost.step_s(0, 0.0, plan.batch, kv) == pytest.approx(pred.tpot_s, rel=0.05)
+    prefill = (plan.batch * plan.prompt_tokens, plan.batch * plan.prompt_tokens ** 2 / 2, 0, 0)
+    assert cost.step_s(*prefill) == pytest.approx(pred.ttft_s, rel=0.1)
+    many = cost.step_s_many(np.array([0.0, 512.0]), np.array([0.0, 512.0**2 / 2]), np.array([4.0, 4.0]),
+                            np.array([kv, kv]))
+    assert many == pytest.approx([cost.step_s(0, 0.0, 4, kv), cost.step_s(512, 512.0**2 / 2, 4, kv)])
+    mtp = weight_bytes_per_gpu(spec, plan, catalog.gpu("b200")) - weight_bytes_per_gpu(
+        spec, replace(plan, draft_tokens=0, acceptance_length=1.0), catalog.gpu("b200"))
+    assert mtp > 0  # the MTP module's layer is held on the GPU beside the model
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--draft-tokens", "3"], "--acceptance: speculative decoding needs"),
+    (["--draft-tokens", "3", "--acceptance", "4.5"], "--acceptance: mean accepted tokens per step must lie in"),
+    (["--draft-tokens", "-1", "--acceptance", "1"], "--draft-tokens: must be an integer >= 0"),
+    (["--acceptance", "2"], "--acceptance: 2.0 tokens a step needs draft tokens"),
+])
+def test_infer_cli_speculative_errors_are_one_line(args: list[str], message: str) -> None:
+    result = CliRunner().invoke(app, ["infer", "--model", "llama3-8b", "--batch", "1", *args])
+    assert result.exit_code == 2
+    assert message in result.output and "Traceback" not in result.output
+    assert len(result.output.strip().splitlines()) == 1
+
+
+def test_infer_cli_speculative_json() -> None:
+    result = CliRunner().invoke(app, ["infer", "--model", "llama3-8b", "--batch", "1", "--draft-tokens", "2",
+                                      "--acceptance", "2.2", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["plan"]["draft_tokens"] == 2 and data["plan"]["acceptance_length"] == 2.2
+    assert data["tokens_per_step"] == 2.2 and sum(data["draft_step_s"].values()) > 0

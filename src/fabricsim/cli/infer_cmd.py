@@ -56,6 +56,11 @@ Output = Annotated[int, typer.Option("--output", help="output tokens per sequenc
 Weights = Annotated[str, typer.Option("--weights", help="weight format: bf16, fp8, int4 (W4A16) or fp4 (NVFP4)")]
 Kv = Annotated[str, typer.Option("--kv", help="KV-cache format: bf16 or fp8")]
 Plot = Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")]
+DraftTokens = Annotated[int, typer.Option("--draft-tokens", help="speculative decoding: draft tokens per sequence and "
+                                          "step from the model's MTP module (one layer + shared head); 0: none")]
+Acceptance = Annotated[float | None, typer.Option("--acceptance", help="speculative decoding: mean tokens a step "
+                                                  "yields per sequence, 1 + expected accepted drafts (1 to 1 + "
+                                                  "--draft-tokens); required with --draft-tokens")]
 
 
 def render_inference(pred: InferencePrediction, title: str) -> Table:
@@ -84,7 +89,11 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
     fit = (f"[green]fits[/]: {pred.memory.summary()}" if pred.fits else
            f"[bold red]{pred.memory.summary()}[/]; try more --tp or --pp, --weights fp8 (or int4), --kv fp8, "
            "or a smaller --batch")
+    spec = ([f"speculative decoding: {plan.draft_tokens} draft tokens, {plan.acceptance_length:g} tokens a step; "
+             f"decode step {units.format_duration(sum(pred.decode_step_s.values()))} (drafts "
+             f"{units.format_duration(sum(pred.draft_step_s.values()))})"] if plan.draft_tokens else [])
     return [
+        *spec,
         f"TTFT {units.format_duration(pred.ttft_s)}, TPOT {units.format_duration(pred.tpot_s)}, end to end "
         f"{units.format_duration(pred.e2e_s)}",
         f"{pred.output_tokens_per_s:,.0f} output tokens/s ({pred.output_tokens_per_s_per_gpu:,.1f} per GPU), "
@@ -120,6 +129,8 @@ def infer_command(
     output: Output = 256,
     weights: Weights = "bf16",
     kv: Kv = "bf16",
+    draft_tokens: DraftTokens = 0,
+    acceptance: Acceptance = None,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fmt: FormatOpt = None,
@@ -156,8 +167,12 @@ def infer_command(
                           max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed)
     catalog = load_catalog(*(calibration or []))
     spec = load_model(model)
+    if draft_tokens and acceptance is None:
+        raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
+                        f"drafts, 1 to {1 + draft_tokens})", field="--acceptance")
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model))
+                         weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
+                         draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance)
     if gpus is not None and gpus != plan.gpus:
         raise SpecError(f"{gpus} must equal tp*pp*dp = {tp}*{pp}*{dp} = {plan.gpus}", field="--gpus")
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)

@@ -137,11 +137,38 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     weights, kv, _ = precisions(config)
     tp, pp, ep, dp = _parallel(config)
     del model
+    drafts, accepted, _ = speculative(case)
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
                          moe_sm80_kernels=moe_sm80_kernels(config),
                          fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
-                         fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"))
+                         fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"),
+                         draft_tokens=drafts, acceptance_length=accepted)
+
+
+MTP_NOTE = re.compile(r"\bMTP\b[^;]*?\b(\d+)\s+(?:next-n\s+)?layers", re.IGNORECASE)
+
+
+def speculative(case: dict[str, Any]) -> tuple[int, float, str]:
+    """(draft tokens, mean accepted tokens per step, note) of a case that runs MTP speculative decoding ('MTP
+    speculative decoding with 3 next-n layers' in its notes): the acceptance length published for its configuration
+    (``data/compute.yaml`` inference.speculative_acceptance); without one, the fallback (0, 1.0): no speculative
+    decoding modelled, said in the note. (0, 1.0, '') for a case without MTP."""
+    config = case["config"]
+    found = MTP_NOTE.search(str(config.get("notes") or ""))
+    if found is None:
+        return 0, 1.0, ""
+    drafts = int(found.group(1))
+    weights, _, _ = precisions(config)
+    tp, _, ep, _ = _parallel(config)
+    model_name = str(case["model"].get("name", ""))
+    for m in _defaults_document()["inference"]["speculative_acceptance"]["measurements"]:
+        lengths = {int(k): float(v) for k, v in m["accepted_length"].items()}
+        if (str(config.get("framework", "")).strip().startswith(str(m["framework"])) and str(m["model"]) in model_name
+                and case["hardware"].get("gpu") == m["gpu"] and weights == m["weights"] and tp == m["tp"]
+                and ep == m["ep"] and drafts in lengths):
+            return drafts, lengths[drafts], f", MTP {drafts} drafts accepting {lengths[drafts]:g} tokens a step"
+    return 0, 1.0, f", MTP {drafts} drafts: acceptance not published for this configuration, not modelled"
 
 
 def _engine_version(config: dict[str, Any], framework: str) -> tuple[int, int] | None:
@@ -216,7 +243,7 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
               f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
               f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}"
-              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}, "
+              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}{speculative(case)[2]}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail

@@ -27,8 +27,15 @@ Per forward pass on one pipeline stage, per GPU:
 - PP: the activation to the next stage (InfiniBand when the stage boundary crosses nodes).
 With pp > 1 the batch runs as min(pp, batch) micro-batches through the pipeline.
 
-Conventions: ``tpot_s`` is the mean decode step over the output (the KV cache grows from prompt to prompt + output,
-linearly, so the step at the mid context is the mean); ``e2e_s`` = ttft + (output - 1) x tpot;
+Speculative decoding (``InferencePlan.draft_tokens`` d > 0, the model's own MTP module as drafter): a decode step
+verifies 1 + d tokens a sequence in one pass (the GEMMs stream their weights once for them all, their FLOPs, the
+touched experts, the attention FLOPs and the collectives scale with the tokens, the KV cache is read once: FlashMLA's
+decode kernel folds the s_q query tokens of a sequence into its heads), then runs d draft forwards of one decoder
+layer, eh_proj and the shared LM head on the last stage; a step yields ``acceptance_length`` tokens a sequence.
+
+Conventions: ``tpot_s`` is the mean decode step over the output divided by the acceptance length (the KV cache
+grows from prompt to prompt + output, linearly, so the step at the mid context is the mean); ``e2e_s`` = ttft +
+(output - 1) x tpot (the first step's drafts are proposed in the prefill pass);
 ``output_tokens_per_s`` = batch x output / e2e of the whole group (static batching, as TensorRT-LLM's
 gptSessionBenchmark reports it), per GPU divided by tp x pp x dp.
 """
@@ -38,7 +45,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from math import ceil, erf, floor, pi, sqrt
+from math import ceil, erf, floor, isfinite, pi, sqrt
 
 import numpy as np
 
@@ -187,12 +194,29 @@ class InferencePlan:
     engines built without --use_fused_mlp), which matters where tiles are few (``fixed_gemm_tiles``)"""
     max_context: int | None = None
     """the model's context window, when known (a preset's); prompt + output beyond it is an error"""
+    draft_tokens: int = 0
+    """speculative decoding: draft tokens proposed per sequence and decode step by the model's own MTP module (one
+    decoder layer of the model's shape, an input projection and the shared LM head, run once per draft token); the
+    target model verifies 1 + draft_tokens tokens per sequence a step. 0: no speculative decoding"""
+    acceptance_length: float = 1.0
+    """mean tokens a decode step yields per sequence with speculative decoding: 1 + the expected accepted drafts,
+    between 1 and 1 + draft_tokens (TensorRT-LLM reports it as the 'acceptance rate')"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise SpecError(f"must be a positive integer, got {value!r}", field=f"--{_flag(name)}")
+        d = self.draft_tokens
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            raise SpecError(f"must be an integer >= 0, got {d!r}", field="--draft-tokens")
+        a = self.acceptance_length
+        if d == 0 and a != 1:
+            raise SpecError(f"{a!r} tokens a step needs draft tokens (--draft-tokens); without them a step yields 1",
+                            field="--acceptance")
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not isfinite(a) or not 1.0 <= a <= 1.0 + d:
+            raise SpecError(f"mean accepted tokens per step must lie in [1, 1 + draft tokens] = [1, {1 + d}], got "
+                            f"{a!r}", field="--acceptance")
         if self.weights not in WEIGHT_BYTES:
             raise SpecError(f"unknown weight precision {self.weights!r}; choose {', '.join(WEIGHTS)}",
                             field="--weights")
@@ -217,7 +241,8 @@ class InferencePlan:
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
                 "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.gqa_kernel,
                 "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
-                "fused_gate_up": self.fused_gate_up}
+                "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
+                "acceptance_length": self.acceptance_length}
 
 
 def _flag(name: str) -> str:
@@ -368,6 +393,72 @@ def _dense_gemms(model: ModelSpec, tp: int, layers: int, dense_layers: float, mo
     return tuple(out)
 
 
+# ---- speculative decoding: the model's MTP draft module ----------------------------------------------------------
+@lru_cache(maxsize=256)
+def _draft_model(model_ref: ByIdentity[ModelSpec]) -> ModelSpec:
+    """The model's MTP module as a one-layer model: one decoder layer of the model's last-layer shape (an MoE layer
+    for an MoE model, as DeepSeek-V3's layer 61), its embedding and LM head shared with the model."""
+    model = model_ref.value
+    moe = None if model.moe is None else model.moe.model_copy(update={"dense_layers": 0})
+    return model.model_copy(update={"layers": 1, "moe": moe})
+
+
+def _draft_parts(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> tuple[ModelSpec, InferencePlan, _Stage]:
+    """The draft module's one-layer model, the plan it runs under (on the target's last stage: pp 1) and its stage:
+    the layer's GEMMs and kernels plus the input projection eh_proj (2 x hidden -> hidden, row-parallel over tp, as
+    TensorRT-LLM's DeepseekV3MTP) and the two input norms (enorm, hnorm)."""
+    draft = _draft_model(ByIdentity(model))
+    plan1 = replace(plan, pp=1, draft_tokens=0, acceptance_length=1.0)
+    st = _stage(draft, plan1, gpu)
+    eh = (float(model.hidden), 2.0 * model.hidden / plan.tp, 1.0)
+    return draft, plan1, replace(st, dense_gemms=(*st.dense_gemms, eh), common_params=st.common_params + eh[0] * eh[1],
+                                 kernels=st.kernels + 1 + 2)  # eh_proj, enorm and hnorm
+
+
+def _eh_proj_comm(model: ModelSpec, plan: InferencePlan, cluster: Cluster, tokens_rank: float,
+                  out: dict[str, float]) -> None:
+    """The all-reduce of the draft module's row-parallel eh_proj over tp (none at tp = 1)."""
+    if plan.tp > 1:
+        tp_n, tp_ppn = _groups(plan, cluster.system.gpus_per_node).tp
+        t, kind = group_comm(cluster, tp_n, tp_ppn, "all_reduce", tokens_rank * model.hidden * ACT_BYTES)
+        out[kind] += t
+
+
+def _draft_comm(model: ModelSpec, plan: InferencePlan, cluster: Cluster, tokens_rank: float, tokens_group: float,
+                out: dict[str, float]) -> None:
+    """One draft forward's collectives: its layer's (as the target's) and the eh_proj all-reduce."""
+    draft = _draft_model(ByIdentity(model))
+    _layer_comm(draft, replace(plan, pp=1, draft_tokens=0, acceptance_length=1.0), cluster, tokens_rank,
+                tokens_group, out)
+    _eh_proj_comm(model, plan, cluster, tokens_rank, out)
+
+
+def _draft_passes(model: ModelSpec, plan: InferencePlan, cluster: Cluster, gpu: GPU, seqs: float, context: float,
+                  first_tokens: int, prefill: bool) -> dict[str, float]:
+    """The draft_tokens draft forwards of a step on the last stage, per micro-batch: the first over ``first_tokens``
+    tokens a sequence (MTP Eagle feeds the step's verified tokens back, 1 + d a sequence; after a prefill, the
+    prompt), the other d - 1 over one token a sequence; zeros without speculative decoding."""
+    out = dict.fromkeys(LAYERS, 0.0)
+    d = plan.draft_tokens
+    if not d:
+        return out
+    draft, plan1, st = _draft_parts(model, plan, gpu)
+    micro = float(min(plan.pp, max(1.0, seqs)))
+    mb = seqs / micro
+    if prefill:
+        first = _forward(draft, plan1, cluster, st, mb, first_tokens, 0.0, overhead=False)
+        later_context = float(first_tokens)
+    else:
+        first = _forward(draft, plan1, cluster, st, mb, 1, context, queries=first_tokens, overhead=False)
+        later_context = context
+    later = _forward(draft, plan1, cluster, st, mb, 1, later_context, overhead=False)
+    _eh_proj_comm(model, plan, cluster, mb * first_tokens / plan.dp, first)  # _forward priced the layer's own
+    _eh_proj_comm(model, plan, cluster, mb / plan.dp, later)
+    for k in LAYERS:
+        out[k] += micro * (first[k] + (d - 1) * later[k])
+    return out
+
+
 def gemm_waves_s(tokens: np.ndarray | float, n: np.ndarray, k: np.ndarray, rate: float,
                  sms: int) -> np.ndarray:
     """Seconds of the compute of GEMMs of ``tokens`` rows, N columns and depth K at ``rate`` FLOP/s: their
@@ -410,10 +501,11 @@ def touched_experts(experts: int, top_k: int, tokens: float) -> float:
 
 
 def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank: float, kv_rank: float,
-                head_tokens_rank: float, last: bool) -> dict[str, float]:
+                head_tokens_rank: float, last: bool, kv_pairs_rank: float | None = None) -> dict[str, float]:
     """Compute, HBM and overhead seconds of one forward pass on one GPU of a stage: ``tokens_rank`` tokens through
     its attention and dense GEMMs, ``tokens_group`` through the group's routed experts, ``pairs_rank`` causal
-    query-key pairs (prefill) and ``kv_rank`` cached tokens read (decode)."""
+    query-key pairs (prefill), ``kv_rank`` cached tokens read (decode) and ``kv_pairs_rank`` query-key pairs over
+    them (``kv_rank`` with one query a sequence)."""
     out = dict.fromkeys(LAYERS, 0.0)
     shapes = np.asarray(st.dense_gemms, dtype=np.float64)
     n, k, count = shapes[:, 0], shapes[:, 1], shapes[:, 2]
@@ -431,7 +523,8 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         bytes_read = touched * st.expert_share_params * st.weight_bytes
         _roof(st.moe_layers * flops / st.expert_gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
-    attn_flops = st.layers * (st.attn_flops_pair_layer * pairs_rank + st.attn_flops_kv_layer * kv_rank)
+    kv_pairs = kv_rank if kv_pairs_rank is None else kv_pairs_rank
+    attn_flops = st.layers * (st.attn_flops_pair_layer * pairs_rank + st.attn_flops_kv_layer * kv_pairs)
     _roof(attn_flops / st.attention_rate,
           st.layers * kv_rank * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate, out)
     if last:
@@ -529,11 +622,17 @@ class InferenceMemory:
 
 def weight_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> float:
     """Weights on the fullest GPU: its stage's layers in the weight format, the routed experts' share, and the
-    embedding and LM head (vocab-parallel, BF16) on the first and last stage."""
+    embedding and LM head (vocab-parallel, BF16) on the first and last stage; with speculative decoding the MTP
+    draft module's layer and eh_proj on the last stage."""
     st = _stage(model, plan, gpu)
     layers = st.common_params + st.moe_layers * st.experts * st.expert_share_params
     ends = st.embedding_params + st.head_params if plan.pp == 1 else max(st.embedding_params, st.head_params)
-    return layers * st.weight_bytes + (ends + st.moe_layers * st.router_params) * ACT_BYTES
+    out = layers * st.weight_bytes + (ends + st.moe_layers * st.router_params) * ACT_BYTES
+    if plan.draft_tokens:
+        _, _, ds = _draft_parts(model, plan, gpu)
+        out += ((ds.common_params + ds.moe_layers * ds.experts * ds.expert_share_params) * ds.weight_bytes
+                + ds.moe_layers * ds.router_params * ACT_BYTES)
+    return out
 
 
 def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
@@ -549,7 +648,7 @@ def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
 def inference_memory(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> InferenceMemory:
     weights = weight_bytes_per_gpu(model, plan, gpu)
     st = _stage(model, plan, gpu)
-    kv = plan.batch / plan.dp * plan.context * st.layers * st.kv_bytes_token_layer
+    kv = plan.batch / plan.dp * plan.context * (st.layers + (1 if plan.draft_tokens else 0)) * st.kv_bytes_token_layer
     act = activation_bytes_per_gpu(model, plan)
     left = max(0.0, gpu.hbm_bytes - weights - act)
     return InferenceMemory(weights, kv, act, gpu.hbm_bytes, min(gpu.hbm_bytes, weights + act)
@@ -557,8 +656,10 @@ def inference_memory(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> Inferen
 
 
 def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:
-    """KV bytes one token takes on one GPU (its stage's layers, its KV heads)."""
-    return model.layers / plan.pp * kv_bytes_per_token_layer(model, plan.tp, plan.kv)
+    """KV bytes one token takes on one GPU (its stage's layers, its KV heads; the last stage's MTP draft layer keeps
+    its own cache with speculative decoding)."""
+    return (model.layers / plan.pp + (1 if plan.draft_tokens else 0)) * kv_bytes_per_token_layer(model, plan.tp,
+                                                                                                plan.kv)
 
 
 def max_batch(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
@@ -609,6 +710,10 @@ class InferencePrediction:
     gpus: int
     nodes: int
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    draft_step_s: dict[str, float] = field(default_factory=dict)
+    """the draft forwards' part of ``decode_step_s`` (speculative decoding; zeros without)"""
+    tokens_per_step: float = 1.0
+    """output tokens a decode step yields per sequence (the plan's acceptance length)"""
 
     @property
     def fits(self) -> bool:
@@ -627,28 +732,37 @@ class InferencePrediction:
             "max_batch": self.max_batch, "max_context": self.max_context, "breakdown_s": dict(self.breakdown_s),
             "prefill_s": dict(self.prefill_s), "decode_step_s": dict(self.decode_step_s),
             "bottleneck": self.bottleneck, "gpus": self.gpus, "nodes": self.nodes, "warnings": list(self.warnings),
+            "draft_step_s": dict(self.draft_step_s), "tokens_per_step": self.tokens_per_step,
         }
 
 
 def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage, seqs: float, new_tokens: int,
-             context: float) -> dict[str, float]:
+             context: float, *, queries: int = 1, overhead: bool = True) -> dict[str, float]:
     """One forward pass of ``seqs`` sequences through the whole pipeline, each adding ``new_tokens`` tokens after
-    ``context`` cached ones: min(pp, seqs) micro-batches, every stage pricing each micro-batch."""
+    ``context`` cached ones (a decode pass: ``queries`` tokens a sequence, 1 + d when verifying d drafts, reading
+    the cache once): min(pp, seqs) micro-batches, every stage pricing each micro-batch."""
     micro = float(min(plan.pp, max(1.0, seqs)))
     mb = seqs / micro
-    tokens_group = mb * new_tokens
+    prefill = new_tokens > 1
+    tokens_group = mb * (new_tokens if prefill else queries)
     tokens_rank = tokens_group / plan.dp
-    if new_tokens > 1:  # prefill: causal pairs of the new tokens among themselves and with the context
-        pairs = mb / plan.dp * new_tokens * (context + (new_tokens + 1) / 2.0)
-        kv = 0.0
-    else:
-        pairs, kv = 0.0, mb / plan.dp * context
-    stage = _stage_work(st, tokens_rank, tokens_group, pairs, kv, mb / plan.dp, last=True)
+    seqs_rank = mb / plan.dp
+    if prefill:  # causal pairs of the new tokens among themselves and with the context
+        pairs = seqs_rank * new_tokens * (context + (new_tokens + 1) / 2.0)
+        kv = kv_pairs = 0.0
+        head = seqs_rank
+    else:  # the queries attend causally to the cache and each other; the cache streams once for them all
+        pairs = 0.0
+        kv = seqs_rank * (context + (queries - 1))
+        kv_pairs = seqs_rank * (queries * context + queries * (queries - 1) / 2.0)
+        head = seqs_rank * queries
+    stage = _stage_work(st, tokens_rank, tokens_group, pairs, kv, head, last=True, kv_pairs_rank=kv_pairs)
     _layer_comm(model, plan, cluster, tokens_rank, tokens_group, stage)
-    passes = micro + plan.pp - 1 if new_tokens > 1 else micro  # prefill fills the pipeline; decode keeps it full
+    passes = micro + plan.pp - 1 if prefill else micro  # prefill fills the pipeline; decode keeps it full
     out = {k: v * passes for k, v in stage.items()}
     _pipeline_sends(model, plan, cluster, tokens_rank, out)
-    out["other"] += step_overhead_s()
+    if overhead:
+        out["other"] += step_overhead_s()
     return out
 
 
@@ -661,12 +775,20 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
     if gpus > sysm.gpus_per_node and gpus % sysm.gpus_per_node:
         raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
     st = _stage(model, plan, gpu)
+    d = plan.draft_tokens
+    mid = plan.prompt_tokens + plan.output_tokens / 2.0
     prefill = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens, 0.0)
-    decode = _forward(model, plan, cluster, st, plan.batch, 1, plan.prompt_tokens + plan.output_tokens / 2.0)
+    decode = _forward(model, plan, cluster, st, plan.batch, 1, mid, queries=1 + d)
+    drafts = _draft_passes(model, plan, cluster, gpu, plan.batch, mid, 1 + d, prefill=False)
+    if d:  # the drafter proposes the first step's drafts after the prefill; each step verifies 1 + d, then drafts
+        after_prompt = _draft_passes(model, plan, cluster, gpu, plan.batch, 0.0, plan.prompt_tokens, prefill=True)
+        prefill = {k: prefill[k] + after_prompt[k] for k in LAYERS}
+        decode = {k: decode[k] + drafts[k] for k in LAYERS}
     ttft = sum(prefill.values())
-    tpot = sum(decode.values())
-    steps = plan.output_tokens - 1
-    e2e = ttft + steps * tpot
+    step = sum(decode.values())
+    tpot = step / plan.acceptance_length  # a step yields the acceptance length in tokens
+    steps = (plan.output_tokens - 1) / plan.acceptance_length
+    e2e = ttft + steps * step
     total = {k: prefill[k] + steps * decode[k] for k in LAYERS}
     mem = inference_memory(model, plan, gpu)
     warnings = () if mem.fits else (mem.summary(),)
@@ -676,7 +798,7 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
         output_tokens_per_s_per_gpu=throughput / gpus, memory=mem, max_batch=max_batch(model, plan, gpu),
         max_context=max_context(model, plan, gpu), breakdown_s=total, prefill_s=prefill, decode_step_s=decode,
         bottleneck=max(LAYERS, key=lambda k: total[k]), gpus=gpus, nodes=ceil(gpus / sysm.gpus_per_node),
-        warnings=warnings,
+        warnings=warnings, draft_step_s=drafts, tokens_per_step=plan.acceptance_length,
     )
 
 
@@ -689,7 +811,9 @@ class InferenceStepCost:
     """Seconds of one continuous-batching iteration of one replica, from coefficients priced once: the stages run
     one after another (no micro-batch interleave), every GEMM a roofline (the dense ones in tile waves with
     ``fixed_gemm_tiles``), the collectives interpolated between token counts priced on the real groups.
-    ``kv_capacity_tokens``: KV tokens that fit per replica."""
+    ``kv_capacity_tokens``: KV tokens that fit per replica. With speculative decoding (``draft_tokens`` d > 0)
+    every decoding sequence verifies 1 + d tokens and the ``draft`` module runs d forwards; an iteration yields
+    ``acceptance_length`` tokens a sequence, which ``step_s`` spreads over that many one-token iterations."""
 
     kv_capacity_tokens: int
     overhead_s: float
@@ -717,12 +841,16 @@ class InferenceStepCost:
     comm_s: tuple[float, ...]
     transfer_same_node: tuple[float, float]  # (seconds, seconds per token) of a KV hand-off
     transfer_other_node: tuple[float, float]
+    draft_tokens: int = 0
+    acceptance_length: float = 1.0
+    draft: InferenceStepCost | None = None  # one forward of the MTP draft module (no step overhead)
 
-    def step_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
-               decode_kv_tokens: int) -> float:
-        """One iteration: ``prefill_tokens`` new prompt tokens (``prefill_attn_pairs`` causal query-key pairs), and
-        ``decode_seqs`` sequences decoding one token each over ``decode_kv_tokens`` cached tokens in all."""
-        tokens = prefill_tokens + decode_seqs
+    def _pass_s(self, prefill_tokens: float, prefill_attn_pairs: float, decode_seqs: float, decode_kv_tokens: float,
+                queries: int = 1) -> float:
+        """One forward pass: ``prefill_tokens`` new prompt tokens (``prefill_attn_pairs`` causal query-key pairs),
+        and ``decode_seqs`` sequences of ``queries`` tokens each over ``decode_kv_tokens`` cached tokens in all (the
+        cache read once, its query-key pairs ``queries`` times)."""
+        tokens = prefill_tokens + decode_seqs * queries
         if tokens <= 0:
             return 0.0
         dp = self.dp
@@ -740,9 +868,11 @@ class InferenceStepCost:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
             peak = 1.0 + self.load_z * sqrt(self.load_a / tokens + self.load_b) if self.load_z else 1.0
             t += max(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
-        t += max(self.pair_s * prefill_attn_pairs / dp + self.kv_flop_s * decode_kv_tokens / dp,
-                 self.kv_bytes_s * decode_kv_tokens / dp)
-        seqs = (decode_seqs + (1 if prefill_tokens else 0)) / dp
+        extra = decode_seqs * (queries - 1)  # the drafts' own keys beside the cache
+        t += max(self.pair_s * prefill_attn_pairs / dp
+                 + self.kv_flop_s * (queries * decode_kv_tokens + extra * queries / 2.0) / dp,
+                 self.kv_bytes_s * (decode_kv_tokens + extra) / dp)
+        seqs = (decode_seqs * queries + (1 if prefill_tokens else 0)) / dp
         t += max(self.head_flop_s * seqs, self.head_bytes_s)
         grid = self.comm_grid
         i = bisect_left(grid, tokens)
@@ -756,13 +886,36 @@ class InferenceStepCost:
             t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
         return t
 
-    def step_s_many(self, prefill_tokens: np.ndarray, prefill_attn_pairs: np.ndarray, decode_seqs: np.ndarray,
-                    decode_kv_tokens: np.ndarray) -> np.ndarray:
-        """``step_s`` over arrays at once (the same arithmetic; token counts may be fractional means), so a sizing
-        screen can price every batch of a plan in one numpy pass."""
-        prefill = np.asarray(prefill_tokens, dtype=np.float64)
-        decode = np.asarray(decode_seqs, dtype=np.float64)
-        tokens = prefill + decode
+    def iteration_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
+                    decode_kv_tokens: int) -> float:
+        """One engine iteration: the target's pass (each decoding sequence verifying 1 + d tokens), then the d draft
+        forwards, the first over the pass's tokens, the others over one token for each decoding sequence and a
+        prompt that ends here (``step_s`` without d)."""
+        d = self.draft_tokens
+        t = self._pass_s(prefill_tokens, prefill_attn_pairs, decode_seqs, decode_kv_tokens, 1 + d)
+        if d and self.draft is not None:
+            t += self.draft._pass_s(prefill_tokens, prefill_attn_pairs, decode_seqs, decode_kv_tokens, 1 + d)
+            later = decode_seqs + (1 if prefill_tokens else 0)
+            t += (d - 1) * self.draft._pass_s(0, 0.0, later, decode_kv_tokens, 1)
+        return t
+
+    def step_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
+               decode_kv_tokens: int) -> float:
+        """One iteration in which each of ``decode_seqs`` sequences gains one token over ``decode_kv_tokens`` cached
+        tokens in all, beside ``prefill_tokens`` new prompt tokens (``prefill_attn_pairs`` causal query-key pairs).
+        With speculative decoding an engine iteration yields ``acceptance_length`` tokens a sequence: its decode
+        part counts 1 / acceptance_length of it, the prefill its whole marginal cost."""
+        if not self.draft_tokens:
+            return self._pass_s(prefill_tokens, prefill_attn_pairs, decode_seqs, decode_kv_tokens)
+        t = self.iteration_s(prefill_tokens, prefill_attn_pairs, decode_seqs, decode_kv_tokens)
+        if decode_seqs:
+            t -= (1.0 - 1.0 / self.acceptance_length) * self.iteration_s(0, 0.0, decode_seqs, decode_kv_tokens)
+        return t
+
+    def _pass_many(self, prefill: np.ndarray, pairs: np.ndarray, decode: np.ndarray, kv: np.ndarray,
+                   queries: int = 1) -> np.ndarray:
+        """``_pass_s`` over arrays at once (the same arithmetic)."""
+        tokens = prefill + decode * queries
         dp = self.dp
         rank = (tokens / dp)[..., None]
         tiles_n, wave_s = np.asarray(self.gemm_tiles_n), np.asarray(self.gemm_wave_s)
@@ -777,16 +930,44 @@ class InferenceStepCost:
             peak = (1.0 + self.load_z * np.sqrt(self.load_a / np.maximum(tokens, 1e-300) + self.load_b)
                     if self.load_z else 1.0)
             t = t + np.maximum(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
-        kv = np.asarray(decode_kv_tokens, dtype=np.float64)
-        t = t + np.maximum(self.pair_s * np.asarray(prefill_attn_pairs, dtype=np.float64) / dp
-                           + self.kv_flop_s * kv / dp, self.kv_bytes_s * kv / dp)
-        seqs = (decode + (prefill > 0)) / dp
+        extra = decode * (queries - 1)
+        t = t + np.maximum(self.pair_s * pairs / dp + self.kv_flop_s * (queries * kv + extra * queries / 2.0) / dp,
+                           self.kv_bytes_s * (kv + extra) / dp)
+        seqs = (decode * queries + (prefill > 0)) / dp
         t = t + np.maximum(self.head_flop_s * seqs, self.head_bytes_s)
         grid = np.asarray(self.comm_grid)
         comm = np.asarray(self.comm_s)
         inside = np.interp(tokens, grid, comm)
         t = t + np.where(tokens > grid[-1], comm[-1] * tokens / grid[-1], inside)
-        return np.where(tokens > 0, t, 0.0)
+        out: np.ndarray = np.where(tokens > 0, t, 0.0)
+        return out
+
+    def _iteration_many(self, prefill: np.ndarray, pairs: np.ndarray, decode: np.ndarray,
+                        kv: np.ndarray) -> np.ndarray:
+        """``iteration_s`` over arrays at once."""
+        d = self.draft_tokens
+        t = self._pass_many(prefill, pairs, decode, kv, 1 + d)
+        if d and self.draft is not None:
+            t = t + self.draft._pass_many(prefill, pairs, decode, kv, 1 + d)
+            later = decode + (prefill > 0)
+            t = t + (d - 1) * self.draft._pass_many(np.zeros_like(later), np.zeros_like(later), later, kv)
+        return t
+
+    def step_s_many(self, prefill_tokens: np.ndarray, prefill_attn_pairs: np.ndarray, decode_seqs: np.ndarray,
+                    decode_kv_tokens: np.ndarray) -> np.ndarray:
+        """``step_s`` over arrays at once (the same arithmetic; token counts may be fractional means), so a sizing
+        screen can price every batch of a plan in one numpy pass."""
+        prefill = np.asarray(prefill_tokens, dtype=np.float64)
+        pairs = np.asarray(prefill_attn_pairs, dtype=np.float64)
+        decode = np.asarray(decode_seqs, dtype=np.float64)
+        kv = np.asarray(decode_kv_tokens, dtype=np.float64)
+        if not self.draft_tokens:
+            return self._pass_many(prefill, pairs, decode, kv)
+        zeros = np.zeros_like(decode)
+        decode_only = self._iteration_many(zeros, zeros, decode, kv)
+        t = self._iteration_many(prefill, pairs, decode, kv) - (1.0 - 1.0 / self.acceptance_length) * decode_only
+        out: np.ndarray = t
+        return out
 
     def kv_transfer_s(self, tokens: int, same_node: bool) -> float:
         """Seconds to hand ``tokens`` tokens of KV cache from a prefill replica to a decode replica (every GPU
@@ -812,18 +993,36 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
         sends = dict.fromkeys(LAYERS, 0.0)
         _pipeline_sends(model, plan, cluster, tokens / plan.dp, sends)
         comm_s.append(pp * sum(layers.values()) + sum(sends.values()))
+    per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
+    transfers = _transfer(cluster, 2, per_shard), _transfer(cluster, 1, per_shard)
+    draft = None
+    if plan.draft_tokens:
+        _, _, ds = _draft_parts(model, plan, gpu)
+        draft_comm = []
+        for tokens in _GRID:
+            layers = dict.fromkeys(LAYERS, 0.0)
+            _draft_comm(model, plan, cluster, tokens / plan.dp, tokens, layers)
+            draft_comm.append(sum(layers.values()))
+        draft = _coefficients(ds, plan, 1, ds.kernels * kernel_latency_s(), tuple(draft_comm), 0, transfers)
+    return replace(_coefficients(st, plan, pp, step_overhead_s() + pp * st.kernels * kernel_latency_s(),
+                                 tuple(comm_s), capacity, transfers),
+                   draft_tokens=plan.draft_tokens, acceptance_length=plan.acceptance_length, draft=draft)
+
+
+def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, comm_s: tuple[float, ...],
+                  capacity: int, transfers: tuple[tuple[float, float], tuple[float, float]]) -> InferenceStepCost:
+    """The iteration coefficients of ``pp`` stages like ``st`` (the target, or the one-layer draft module)."""
     moe_flop = moe_bytes = 0.0
     if st.experts and st.moe_layers:
         moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.expert_gemm_rate
         moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
     load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
-    per_shard = kv_bytes_per_token_model(model, plan.kv) / plan.gpus  # every GPU sends its shard at once
     shapes = np.asarray(st.dense_gemms, dtype=np.float64)
     n, k, count = shapes[:, 0], shapes[:, 1], pp * shapes[:, 2]
     rows, cols = gemm_tile()
     return InferenceStepCost(
         kv_capacity_tokens=capacity,
-        overhead_s=step_overhead_s() + pp * st.kernels * kernel_latency_s(),
+        overhead_s=overhead_s,
         gemm_tiles_n=tuple(np.ceil(n / cols).tolist()),
         gemm_wave_s=tuple((2.0 * rows * cols * k * st.sms * count / st.gemm_rate).tolist()),
         gemm_token_s=tuple((2.0 * n * k * count / st.gemm_rate).tolist()),
@@ -836,8 +1035,8 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
         kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
         head_flop_s=2.0 * st.head_params / st.bf16_rate, head_bytes_s=st.head_params * ACT_BYTES / st.hbm_rate,
-        dp=plan.dp, comm_grid=_GRID, comm_s=tuple(comm_s),
-        transfer_same_node=_transfer(cluster, 2, per_shard), transfer_other_node=_transfer(cluster, 1, per_shard),
+        dp=plan.dp, comm_grid=_GRID, comm_s=comm_s,
+        transfer_same_node=transfers[0], transfer_other_node=transfers[1],
     )
 
 
