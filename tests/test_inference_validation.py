@@ -12,13 +12,15 @@ from fabricsim.catalog import Catalog
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
 from fabricsim.validation.inference_cases import _engine_before, gqa_kernel, moe_sm80_kernels
 
-MIN_COUNTED = 100  # 70 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible) + 30 TensorRT-LLM v0.9.0
+MIN_COUNTED = 101  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible, a mixed TP4xEP2 expert
+# mapping the blog-1 no-MTP row) + 30 TensorRT-LLM v0.9.0
 # the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
 # all cases and 14.8% on throughput/TPOT once the TensorRT-LLM v0.9.0 cases of found_inference_cases.yaml count: the
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.112  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.2% (12.0%
+ALL_CASES_MEDIAN = 0.113  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.3% over 101
+# (11.2% over 100 before the blog-1 no-MTP DeepSeek-R1 row, +19%, became expressible; 12.0%
 # with a flat 4 us a layer before every kernel paid compute.yaml inference.kernel_latency; 16.4% before TensorRT
 # engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible

@@ -121,7 +121,7 @@ def _parallel(config: dict[str, Any]) -> tuple[int, int, int, int]:
     """(tp, pp, ep, dp) of the case; TensorRT-LLM's 'attention DP n' splits its tp GPUs into n attention ranks."""
     tp = _int(config.get("tp"), "tp")
     pp = _int(config.get("pp") if config.get("pp") is not None else 1, "pp")
-    ep = _int(config["ep"], "ep") if config.get("ep") is not None else 1
+    ep = _expert_parallel(config, tp) if config.get("ep") is not None else 1
     dp = _int(config["dp"], "dp") if isinstance(config.get("dp"), int) else 1
     attention_dp = re.search(r"attention DP (\d+)", str(config.get("dp") or ""), re.IGNORECASE)
     if attention_dp is not None:  # enable_attention_dp: tp_size GPUs run attention as dp ranks of tp / dp
@@ -130,6 +130,20 @@ def _parallel(config: dict[str, Any]) -> tuple[int, int, int, int]:
             raise NotExpressibleCase(f"attention DP {dp} does not divide tp {tp}")
         tp //= dp
     return tp, pp, ep, dp
+
+
+def _expert_parallel(config: dict[str, Any], tp: int) -> int:
+    """The case's ep: a number, or the EP of a mixed mapping ('mixed: sparse experts TP4xEP2, shared experts TP8,
+    attention TP8': the experts re-fold the tp GPUs as expert-TP x EP, as ``InferencePlan.ep`` does), whose
+    expert-TP must then be tp / ep."""
+    text = str(config["ep"])
+    mixed = re.search(r"TP(\d+)\s*x\s*EP(\d+)", text, re.IGNORECASE)
+    if mixed is None or re.match(r"\s*\d", text):
+        return _int(config["ep"], "ep")
+    expert_tp, ep = int(mixed.group(1)), int(mixed.group(2))
+    if expert_tp * ep != tp:
+        raise NotExpressibleCase(f"experts as TP{expert_tp} x EP{ep} do not fold the tp {tp} GPUs ({text!r})")
+    return ep
 
 
 def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, output: int) -> InferencePlan:
