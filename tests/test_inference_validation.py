@@ -91,7 +91,7 @@ def test_moe_kernel_gate_follows_the_engine_version() -> None:
     assert not moe_sm80_kernels({**trt, "version": "1.0"})
     assert not moe_sm80_kernels({**trt})
     assert not moe_sm80_kernels({"framework": "vLLM", "version": "0.4.0"})
-    assert gqa_kernel({**trt, "version": "v0.9.0"}) and not gqa_kernel({**trt, "version": "v0.7.1"})
+    assert gqa_kernel({**trt, "version": "v0.9.0"}) and not gqa_kernel({**trt, "version": "v0.6.1"})
 
 
 @pytest.mark.parametrize("framework,version,fixed", [
