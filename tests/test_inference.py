@@ -415,3 +415,77 @@ def test_infer_cli_speculative_json() -> None:
     data = json.loads(result.output)
     assert data["plan"]["draft_tokens"] == 2 and data["plan"]["acceptance_length"] == 2.2
     assert data["tokens_per_step"] == 2.2 and sum(data["draft_step_s"].values()) > 0
+
+
+@settings(max_examples=20, deadline=None)
+@given(model=st.sampled_from(("deepseek-v3", "llama3-70b")), batch=st.sampled_from([1, 16, 256]),
+       prompt=st.sampled_from([128, 2048]), out=st.sampled_from([None, "fp4", "bf16"]))
+def test_bf16_attention_weights_are_never_faster_than_fp4_ones(catalog: Catalog, model: str, batch: int,
+                                                                prompt: int, out: str | None) -> None:
+    """Attention projections in BF16 (NVIDIA's NVFP4 DeepSeek checkpoints) stream 2 bytes a weight at the BF16 rate:
+    never faster than the same projections in FP4, in the prediction and the step cost, and they hold more memory."""
+    spec, cluster, gpu = load_model(model), _cluster(catalog, "dgx-b200"), catalog.gpu("b200")
+    tp = 8
+    fp4 = InferencePlan(tp=tp, batch=batch, prompt_tokens=prompt, output_tokens=64, weights="fp4")
+    bf16 = replace(fp4, attention_weights="bf16", attention_out_weights=out)
+    p4, p16 = predict_inference(spec, cluster, fp4), predict_inference(spec, cluster, bf16)
+    assert p16.tpot_s >= p4.tpot_s * (1 - 1e-12)
+    assert p16.ttft_s >= p4.ttft_s * (1 - 1e-12)
+    assert weight_bytes_per_gpu(spec, bf16, gpu) > weight_bytes_per_gpu(spec, fp4, gpu)
+    kv = batch * (prompt + 32)
+    c4, c16 = step_cost(spec, cluster, fp4), step_cost(spec, cluster, bf16)
+    assert c16.step_s(0, 0.0, batch, kv) >= c4.step_s(0, 0.0, batch, kv) * (1 - 1e-12)
+    assert bf16.to_json()["attention_out_weights"] == (out or "bf16")
+
+
+def test_attention_formats_default_to_the_weights(catalog: Catalog) -> None:
+    """Unset attention formats are the plan's weights: predictions equal the plain plan's exactly."""
+    spec, cluster = load_model("deepseek-v3"), _cluster(catalog, "dgx-b200")
+    plan = InferencePlan(tp=8, ep=2, batch=8, prompt_tokens=512, output_tokens=64, weights="fp4")
+    same = replace(plan, attention_weights="fp4", attention_out_weights="fp4")
+    assert predict_inference(spec, cluster, same).tpot_s == predict_inference(spec, cluster, plan).tpot_s
+    with pytest.raises(SpecError, match="attention-weights"):
+        InferencePlan(attention_weights="fp3")
+    with pytest.raises(SpecError, match="FP4"):
+        predict_inference(spec, _cluster(catalog, "dgx-h100"), replace(plan, weights="fp8", attention_weights="fp4"))
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.sampled_from([1, 64, 1024]), prompt=st.sampled_from([1024, 8192]),
+       system=st.sampled_from(["hgx-h200", "dgx-b200"]), weights=st.sampled_from(["fp8", "fp4"]))
+def test_fp8_mla_decode_is_never_slower_and_only_moves_fp8_mla_decode(catalog: Catalog, batch: int, prompt: int,
+                                                                       system: str, weights: str) -> None:
+    """FP8 MLA generation (TensorRT-LLM with an FP8 KV cache) runs decode attention at the FP8 rate: never slower,
+    prefill unchanged, and no effect with a BF16 cache or on GQA attention; the step cost agrees."""
+    cluster = _cluster(catalog, system)
+    if weights == "fp4" and catalog.gpu(cluster.system.gpu).fp4_flops_per_s is None:
+        weights = "fp8"
+    spec = load_model("deepseek-v3")
+    plan = InferencePlan(dp=8, ep=8, batch=8 * batch, prompt_tokens=prompt, output_tokens=256, weights=weights,
+                         kv="fp8")
+    fast = replace(plan, fp8_mla_decode=True)
+    p0, p1 = predict_inference(spec, cluster, plan), predict_inference(spec, cluster, fast)
+    assert p1.tpot_s <= p0.tpot_s
+    assert p1.ttft_s == pytest.approx(p0.ttft_s, rel=1e-12)
+    kv = plan.batch * (prompt + 128)
+    assert step_cost(spec, cluster, fast).step_s(0, 0.0, plan.batch, kv) <= step_cost(spec, cluster, plan).step_s(
+        0, 0.0, plan.batch, kv)
+    for other_spec, other in ((spec, replace(plan, kv="bf16")),
+                              (load_model("llama3-70b"), InferencePlan(tp=8, batch=batch, prompt_tokens=prompt,
+                                                                       output_tokens=256, weights="fp8", kv="fp8"))):
+        a = predict_inference(other_spec, cluster, other).tpot_s
+        assert predict_inference(other_spec, cluster, replace(other, fp8_mla_decode=True)).tpot_s == a
+
+
+def test_mixed_precision_step_cost_matches_the_prediction(catalog: Catalog) -> None:
+    """With BF16 attention beside FP4 weights (wo in FP4) and FP8 MLA decode, the serving step cost is still the
+    prediction's decode step and prefill."""
+    spec, cluster = load_model("deepseek-v3"), _cluster(catalog, "dgx-b200")
+    plan = InferencePlan(dp=4, ep=4, batch=256, prompt_tokens=1024, output_tokens=256, weights="fp4", kv="fp8",
+                         attention_weights="bf16", attention_out_weights="fp4", fp8_mla_decode=True)
+    pred = predict_inference(spec, cluster, plan)
+    cost = step_cost(spec, cluster, plan)
+    kv = plan.batch * (plan.prompt_tokens + plan.output_tokens // 2)
+    assert cost.step_s(0, 0.0, plan.batch, kv) == pytest.approx(pred.tpot_s, rel=0.05)
+    prefill = (plan.batch * plan.prompt_tokens, plan.batch * plan.prompt_tokens ** 2 / 2, 0, 0)
+    assert cost.step_s(*prefill) == pytest.approx(pred.ttft_s, rel=0.1)

@@ -17,7 +17,11 @@ Per forward pass on one pipeline stage, per GPU:
   the dispatch/combine bytes; the weights each rank streams are unchanged); an engine whose MoE GEMMs are
   Ampere-generation kernels (``InferencePlan.moe_sm80_kernels``: TensorRT-LLM before 0.10) runs them at the
   16-bit rate x the GPU's ``sm80_kernel_fraction``, the weights still read in their format;
-- attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate;
+- attention projections in their own format (``InferencePlan.attention_weights``, the output projection
+  ``attention_out_weights``; NVIDIA's NVFP4 DeepSeek checkpoints keep them BF16), each GEMM at its format's rate;
+- attention: causal prefill FLOPs at the fused-attention rate; decode reads the batch's KV cache at the HBM rate and
+  computes at the fused-attention rate, or at its FP8 multiple where the engine runs MLA generation in FP8 over an
+  FP8 KV cache (``InferencePlan.fp8_mla_decode``);
 - LM head in BF16 on the last stage (only the new token's logits);
 - every kernel of a forward pass a fixed latency (``data/compute.yaml`` inference.kernel_latency) beside its
   roofline: the weight GEMMs of the shapes above and the layer's other kernels (``inference.layer_kernels``: norms,
@@ -201,6 +205,13 @@ class InferencePlan:
     acceptance_length: float = 1.0
     """mean tokens a decode step yields per sequence with speculative decoding: 1 + the expected accepted drafts,
     between 1 and 1 + draft_tokens (TensorRT-LLM reports it as the 'acceptance rate')"""
+    attention_weights: str | None = None
+    """format of the attention projection weights (QKV, MLA's down and up projections); None: ``weights``"""
+    attention_out_weights: str | None = None
+    """format of the attention output projection (o_proj, MLA's wo); None: ``attention_weights``"""
+    fp8_mla_decode: bool = False
+    """with an FP8 KV cache an MLA model's decode attention quantises Q to FP8 and runs its math on FP8 tensor
+    cores (TensorRT-LLM's FP8 MLA generation kernels); no effect on other attention or a BF16 cache"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
@@ -222,6 +233,11 @@ class InferencePlan:
                             field="--weights")
         if self.kv not in KV_BYTES:
             raise SpecError(f"unknown KV-cache precision {self.kv!r}; choose {', '.join(KVS)}", field="--kv")
+        for name in ("attention_weights", "attention_out_weights"):
+            value = getattr(self, name)
+            if value is not None and value not in WEIGHT_BYTES:
+                raise SpecError(f"unknown weight precision {value!r}; choose {', '.join(WEIGHTS)}",
+                                field=f"--{name.replace('_', '-')}")
         if self.max_context is not None and self.context > self.max_context:
             raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
                             f"exceeds the model's context window of {self.max_context}", field="--prompt")
@@ -236,13 +252,24 @@ class InferencePlan:
     def context(self) -> int:
         return self.prompt_tokens + self.output_tokens
 
+    @property
+    def attention_format(self) -> str:
+        """The attention projections' weight format (``weights`` unless set apart)."""
+        return self.attention_weights or self.weights
+
+    @property
+    def attention_out_format(self) -> str:
+        """The attention output projection's weight format (the other projections' unless set apart)."""
+        return self.attention_out_weights or self.attention_format
+
     def to_json(self) -> dict[str, object]:
         return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
                 "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.gqa_kernel,
                 "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
                 "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
-                "acceptance_length": self.acceptance_length}
+                "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
+                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode}
 
 
 def _flag(name: str) -> str:
@@ -272,11 +299,13 @@ def check_inference_plan(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> Non
     if model.moe is not None and model.expert_ffn_hidden % (stage_gpus // plan.ep):
         raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by expert-TP = tp*dp/ep = "
                         f"{stage_gpus // plan.ep}", field="--ep")
-    if plan.weights == "fp8" and gpu.fp8_flops_per_s is None:
-        raise SpecError(f"{gpu.id} has no FP8 tensor cores; use --weights bf16 or int4", field="--weights")
-    if plan.weights == "fp4" and gpu.fp4_flops_per_s is None:
-        raise SpecError(f"{gpu.id} has no FP4 tensor cores in the catalog; use --weights fp8, int4 or bf16",
-                        field="--weights")
+    for flag, fmt in (("--weights", plan.weights), ("--attention-weights", plan.attention_format),
+                      ("--attention-out-weights", plan.attention_out_format)):
+        if fmt == "fp8" and gpu.fp8_flops_per_s is None:
+            raise SpecError(f"{gpu.id} has no FP8 tensor cores; use {flag} bf16 or int4", field=flag)
+        if fmt == "fp4" and gpu.fp4_flops_per_s is None:
+            raise SpecError(f"{gpu.id} has no FP4 tensor cores in the catalog; use {flag} fp8, int4 or bf16",
+                            field=flag)
 
 
 # ---- per-GPU coefficients of one pipeline stage ---------------------------------------------------------------
@@ -294,11 +323,12 @@ class _Stage:
     head_params: float  # LM head on one GPU (vocab-parallel over tp)
     embedding_params: float
     router_params: float
-    weight_bytes: float  # per weight of the GEMMs
-    gemm_rate: float  # FLOP/s of the weight GEMMs
+    weight_bytes: float  # per weight of the routed experts (and of GEMMs in the plan's weight format)
+    gemm_rate: float  # FLOP/s of GEMMs in the plan's weight format
     expert_gemm_rate: float  # FLOP/s of the routed-expert GEMMs (gemm_rate unless the engine's MoE kernels are SM80)
     bf16_rate: float
     attention_rate: float
+    decode_attention_rate: float  # FLOP/s of decode attention over the cache (FP8 MLA generation: the FP8 multiple)
     hbm_rate: float
     kv_bytes_token_layer: float  # per GPU
     kv_reads: float  # times decode attention streams each cached K/V element (1 with GQA-aware kernels)
@@ -306,6 +336,8 @@ class _Stage:
     attn_flops_kv_layer: float  # per cached token read per layer per GPU, decode (MLA: the absorbed form)
     hidden: int
     dense_gemms: tuple[tuple[float, float, float], ...]  # (N, K, count on the stage) of the GEMMs in common_params
+    gemm_bytes: tuple[float, ...]  # bytes per weight of each dense GEMM (its format)
+    gemm_rates: tuple[float, ...]  # FLOP/s of each dense GEMM (its format's rate)
     sms: int  # SMs a GEMM's tiles spread over (0: tactics fill the SMs or no SM count, plain roofline)
     kernels: float  # kernel launches of one forward pass on the stage (each pays kernel_latency)
 
@@ -313,13 +345,14 @@ class _Stage:
 def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
     return _cached_stage(ByIdentity(model), plan.tp, plan.pp, plan.ep, plan.dp, plan.weights, plan.kv,
                          plan.gqa_kernel, plan.moe_sm80_kernels, plan.fixed_gemm_tiles, plan.fused_gate_up,
-                         ByIdentity(gpu))
+                         ByIdentity(gpu), plan.attention_format, plan.attention_out_format, plan.fp8_mla_decode)
 
 
 @lru_cache(maxsize=4096)
 def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, dp: int, weights: str, kv: str,
                   gqa_kernel: bool, moe_sm80_kernels: bool, fixed_gemm_tiles: bool, fused_gate_up: bool,
-                  gpu_ref: ByIdentity[GPU]) -> _Stage:
+                  gpu_ref: ByIdentity[GPU], attention_weights: str, attention_out_weights: str,
+                  fp8_mla_decode: bool) -> _Stage:
     model, gpu = model_ref.value, gpu_ref.value
     layers = model.layers // pp
     moe_layers = model.moe_layers / pp  # the stage's share (pp = 1 for every case with dense leading layers)
@@ -328,13 +361,14 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
     shared = 0.0 if model.moe is None else model.moe.shared_experts * model.expert_params() / tp
     common = layers * attention + dense_layers * model.mlp_params() / tp + moe_layers * shared
     share = 1.0 / (tp * dp)
-    rate, precision = _gemm_rate(gpu, weights)
-    k_eff = model.hidden / (model.hidden + gemm_k_overhead() * (rate / achievable_flops_per_s(gpu)
-                                                                 if precision != "bf16" else 1.0))
+    rate = _effective_gemm_rate(gpu, weights, model.hidden)
     # SM80 MoE kernels: 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
     expert_rate = (achievable_flops_per_s(gpu) * sm80_kernel_fraction(gpu) * model.hidden
-                   / (model.hidden + gemm_k_overhead()) if moe_sm80_kernels else rate * k_eff)
+                   / (model.hidden + gemm_k_overhead()) if moe_sm80_kernels else rate)
     dense_gemms = _dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up)
+    formats = (attention_out_weights, attention_weights) + (weights,) * (len(dense_gemms) - 2)  # O, QKV, then MLPs
+    attention_rate = attention_flops_per_s(gpu)
+    fp8_math = fp8_mla_decode and kv == "fp8" and model.mla is not None and gpu.fp8_flops_per_s is not None
     return _Stage(
         layers=layers, moe_layers=moe_layers, common_params=common,
         expert_share_params=model.expert_params() * share if model.moe else 0.0,
@@ -342,14 +376,17 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         top_k=model.moe.top_k if model.moe else 0, ep=ep,
         head_params=model.vocab * model.hidden / tp, embedding_params=model.vocab * model.hidden / tp,
         router_params=float(model.router_params()), weight_bytes=WEIGHT_BYTES[weights],
-        gemm_rate=rate * k_eff, expert_gemm_rate=expert_rate, bf16_rate=achievable_flops_per_s(gpu),
-        attention_rate=attention_flops_per_s(gpu),
+        gemm_rate=rate, expert_gemm_rate=expert_rate, bf16_rate=achievable_flops_per_s(gpu),
+        attention_rate=attention_rate,
+        decode_attention_rate=(attention_rate * gpu.fp8_flops_per_s / gpu.bf16_flops_per_s
+                               if fp8_math and gpu.fp8_flops_per_s is not None else attention_rate),
         hbm_rate=gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value,
         kv_bytes_token_layer=kv_bytes_per_token_layer(model, tp, kv),
         kv_reads=1.0 if gqa_kernel or model.mla is not None else (model.heads // tp) / kv_heads_per_gpu(model, tp),
         attn_flops_pair_layer=model.attention_flops_per_pair() / tp,
         attn_flops_kv_layer=model.attention_flops_per_pair(absorbed=True) / tp, hidden=model.hidden,
-        dense_gemms=dense_gemms,
+        dense_gemms=dense_gemms, gemm_bytes=tuple(WEIGHT_BYTES[f] for f in formats),
+        gemm_rates=tuple(_effective_gemm_rate(gpu, f, model.hidden) for f in formats),
         sms=gpu.sms.value if fixed_gemm_tiles and gpu.sms is not None else 0,
         kernels=_stage_kernels(model, layers, dense_layers, moe_layers, dense_gemms),
     )
@@ -412,6 +449,8 @@ def _draft_parts(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> tuple[Model
     st = _stage(draft, plan1, gpu)
     eh = (float(model.hidden), 2.0 * model.hidden / plan.tp, 1.0)
     return draft, plan1, replace(st, dense_gemms=(*st.dense_gemms, eh), common_params=st.common_params + eh[0] * eh[1],
+                                 gemm_bytes=(*st.gemm_bytes, st.weight_bytes),
+                                 gemm_rates=(*st.gemm_rates, st.gemm_rate),
                                  kernels=st.kernels + 1 + 2)  # eh_proj, enorm and hnorm
 
 
@@ -459,7 +498,7 @@ def _draft_passes(model: ModelSpec, plan: InferencePlan, cluster: Cluster, gpu: 
     return out
 
 
-def gemm_waves_s(tokens: np.ndarray | float, n: np.ndarray, k: np.ndarray, rate: float,
+def gemm_waves_s(tokens: np.ndarray | float, n: np.ndarray, k: np.ndarray, rate: float | np.ndarray,
                  sms: int) -> np.ndarray:
     """Seconds of the compute of GEMMs of ``tokens`` rows, N columns and depth K at ``rate`` FLOP/s: their
     ceil(ceil(M / rows) x ceil(N / cols) / SMs) waves of one tile of min(M, rows) x cols per SM (``gemm_tile``;
@@ -483,6 +522,14 @@ def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
     if weights == "fp4" and gpu.fp4_flops_per_s:
         return gpu.fp4_flops_per_s * fp8_matmul_efficiency(gpu).value, "fp4"
     return achievable_flops_per_s(gpu), "bf16"
+
+
+def _effective_gemm_rate(gpu: GPU, weights: str, hidden: int) -> float:
+    """FLOP/s of a weight GEMM in this format at the model's reduction depth: the format's rate x the reduction-depth
+    factor hidden / (hidden + gemm_k_overhead, scaled by the format's speed-up over BF16)."""
+    rate, precision = _gemm_rate(gpu, weights)
+    scale = rate / achievable_flops_per_s(gpu) if precision != "bf16" else 1.0
+    return rate * hidden / (hidden + gemm_k_overhead() * scale)
 
 
 def _roof(flops_s: float, bytes_s: float, out: dict[str, float]) -> None:
@@ -509,8 +556,8 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
     out = dict.fromkeys(LAYERS, 0.0)
     shapes = np.asarray(st.dense_gemms, dtype=np.float64)
     n, k, count = shapes[:, 0], shapes[:, 1], shapes[:, 2]
-    flops_s = gemm_waves_s(tokens_rank, n, k, st.gemm_rate, st.sms) * count
-    bytes_s = n * k * count * st.weight_bytes / st.hbm_rate
+    flops_s = gemm_waves_s(tokens_rank, n, k, np.asarray(st.gemm_rates), st.sms) * count
+    bytes_s = n * k * count * np.asarray(st.gemm_bytes) / st.hbm_rate
     out["compute"] += float(np.sum(np.where(flops_s >= bytes_s, flops_s, 0.0)))  # each GEMM bound by one resource
     out["hbm"] += float(np.sum(np.where(flops_s >= bytes_s, 0.0, bytes_s)))
     if st.experts and st.moe_layers:
@@ -524,8 +571,9 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         _roof(st.moe_layers * flops / st.expert_gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
     kv_pairs = kv_rank if kv_pairs_rank is None else kv_pairs_rank
-    attn_flops = st.layers * (st.attn_flops_pair_layer * pairs_rank + st.attn_flops_kv_layer * kv_pairs)
-    _roof(attn_flops / st.attention_rate,
+    attn_s = st.layers * (st.attn_flops_pair_layer * pairs_rank / st.attention_rate
+                          + st.attn_flops_kv_layer * kv_pairs / st.decode_attention_rate)
+    _roof(attn_s,
           st.layers * kv_rank * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate, out)
     if last:
         _roof(2.0 * head_tokens_rank * st.head_params / st.bf16_rate, st.head_params * ACT_BYTES / st.hbm_rate, out)
@@ -625,14 +673,20 @@ def weight_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> flo
     embedding and LM head (vocab-parallel, BF16) on the first and last stage; with speculative decoding the MTP
     draft module's layer and eh_proj on the last stage."""
     st = _stage(model, plan, gpu)
-    layers = st.common_params + st.moe_layers * st.experts * st.expert_share_params
     ends = st.embedding_params + st.head_params if plan.pp == 1 else max(st.embedding_params, st.head_params)
-    out = layers * st.weight_bytes + (ends + st.moe_layers * st.router_params) * ACT_BYTES
+    out = _layer_weight_bytes(st) + ends * ACT_BYTES
     if plan.draft_tokens:
         _, _, ds = _draft_parts(model, plan, gpu)
-        out += ((ds.common_params + ds.moe_layers * ds.experts * ds.expert_share_params) * ds.weight_bytes
-                + ds.moe_layers * ds.router_params * ACT_BYTES)
+        out += _layer_weight_bytes(ds)
     return out
+
+
+def _layer_weight_bytes(st: _Stage) -> float:
+    """Bytes of a stage's layer weights on one GPU: each dense GEMM in its format, the routed experts' share in the
+    plan's, the routers in BF16."""
+    dense = sum(n * k * count * b for (n, k, count), b in zip(st.dense_gemms, st.gemm_bytes, strict=True))
+    experts = st.moe_layers * st.experts * st.expert_share_params * st.weight_bytes
+    return dense + experts + st.moe_layers * st.router_params * ACT_BYTES
 
 
 def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
@@ -1019,20 +1073,21 @@ def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, c
     load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
     shapes = np.asarray(st.dense_gemms, dtype=np.float64)
     n, k, count = shapes[:, 0], shapes[:, 1], pp * shapes[:, 2]
+    rates, weight_bytes = np.asarray(st.gemm_rates), np.asarray(st.gemm_bytes)
     rows, cols = gemm_tile()
     return InferenceStepCost(
         kv_capacity_tokens=capacity,
         overhead_s=overhead_s,
         gemm_tiles_n=tuple(np.ceil(n / cols).tolist()),
-        gemm_wave_s=tuple((2.0 * rows * cols * k * st.sms * count / st.gemm_rate).tolist()),
-        gemm_token_s=tuple((2.0 * n * k * count / st.gemm_rate).tolist()),
-        gemm_bytes_s=tuple((n * k * count * st.weight_bytes / st.hbm_rate).tolist()),
+        gemm_wave_s=tuple((2.0 * rows * cols * k * st.sms * count / rates).tolist()),
+        gemm_token_s=tuple((2.0 * n * k * count / rates).tolist()),
+        gemm_bytes_s=tuple((n * k * count * weight_bytes / st.hbm_rate).tolist()),
         sms=st.sms, tile_rows=rows,
         router_bytes_s=pp * st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate,
         moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k, load_z=load_z,
         load_a=load_a, load_b=load_b,
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
-        kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.attention_rate,
+        kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.decode_attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
         head_flop_s=2.0 * st.head_params / st.bf16_rate, head_bytes_s=st.head_params * ACT_BYTES / st.hbm_rate,
         dp=plan.dp, comm_grid=_GRID, comm_s=comm_s,
