@@ -150,14 +150,39 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     config = case["config"]
     weights, kv, _ = precisions(config)
     tp, pp, ep, dp = _parallel(config)
-    del model
     drafts, accepted, _ = speculative(case)
+    attention, attention_out = attention_formats(case, model, weights)
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
                          moe_sm80_kernels=moe_sm80_kernels(config),
                          fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
                          fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"),
-                         draft_tokens=drafts, acceptance_length=accepted)
+                         draft_tokens=drafts, acceptance_length=accepted, attention_weights=attention,
+                         attention_out_weights=attention_out, fp8_mla_decode=fp8_mla_decode(config))
+
+
+def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> tuple[str | None, str | None]:
+    """(attention, attention output) weight formats of the case's checkpoint where they differ from its weights: an
+    NVFP4 MLA checkpoint keeps attention BF16, a v2 one (its publication in ``data/compute.yaml``
+    inference.nvfp4_mla_checkpoint v2_sources) quantises wo too; (None, None) otherwise."""
+    spec = _defaults_document()["inference"]["nvfp4_mla_checkpoint"]
+    if model.mla is None or weights != str(spec["weights"]):
+        return None, None
+    source = case.get("source")
+    v2 = isinstance(source, dict) and any(
+        all(str(source.get(key)) == str(value) for key, value in entry.items()) for entry in spec["v2_sources"])
+    return str(spec["attention_weights"]), str(spec["v2_attention_out_weights"]) if v2 else None
+
+
+def fp8_mla_decode(config: dict[str, Any]) -> bool:
+    """Whether the case's engine runs MLA generation in FP8 over an FP8 KV cache: TensorRT-LLM from the version
+    ``data/compute.yaml`` inference.fp8_mla_generation names (an unstated version counts as having it); other
+    engines are not taken as doing so."""
+    spec = _defaults_document()["inference"]["fp8_mla_generation"]
+    if not str(config.get("framework", "")).strip().startswith(str(spec["framework"])):
+        return False
+    version = _engine_version(config, str(spec["framework"]))
+    return version is None or version >= _version(spec["since_version"])
 
 
 MTP_NOTE = re.compile(r"\bMTP\b[^;]*?\b(\d+)\s+(?:next-n\s+)?layers", re.IGNORECASE)
@@ -257,7 +282,10 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
               f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
               f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}"
-              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}{speculative(case)[2]}, "
+              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}"
+              f"{f', attention {plan.attention_format}/{plan.attention_out_format}' if plan.attention_weights else ''}"
+              f"{', FP8 MLA decode' if plan.fp8_mla_decode and plan.kv == 'fp8' and model.mla else ''}"
+              f"{speculative(case)[2]}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail
