@@ -14,9 +14,11 @@ from fabricsim.validation.inference_cases import (
     _engine_before,
     attention_formats,
     case_model,
+    checkpoint_kv_format,
     fp8_mla_decode,
     gqa_kernel,
     moe_sm80_kernels,
+    precisions,
 )
 
 MIN_COUNTED = 101  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible, a mixed TP4xEP2 expert
@@ -134,3 +136,19 @@ def test_nvfp4_mla_checkpoints_keep_attention_bf16_and_v2_quantises_wo() -> None
     assert attention_formats(fp8, case_model(fp8["model"]), "fp8") == (None, None)
     llama = next(c for c in cases.values() if c["id"] == "trtllm_latest_llama33_70b_b200_tp1_1024_1024")
     assert attention_formats(llama, case_model(llama["model"]), "fp4") == (None, None)
+
+
+def test_unstated_kv_format_is_the_named_checkpoints() -> None:
+    """A case without a KV format takes the KV format of the checkpoint its publication names (compute.yaml
+    inference.checkpoint_kv_cache); one whose checkpoint is not sourced keeps BF16 and says so; a stated one wins."""
+    cases = {c.id: c.data for c in all_cases() if c.kind == "inference"}
+    small = cases["trtllm_v10_llama31_8b_h100_fp8_tp1_1000_1000"]
+    assert precisions(small["config"], small["source"]) == (
+        "fp8", "bf16", ", KV of nvidia/Llama-3.1-8B-Instruct-FP8: bf16")
+    latest = cases["trtllm_latest_llama33_70b_h100_tp2_1000_1000"]
+    assert checkpoint_kv_format(latest["source"], "fp8") == ("nvidia/Llama-3.3-70B-Instruct-FP8", "bf16")
+    big = cases["trtllm_v10_llama31_405b_h200_fp8_tp8_1000_1000"]
+    assert precisions(big["config"], big["source"]) == ("fp8", "bf16", ", KV not stated: bf16")
+    assert checkpoint_kv_format(small["source"], "fp4") is None
+    assert checkpoint_kv_format(None, "fp8") is None
+    assert precisions({"weight_precision": "FP8", "kv_precision": "FP8"}, small["source"]) == ("fp8", "fp8", "")

@@ -99,8 +99,9 @@ def case_model(model: dict[str, Any]) -> ModelSpec:
     return ModelSpec.from_data(fields, source="inference case model")
 
 
-def precisions(config: dict[str, Any]) -> tuple[str, str, str]:
-    """(weights, kv, note) from the case's precision strings; an unstated KV format is taken as BF16 and said."""
+def precisions(config: dict[str, Any], source: Any = None) -> tuple[str, str, str]:
+    """(weights, kv, note) from the case's precision strings; an unstated KV format is the one of the checkpoint the
+    case's publication (``source``) names (``checkpoint_kv_format``), else taken as BF16; the note says which."""
     text = str(config.get("weight_precision") or "")
     upper = text.upper()
     if "FP4" in upper:
@@ -112,9 +113,34 @@ def precisions(config: dict[str, Any]) -> tuple[str, str, str]:
     else:
         raise NotExpressibleCase(f"weight precision {text!r} not recognised")
     kv_text = str(config.get("kv_precision") or "not stated")
-    kv = "fp8" if "FP8" in kv_text.upper() else "bf16"
-    note = "" if ("FP8" in kv_text.upper() or "16" in kv_text) else ", KV not stated: bf16"
-    return weights, kv, note
+    if "FP8" in kv_text.upper():
+        return weights, "fp8", ""
+    if "16" in kv_text:
+        return weights, "bf16", ""
+    found = checkpoint_kv_format(source, weights)
+    if found is None:
+        return weights, "bf16", ", KV not stated: bf16"
+    checkpoint, kv = found
+    return weights, kv, f", KV of {checkpoint}: {kv}"
+
+
+def checkpoint_kv_format(source: Any, weights: str) -> tuple[str, str] | None:
+    """(checkpoint, kv format) of the run a publication's case describes: the checkpoint the publication names for
+    the case's section and weight format, and that checkpoint's own KV format, which TensorRT-LLM's 'auto' KV dtype
+    keeps (``data/compute.yaml`` inference.checkpoint_kv_cache); None where either is not sourced."""
+    if not isinstance(source, dict):
+        return None
+    spec = _defaults_document()["inference"]["checkpoint_kv_cache"]
+    locator = str(source.get("locator") or "")
+    for publication in spec["publications"]:
+        if not all(str(source.get(key)) == str(value) for key, value in publication["source"].items()):
+            continue
+        for run in publication["runs"]:
+            if f"'{run['section']}'" in locator and weights == str(run["weights"]):
+                checkpoint = str(run["checkpoint"])
+                kv = spec["checkpoints"].get(checkpoint)
+                return None if kv is None else (checkpoint, str(kv))
+    return None
 
 
 def _parallel(config: dict[str, Any]) -> tuple[int, int, int, int]:
@@ -148,7 +174,7 @@ def _expert_parallel(config: dict[str, Any], tp: int) -> int:
 
 def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, output: int) -> InferencePlan:
     config = case["config"]
-    weights, kv, _ = precisions(config)
+    weights, kv, _ = precisions(config, case.get("source"))
     tp, pp, ep, dp = _parallel(config)
     drafts, accepted, _ = speculative(case)
     attention, attention_out = attention_formats(case, model, weights)
@@ -198,7 +224,7 @@ def speculative(case: dict[str, Any]) -> tuple[int, float, str]:
     if found is None:
         return 0, 1.0, ""
     drafts = int(found.group(1))
-    weights, _, _ = precisions(config)
+    weights, _, _ = precisions(config, case.get("source"))
     tp, _, ep, _ = _parallel(config)
     model_name = str(case["model"].get("name", ""))
     for m in _defaults_document()["inference"]["speculative_acceptance"]["measurements"]:
@@ -277,7 +303,7 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
         batch = _int(config.get("concurrency"), "concurrency")
     plan = _plan(case, model, batch, prompt, output)
     pred = predict_inference(model, cluster, plan)
-    _, _, kv_note = precisions(config)
+    _, _, kv_note = precisions(config, case.get("source"))
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
               f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
