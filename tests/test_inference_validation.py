@@ -150,5 +150,8 @@ def test_unstated_kv_format_is_the_named_checkpoints() -> None:
     big = cases["trtllm_v10_llama31_405b_h200_fp8_tp8_1000_1000"]
     assert precisions(big["config"], big["source"]) == ("fp8", "bf16", ", KV not stated: bf16")
     assert checkpoint_kv_format(small["source"], "fp4") is None
+    b200 = cases["trtllm_v10_llama33_70b_b200_nvfp4_tp1_1000_1000"]
+    assert precisions(b200["config"], b200["source"]) == (
+        "fp4", "fp8", ", KV of nvidia/Llama-3.3-70B-Instruct-FP4: fp8")
     assert checkpoint_kv_format(None, "fp8") is None
     assert precisions({"weight_precision": "FP8", "kv_precision": "FP8"}, small["source"]) == ("fp8", "fp8", "")
