@@ -17,9 +17,10 @@ from fabricsim.catalog import Catalog
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
 from fabricsim.workload import load_model
-from fabricsim.workload.compute import hbm_efficiency
+from fabricsim.workload.compute import fp4_matmul_efficiency, fp8_matmul_efficiency, hbm_efficiency
 from fabricsim.workload.inference import (
     InferencePlan,
+    _gemm_rate,
     _stage,
     gemm_tile,
     gemm_waves_s,
@@ -489,3 +490,15 @@ def test_mixed_precision_step_cost_matches_the_prediction(catalog: Catalog) -> N
     assert cost.step_s(0, 0.0, plan.batch, kv) == pytest.approx(pred.tpot_s, rel=0.05)
     prefill = (plan.batch * plan.prompt_tokens, plan.batch * plan.prompt_tokens ** 2 / 2, 0, 0)
     assert cost.step_s(*prefill) == pytest.approx(pred.ttft_s, rel=0.1)
+
+
+def test_fp4_gemm_rate_uses_the_gpus_own_fp4_efficiency(catalog: Catalog) -> None:
+    """FP4 weight GEMMs run at the FP4 peak x the GPU's measured FP4 fraction, not its FP8 one, where it has one."""
+    b200 = catalog.gpu("b200")
+    assert b200.fp4_matmul_efficiency is not None and b200.fp4_flops_per_s is not None
+    assert fp4_matmul_efficiency(b200).value != fp8_matmul_efficiency(b200).value
+    rate, precision = _gemm_rate(b200, "fp4")
+    assert precision == "fp4"
+    assert rate == pytest.approx(b200.fp4_flops_per_s * b200.fp4_matmul_efficiency.value)
+    bare = b200.model_copy(update={"fp4_matmul_efficiency": None})
+    assert fp4_matmul_efficiency(bare).value == fp8_matmul_efficiency(bare).value

@@ -28,7 +28,9 @@ MIN_COUNTED = 101  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.121  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 12.1% over 101.
+ALL_CASES_MEDIAN = 0.116  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.6% over 101
+# since Blackwell FP4 GEMMs run at their own measured best-shape fraction (gpus.yaml b200 fp4_matmul_efficiency 0.582,
+# cuBLASLt MXFP4 8192^3) instead of the FP8 0.70: 12.1% before.
 # It rose from 11.3% when the NVFP4 Llama-3.3-70B checkpoint's FP8 KV cache (compute.yaml
 # inference.checkpoint_kv_cache) replaced the BF16 assumed for an unstated KV format: a corrected input, not a model
 # change; those B200/GB200 rows moved from -24..+19% to +11..+40% (the model's Blackwell decode step is ~2x fast there,
@@ -48,8 +50,9 @@ ALL_CASES_MEDIAN = 0.121  # every counted case incl. TTFT and DeepEP figures: a 
 # (found_inference_cases.yaml: 161% fast until their MoE GEMMs ran on TensorRT-LLM 0.9's SM80 16-bit kernels and the
 # TensorRT engines' GEMMs as tile waves) and Falcon-180B on v0.5.0. Re-measured after each landed.
 WORST_BOUND = 0.97
-# trtllm_perf_overview 0.13 -> 0.21 and trtllm_tp_scaling 0.22 -> 0.26 with that FP8 KV cache (achieved 20.1%, 25.3%)
-CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.21, "trtllm_tp_scaling": 0.26,
+# trtllm_perf_overview 0.13 -> 0.21 and trtllm_tp_scaling 0.22 -> 0.26 with that FP8 KV cache (achieved 20.1%, 25.3%);
+# trtllm_tp_scaling 0.26 -> 0.17 with the measured B200 FP4 GEMM fraction (achieved 16.1%)
+CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.21, "trtllm_tp_scaling": 0.17,
                    "deepep": 0.16, "nvblog": 0.15,
                    "trtllm_deepseek": 0.73,  # achieved 72.2% (82.3% before the per-kernel latency)
                    "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 7.3% (8.9% before the per-kernel latency,

@@ -71,6 +71,9 @@ class GPU(Priced):
     fp8_matmul_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of fp8_flops_per_s on FP8 training GEMMs; None: workload default"
     )
+    fp4_matmul_efficiency: Efficiency | None = Field(
+        None, description="achievable fraction of fp4_flops_per_s on best-shape NVFP4/MXFP4 GEMMs; None: the FP8 one"
+    )
     attention_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of bf16_flops_per_s in fused attention (fwd+bwd); None: default"
     )

@@ -72,6 +72,14 @@ def fp8_matmul_efficiency(gpu: GPU) -> Efficiency:
     return gpu.fp8_matmul_efficiency if gpu.fp8_matmul_efficiency is not None else default_fp8_matmul_efficiency()
 
 
+def fp4_matmul_efficiency(gpu: GPU) -> Efficiency:
+    """The GPU's achievable fraction of its FP4 peak on best-shape FP4 GEMMs; its FP8 fraction where it has no
+    FP4 measurement of its own."""
+    if gpu.fp4_flops_per_s is None:
+        raise SpecError(f"{gpu.id} has no FP4 tensor cores; use --weights fp8 or bf16", field="--weights")
+    return gpu.fp4_matmul_efficiency if gpu.fp4_matmul_efficiency is not None else fp8_matmul_efficiency(gpu)
+
+
 def attention_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its BF16 peak in fused attention, forward and backward (or the default)."""
     return gpu.attention_efficiency if gpu.attention_efficiency is not None else default_attention_efficiency()

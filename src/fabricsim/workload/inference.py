@@ -61,6 +61,7 @@ from fabricsim.workload.compute import (
     _defaults_document,
     achievable_flops_per_s,
     attention_flops_per_s,
+    fp4_matmul_efficiency,
     fp8_matmul_efficiency,
     gemm_k_overhead,
     hbm_efficiency,
@@ -515,12 +516,12 @@ def gemm_waves_s(tokens: np.ndarray | float, n: np.ndarray, k: np.ndarray, rate:
 
 def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
     """Achievable FLOP/s of the weight GEMMs for a weight format, and the tensor-core precision it runs at: FP8 at
-    the FP8 peak x its efficiency; FP4 at the FP4 peak x the FP8 efficiency (no separate FP4 measurement);
+    the FP8 peak x its efficiency; FP4 at the FP4 peak x its own efficiency (the FP8 one where unmeasured);
     BF16 and INT4 (W4A16: weights dequantised to BF16) at the BF16 rate."""
     if weights == "fp8" and gpu.fp8_flops_per_s:
         return gpu.fp8_flops_per_s * fp8_matmul_efficiency(gpu).value, "fp8"
     if weights == "fp4" and gpu.fp4_flops_per_s:
-        return gpu.fp4_flops_per_s * fp8_matmul_efficiency(gpu).value, "fp4"
+        return gpu.fp4_flops_per_s * fp4_matmul_efficiency(gpu).value, "fp4"
     return achievable_flops_per_s(gpu), "bf16"
 
 
