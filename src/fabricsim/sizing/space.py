@@ -11,6 +11,7 @@ from fabricsim.catalog import Catalog, System
 from fabricsim.collectives.group import resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
+from fabricsim.workload.plan import megatron_runs_interleaved
 from fabricsim.workload.spec import ModelSpec
 
 MAX_PP = 64
@@ -128,7 +129,7 @@ def _vpp_values(model: ModelSpec, spec: SizingSpec, pp: int) -> list[int]:
     if pp == 1:
         return [1]
     values = spec.knobs.vpp or tuple(_divisors(model.layers // pp, MAX_VPP))
-    return [v for v in values if model.layers >= pp * v and (v == 1 or pp > 2)]  # megatron_runs_interleaved
+    return [v for v in values if model.layers >= pp * v and (v == 1 or megatron_runs_interleaved(pp))]
 
 
 def _ep_values(model: ModelSpec, spec: SizingSpec, dp: int, cp: int) -> list[int]:

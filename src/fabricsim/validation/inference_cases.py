@@ -204,11 +204,7 @@ def fp8_mla_decode(config: dict[str, Any]) -> bool:
     """Whether the case's engine runs MLA generation in FP8 over an FP8 KV cache: TensorRT-LLM from the version
     ``data/compute.yaml`` inference.fp8_mla_generation names (an unstated version counts as having it); other
     engines are not taken as doing so."""
-    spec = _defaults_document()["inference"]["fp8_mla_generation"]
-    if not str(config.get("framework", "")).strip().startswith(str(spec["framework"])):
-        return False
-    version = _engine_version(config, str(spec["framework"]))
-    return version is None or version >= _version(spec["since_version"])
+    return _engine_since(config, "fp8_mla_generation", other_engines=False)
 
 
 MTP_NOTE = re.compile(r"\bMTP\b[^;]*?\b(\d+)\s+(?:next-n\s+)?layers", re.IGNORECASE)
@@ -253,7 +249,16 @@ def _version(text: object) -> tuple[int, int]:
 def gqa_kernel(config: dict[str, Any]) -> bool:
     """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
     ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
-    spec = _defaults_document()["inference"]["gqa_decode_kernel"]
+    return _engine_since(config, "gqa_decode_kernel", other_engines=True)
+
+
+def _engine_since(config: dict[str, Any], feature: str, *, other_engines: bool) -> bool:
+    """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature``, shipped by its framework
+    in ``since_version``: that framework at that version or later, or with an unstated version; ``other_engines``
+    for every other engine."""
+    spec = _defaults_document()["inference"][feature]
+    if not str(config.get("framework", "")).strip().startswith(str(spec["framework"])):
+        return other_engines
     version = _engine_version(config, str(spec["framework"]))
     return version is None or version >= _version(spec["since_version"])
 

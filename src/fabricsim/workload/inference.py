@@ -364,8 +364,8 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
     share = 1.0 / (tp * dp)
     rate = _effective_gemm_rate(gpu, weights, model.hidden)
     # SM80 MoE kernels: 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
-    expert_rate = (achievable_flops_per_s(gpu) * sm80_kernel_fraction(gpu) * model.hidden
-                   / (model.hidden + gemm_k_overhead()) if moe_sm80_kernels else rate)
+    expert_rate = (_effective_gemm_rate(gpu, "bf16", model.hidden) * sm80_kernel_fraction(gpu) if moe_sm80_kernels
+                   else rate)
     dense_gemms = _dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up)
     formats = (attention_out_weights, attention_weights) + (weights,) * (len(dense_gemms) - 2)  # O, QKV, then MLPs
     attention_rate = attention_flops_per_s(gpu)

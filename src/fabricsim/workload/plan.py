@@ -301,11 +301,12 @@ def layers_by_stage(layout: tuple[int, ...], virtual_stages: int) -> tuple[tuple
     return tuple(tuple(stage) for stage in stages)
 
 
-def megatron_runs_interleaved(pp: int, microbatches: int) -> bool:
+def megatron_runs_interleaved(pp: int, microbatches: int | None = None) -> bool:
     """Whether Megatron-LM runs the interleaved 1F1B schedule for ``pp`` stages and ``microbatches``: it asserts
     pp > 2 (NVIDIA/Megatron-LM commit 182841f7d, 2021-03-20, kept in megatron/core/parallel_state.py) and a
-    micro-batch count that is a multiple of pp (megatron/core/pipeline_parallel/schedules.py)."""
-    return pp > 2 and microbatches % pp == 0
+    micro-batch count that is a multiple of pp (megatron/core/pipeline_parallel/schedules.py; not checked where
+    ``microbatches`` is None, before the batch is known)."""
+    return pp > 2 and (microbatches is None or microbatches % pp == 0)
 
 
 def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
