@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -22,6 +22,7 @@ from fabricsim.workload.inference import (
     InferencePlan,
     _gemm_rate,
     _stage,
+    decode_step_floor_s,
     gemm_tile,
     gemm_waves_s,
     kernel_latency_s,
@@ -56,6 +57,27 @@ def test_decode_tpot_never_beats_streaming_the_weights(catalog: Catalog, model: 
         floor = 0.0
     assert pred.tpot_s >= floor
     assert pred.tpot_s > 0 and pred.ttft_s > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from((*MODELS, "deepseek-v3")), batch=st.sampled_from([1, 8, 64, 512]),
+       weights=st.sampled_from(["bf16", "fp8", "fp4"]), kv=st.sampled_from(["bf16", "fp8"]),
+       system=st.sampled_from(["hgx-h200", "dgx-b200"]), prompt=st.sampled_from([128, 2048]))
+def test_decode_step_never_beats_its_hbm_floor(catalog: Catalog, model: str, batch: int, weights: str, kv: str,
+                                               system: str, prompt: int) -> None:
+    """The floor that flags impossible measurements (validation) is a true lower bound of the model's own decode
+    step: the step streams the same bytes at an achievable fraction of the peak and pays compute besides."""
+    assume(weights != "fp4" or system == "dgx-b200")  # FP4 tensor cores: Blackwell only
+    spec = load_model(model)
+    moe = spec.moe is not None
+    plan = InferencePlan(tp=1 if moe else 8, ep=8 if moe else 1, dp=8 if moe else 1, batch=batch * 8 if moe else batch,
+                         prompt_tokens=prompt, output_tokens=64, weights=weights, kv=kv)
+    cluster = _cluster(catalog, system)
+    gpu = catalog.gpu(cluster.system.gpu)
+    floor = decode_step_floor_s(spec, plan, gpu)
+    assert 0.0 < floor <= predict_inference(spec, cluster, plan).tpot_s
+    fuller = replace(plan, batch=plan.batch * 2)  # more sequences stream more KV and touch no fewer experts
+    assert decode_step_floor_s(spec, fuller, gpu) > floor
 
 
 def test_dense_decode_floor_is_the_whole_model_over_the_group_bandwidth(catalog: Catalog) -> None:

@@ -4,6 +4,7 @@ median and worst error, per category; every case not counted says why."""
 
 from __future__ import annotations
 
+import copy
 import statistics
 
 import pytest
@@ -19,16 +20,20 @@ from fabricsim.validation.inference_cases import (
     gqa_kernel,
     moe_sm80_kernels,
     precisions,
+    predict_case,
 )
 
-MIN_COUNTED = 101  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible, a mixed TP4xEP2 expert
-# mapping the blog-1 no-MTP row) + 30 TensorRT-LLM v0.9.0
+MIN_COUNTED = 100  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-R1 expressible, a mixed TP4xEP2 expert
+# mapping the blog-1 no-MTP row) + 29 TensorRT-LLM v0.9.0: the A100 'FP16' Mixtral bs32 2048/2048 row (801 tok/s/GPU)
+# beats the HBM floor of its stated plan (616: FP16 experts read every step at the 2.039 TB/s peak), so it is reported
+# as not what ran (test_a_measurement_beyond_its_hbm_floor_is_not_counted); it was counted at -42.5% before
 # the issue's target: median error <= 15% on throughput and TPOT (achieved 14.0% on inference.yaml alone; 16.4% over
 # all cases and 14.8% on throughput/TPOT once the TensorRT-LLM v0.9.0 cases of found_inference_cases.yaml count: the
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.116  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.6% over 101
+ALL_CASES_MEDIAN = 0.116  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.6% over 100
+# (the same over 101 before the A100 row beyond its HBM floor left the count)
 # since Blackwell FP4 GEMMs run at their own measured best-shape fraction (gpus.yaml b200 fp4_matmul_efficiency 0.582,
 # cuBLASLt MXFP4 8192^3) instead of the FP8 0.70: 12.1% before.
 # It rose from 11.3% when the NVFP4 Llama-3.3-70B checkpoint's FP8 KV cache (compute.yaml
@@ -54,7 +59,8 @@ WORST_BOUND = 0.97
 # trtllm_tp_scaling 0.26 -> 0.17 with the measured B200 FP4 GEMM fraction (achieved 16.1%)
 CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.21, "trtllm_tp_scaling": 0.17,
                    "deepep": 0.16, "nvblog": 0.15,
-                   "trtllm_deepseek": 0.73,  # achieved 72.2% (82.3% before the per-kernel latency)
+                   "trtllm_deepseek": 0.49,  # achieved 48.6%, re-measured and ratcheted from 0.73 (72.2% when set;
+                   # 82.3% before the per-kernel latency)
                    "trtllm_latency": 0.09,  # v0.5 first-token rows: achieved 7.3% (8.9% before the per-kernel latency,
                    # 33% before the tile waves)
                    # found_inference_cases.yaml (achieved 11.8%, 6.3%; 12.8% and 5.2% before the per-kernel latency,
@@ -99,6 +105,20 @@ def test_every_uncounted_case_says_why(results: tuple[list[CaseResult], list[Not
     _, missing, _ = results
     assert all(len(r.reason) > len("not expressible by the inference model: ") for r in missing)
     assert not any("malformed" in r.reason for r in missing)
+
+
+def test_a_measurement_beyond_its_hbm_floor_is_not_counted(
+        results: tuple[list[CaseResult], list[NotExpressible], dict[str, str]]) -> None:
+    """A static batch measured faster than streaming its stated weights and KV cache at the GPU's peak bandwidth
+    cannot have run as stated: reported with the figures, never counted as a model error. Only the A100 Mixtral
+    bs32 2048/2048 row is (1.30x its floor; every counted static case is at most 0.74x)."""
+    _, missing, _ = results
+    beyond = {r.id for r in missing if "exceeds the HBM floor" in r.reason}
+    assert beyond == {"trtllm_v090_mixtral_8x7b_a100_fp16_tp2_bs32_2048_2048"}
+    case = next(c.data for c in all_cases() if c.id in beyond)
+    slower = copy.deepcopy(case)
+    slower["metric"]["value"] = 0.7 * float(case["metric"]["value"])  # below the floor: an ordinary case again
+    assert predict_case(slower)[0] > 0
 
 
 def test_moe_kernel_gate_follows_the_engine_version() -> None:

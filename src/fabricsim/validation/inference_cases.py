@@ -14,6 +14,7 @@ from fabricsim.workload.compute import _defaults_document
 from fabricsim.workload.inference import (
     InferencePlan,
     InferencePrediction,
+    decode_step_floor_s,
     max_batch,
     predict_inference,
     serving_max_batch,
@@ -307,6 +308,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     else:
         batch = _int(config.get("concurrency"), "concurrency")
     plan = _plan(case, model, batch, prompt, output)
+    if static:
+        _check_roofline(case, plan, decode_step_floor_s(model, plan, cat.gpu(system.gpu)), system.gpus_per_node)
     pred = predict_inference(model, cluster, plan)
     _, _, kv_note = precisions(config, case.get("source"))
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
@@ -320,6 +323,24 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
     return _metric(metric, pred, system.gpus_per_node), str(case["metric"].get("unit", "")), detail
+
+
+def _check_roofline(case: dict[str, Any], plan: InferencePlan, step_floor_s: float, gpus_per_node: int) -> None:
+    """A static-batch measurement faster than its stated plan's HBM floor (every decode step streams its weights and
+    KV cache at the GPU's peak bandwidth, prefill free) cannot have run as stated: not expressible, with the figures."""
+    metric, measured = str(case["metric"]["name"]), float(case["metric"]["value"])
+    steps = plan.output_tokens - 1
+    if steps < 1 or plan.draft_tokens:
+        return
+    group = plan.batch * plan.output_tokens / (steps * step_floor_s)  # output tokens/s of the group at the floor
+    bound = {"output_throughput_per_gpu": group / plan.gpus, "output_throughput_total": group,
+             "output_throughput_per_node": group / plan.gpus * min(plan.gpus, gpus_per_node),
+             "output_tokens_per_s_per_user": plan.output_tokens / (steps * step_floor_s)}.get(metric)
+    if bound is not None and measured > bound:
+        raise NotExpressibleCase(
+            f"measured {measured:g} exceeds the HBM floor of the stated plan ({bound:.0f}: {plan.weights} weights "
+            f"and {plan.kv} KV streamed at peak bandwidth, {step_floor_s * 1e3:.1f} ms a decode step); the stated "
+            "configuration cannot be what ran")
 
 
 def _metric(metric: str, pred: InferencePrediction, gpus_per_node: int) -> float:

@@ -745,6 +745,21 @@ def max_context(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> int:
     return max(0, floor(free / per_token)) if free > 0 else 0
 
 
+def decode_step_floor_s(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> float:
+    """The least time one decode step can take on the fullest GPU: the bytes it must stream from HBM (its dense and
+    head weights, its share of the experts the batch touches, the routers, and the batch's KV cache at the mean
+    context) at the GPU's peak bandwidth, with compute, communication and kernel costs free. A measurement faster
+    than this cannot have run the plan as stated."""
+    st = _stage(model, plan, gpu)
+    dense = sum(n * k * count * b for (n, k, count), b in zip(st.dense_gemms, st.gemm_bytes, strict=True))
+    touched = touched_experts(st.experts, st.top_k, float(plan.batch))
+    experts = st.moe_layers * touched * st.expert_share_params * st.weight_bytes
+    small = (st.moe_layers * st.router_params + st.head_params) * ACT_BYTES
+    mean_context = plan.prompt_tokens + (plan.output_tokens - 1) / 2.0
+    kv = plan.batch / plan.dp * mean_context * st.layers * st.kv_bytes_token_layer
+    return (dense + experts + small + kv) / gpu.hbm_bytes_per_s
+
+
 # ---- prediction -----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class InferencePrediction:
