@@ -333,9 +333,7 @@ def _check_roofline(case: dict[str, Any], plan: InferencePlan, step_floor_s: flo
     if steps < 1 or plan.draft_tokens:
         return
     group = plan.batch * plan.output_tokens / (steps * step_floor_s)  # output tokens/s of the group at the floor
-    bound = {"output_throughput_per_gpu": group / plan.gpus, "output_throughput_total": group,
-             "output_throughput_per_node": group / plan.gpus * min(plan.gpus, gpus_per_node),
-             "output_tokens_per_s_per_user": plan.output_tokens / (steps * step_floor_s)}.get(metric)
+    bound = _rate_metric(metric, group, 1.0 / step_floor_s, plan.gpus, gpus_per_node)
     if bound is not None and measured > bound:
         raise NotExpressibleCase(
             f"measured {measured:g} exceeds the HBM floor of the stated plan ({bound:.0f}: {plan.weights} weights "
@@ -343,19 +341,23 @@ def _check_roofline(case: dict[str, Any], plan: InferencePlan, step_floor_s: flo
             "configuration cannot be what ran")
 
 
+def _rate_metric(metric: str, group_tokens_per_s: float, user_tokens_per_s: float, gpus: int,
+                 gpus_per_node: int) -> float | None:
+    """A rate metric in the case's unit from the group's output tokens/s and one user's (None: not a rate)."""
+    per_gpu = group_tokens_per_s / gpus
+    return {"output_throughput_per_gpu": per_gpu, "output_throughput_total": group_tokens_per_s,
+            "output_throughput_per_node": per_gpu * gpus_per_node,
+            "output_tokens_per_s_per_user": user_tokens_per_s}.get(metric)
+
+
 def _metric(metric: str, pred: InferencePrediction, gpus_per_node: int) -> float:
-    if metric == "output_throughput_per_gpu":
-        return pred.output_tokens_per_s_per_gpu
-    if metric == "output_throughput_total":
-        return pred.output_tokens_per_s
-    if metric == "output_throughput_per_node":
-        return pred.output_tokens_per_s_per_gpu * gpus_per_node
+    rate = _rate_metric(metric, pred.output_tokens_per_s, 1.0 / pred.tpot_s, pred.gpus, gpus_per_node)
+    if rate is not None:
+        return rate
     if metric == "ttft_first_token_latency":
         return pred.ttft_s * 1e3
     if metric == "e2e_latency":
         return pred.e2e_s
-    if metric == "output_tokens_per_s_per_user":
-        return 1.0 / pred.tpot_s
     raise NotExpressibleCase(f"metric {metric!r} has no inference prediction (unit ambiguous or not modelled)")
 
 

@@ -682,12 +682,16 @@ def weight_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> flo
     return out
 
 
+def _dense_weight_bytes(st: _Stage) -> float:
+    """Bytes of a stage's dense GEMM weights on one GPU, each GEMM in its format."""
+    return sum(n * k * count * b for (n, k, count), b in zip(st.dense_gemms, st.gemm_bytes, strict=True))
+
+
 def _layer_weight_bytes(st: _Stage) -> float:
     """Bytes of a stage's layer weights on one GPU: each dense GEMM in its format, the routed experts' share in the
     plan's, the routers in BF16."""
-    dense = sum(n * k * count * b for (n, k, count), b in zip(st.dense_gemms, st.gemm_bytes, strict=True))
     experts = st.moe_layers * st.experts * st.expert_share_params * st.weight_bytes
-    return dense + experts + st.moe_layers * st.router_params * ACT_BYTES
+    return _dense_weight_bytes(st) + experts + st.moe_layers * st.router_params * ACT_BYTES
 
 
 def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
@@ -751,7 +755,7 @@ def decode_step_floor_s(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> floa
     context) at the GPU's peak bandwidth, with compute, communication and kernel costs free. A measurement faster
     than this cannot have run the plan as stated."""
     st = _stage(model, plan, gpu)
-    dense = sum(n * k * count * b for (n, k, count), b in zip(st.dense_gemms, st.gemm_bytes, strict=True))
+    dense = _dense_weight_bytes(st)
     touched = touched_experts(st.experts, st.top_k, float(plan.batch))
     experts = st.moe_layers * touched * st.expert_share_params * st.weight_bytes
     small = (st.moe_layers * st.router_params + st.head_params) * ACT_BYTES
