@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 
 from fabricsim.catalog import default_catalog
-from fabricsim.workload import load_model
-from fabricsim.workload.inference import InferencePlan, predict_inference, step_cost
-from fabricsim.workload.training import Cluster
+from fabricsim.comm.cluster import Cluster
+from fabricsim.inference.step import InferencePlan, predict_inference, step_cost
+from fabricsim.model.presets import load_model
 
 REPEATS = 2000
 

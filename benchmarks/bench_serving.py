@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from fabricsim.workload.serving import SchedulerConfig, ServingLayout, ServingResult, simulate_serving
-from fabricsim.workload.serving_trace import LengthDist, RequestTrace, poisson_requests
+from fabricsim.serving.requests import LengthDist, RequestTrace, poisson_requests
+from fabricsim.serving.simulator import SchedulerConfig, ServingLayout, ServingResult, simulate_serving
 
 
 @dataclass(frozen=True)
@@ -68,9 +68,9 @@ def run_case(name: str, trace: RequestTrace, options: dict[str, object]) -> Serv
 def run_model_case() -> None:
     """The target run priced by the inference model itself (Llama 3 70B, FP8, TP8 on DGX H100, two replicas)."""
     from fabricsim.catalog import default_catalog
-    from fabricsim.workload import load_model
-    from fabricsim.workload.inference import InferencePlan, step_cost
-    from fabricsim.workload.training import Cluster
+    from fabricsim.comm.cluster import Cluster
+    from fabricsim.inference.step import InferencePlan, step_cost
+    from fabricsim.model.presets import load_model
 
     catalog = default_catalog()
     plan = InferencePlan(tp=8, batch=32, prompt_tokens=1024, output_tokens=256, weights="fp8")

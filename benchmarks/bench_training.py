@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 
 from fabricsim.catalog import default_catalog
-from fabricsim.workload import ParallelPlan, load_model
-from fabricsim.workload.training import Cluster, predict_training
+from fabricsim.comm.cluster import Cluster
+from fabricsim.model.presets import load_model
+from fabricsim.training.plan import ParallelPlan
+from fabricsim.training.step import predict_training
 
 MODEL = load_model("llama3-405b")
 CLUSTER = Cluster(default_catalog().system("dgx-h100"))

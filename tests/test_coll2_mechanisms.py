@@ -107,8 +107,10 @@ def test_leaf_crossing_is_read_from_the_built_topology() -> None:
 
 def test_rail_aligned_data_parallel_under_one_leaf_ignores_oversubscription() -> None:
     from fabricsim.catalog import load_catalog
-    from fabricsim.workload import ParallelPlan, load_model
-    from fabricsim.workload.training import Cluster, predict_training
+    from fabricsim.comm.cluster import Cluster
+    from fabricsim.model.presets import load_model
+    from fabricsim.training.plan import ParallelPlan
+    from fabricsim.training.step import predict_training
 
     cat = load_catalog()
     plan = ParallelPlan.build(gpus=64, tp=8, seq=4096, gbs=64, zero=0, overlap_grad_reduce=False)

@@ -107,9 +107,11 @@ def test_train_sim_flow_prices_every_data_parallel_group_on_the_fabric() -> None
     link efficiency); at 2:1 NCCL's rail-aligned rings cross the spine only at leaf boundaries, so the flow
     result barely moves while the analytical model (every byte charged at 2:1) slows down."""
     from fabricsim.catalog import load_catalog
+    from fabricsim.comm.cluster import Cluster
     from fabricsim.errors import SpecError
-    from fabricsim.workload import ParallelPlan, load_model
-    from fabricsim.workload.training import Cluster, predict_training
+    from fabricsim.model.presets import load_model
+    from fabricsim.training.plan import ParallelPlan
+    from fabricsim.training.step import predict_training
 
     cat = load_catalog()
     plan = ParallelPlan.build(gpus=512, seq=4096, gbs=512, zero=0, overlap_grad_reduce=False)
@@ -128,8 +130,10 @@ def test_train_sim_flow_prices_every_data_parallel_group_on_the_fabric() -> None
 
 def test_train_sim_flow_moe_all_to_all_across_nodes() -> None:
     from fabricsim.catalog import load_catalog
-    from fabricsim.workload import ParallelPlan, load_model
-    from fabricsim.workload.training import Cluster, predict_training
+    from fabricsim.comm.cluster import Cluster
+    from fabricsim.model.presets import load_model
+    from fabricsim.training.plan import ParallelPlan
+    from fabricsim.training.step import predict_training
 
     cat = load_catalog()
     plan = ParallelPlan.build(gpus=32, tp=1, ep=8, seq=4096, gbs=32, order="tp-cp-dp-ep-pp")

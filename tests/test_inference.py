@@ -15,10 +15,9 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import Catalog
 from fabricsim.cli import app
+from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.workload import load_model
-from fabricsim.workload.compute import fp4_matmul_efficiency, fp8_matmul_efficiency, hbm_efficiency
-from fabricsim.workload.inference import (
+from fabricsim.inference.step import (
     InferencePlan,
     _gemm_rate,
     _stage,
@@ -32,8 +31,9 @@ from fabricsim.workload.inference import (
     touched_experts,
     weight_bytes_per_gpu,
 )
-from fabricsim.workload.kvcache import KV_BYTES, kv_bytes_per_token
-from fabricsim.workload.training import Cluster
+from fabricsim.model.compute import fp4_matmul_efficiency, fp8_matmul_efficiency, hbm_efficiency
+from fabricsim.model.formats import KV_BYTES, kv_bytes_per_token
+from fabricsim.model.presets import load_model
 
 MODELS = ("llama3-8b", "llama3-70b", "llama3-405b", "mixtral-8x7b")
 
@@ -276,7 +276,7 @@ def test_cli_bad_input_is_one_line_exit_2(runner: CliRunner, args: list[str], te
 
 
 def test_expert_load_peak_waits_for_the_most_loaded_rank() -> None:
-    from fabricsim.workload.inference import expected_max_normal, expert_load_peak
+    from fabricsim.inference.step import expected_max_normal, expert_load_peak
     assert expected_max_normal(1) == 0.0
     assert expected_max_normal(2) == pytest.approx(1.0 / math.sqrt(math.pi), rel=1e-4)  # closed form for n = 2
     assert expected_max_normal(8) == pytest.approx(1.4236, abs=1e-3)

@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 from fabricsim.catalog import default_catalog
+from fabricsim.comm.cluster import Cluster
 from fabricsim.sizing import Knobs, Shape, SizingSpec, clusters, evaluate_chunk, plan_for, size
 from fabricsim.sizing.evaluate import spec_model
-from fabricsim.workload.training import Cluster, predict_training
+from fabricsim.training.step import predict_training
 
 SMALL = {"model": "llama3-70b", "tokens": 15e12, "gpus": (512,), "fabrics": ("ndr",), "oversubscription": (1.0, 2.0),
          "gbs": (512, 1024), "knobs": Knobs(pp=(1, 2, 4, 8), cp=(1, 2), mbs=(1, 2), vpp=(1, 2))}

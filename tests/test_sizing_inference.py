@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
+from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.inference.step import InferencePlan, step_cost
+from fabricsim.model.presets import load_model
 from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, size_inference
-from fabricsim.workload import load_model
-from fabricsim.workload.inference import InferencePlan, step_cost
-from fabricsim.workload.training import Cluster
 
 BASE: dict[str, Any] = {"model": "llama3-70b", "rate_per_s": 10.0, "slo_ttft_s": 2.0, "slo_tpot_s": 0.05,
                         "systems": ("dgx-h100",), "duration_s": 60.0, "weights": ("bf16", "fp8")}

@@ -12,9 +12,12 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import Catalog
 from fabricsim.cli import app
-from fabricsim.workload import ParallelPlan, load_model, memory_report
-from fabricsim.workload.auto import AUTO_KNOBS, knob_values, search_knobs
-from fabricsim.workload.training import Cluster, predict_training
+from fabricsim.comm.cluster import Cluster
+from fabricsim.model.presets import load_model
+from fabricsim.training.auto import AUTO_KNOBS, knob_values, search_knobs
+from fabricsim.training.memory import memory_report
+from fabricsim.training.plan import ParallelPlan
+from fabricsim.training.step import predict_training
 
 RUN = {"gpus": 1024, "tp": 8, "pp": 4, "seq": 8192, "gbs": 1024}
 AUTO = dict.fromkeys(AUTO_KNOBS)

@@ -11,11 +11,15 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli import app
+from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.model.flops import megatron_step_flops
+from fabricsim.model.presets import load_model
+from fabricsim.training.flops import step_flops
+from fabricsim.training.plan import ParallelPlan
+from fabricsim.training.step import LAYERS, predict_training
 from fabricsim.validation import TRAINING_TOLERANCE, load_cases, predict_case, run_training_case
 from fabricsim.validation.settings import load_settings, with_settings
-from fabricsim.workload import ParallelPlan, load_model, megatron_step_flops, step_flops
-from fabricsim.workload.training import LAYERS, Cluster, predict_training
 
 _RAW, ORIGIN = load_cases("training.yaml")
 CASES = [with_settings(c, load_settings()) for c in _RAW]  # each run as published (2021: no flash attention ...)

@@ -12,12 +12,13 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.cli import app
+from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.workload import ParallelPlan, load_model
-from fabricsim.workload.memory import memory_report
-from fabricsim.workload.plan import auto_layout, stage_layers
-from fabricsim.workload.runspec import parse_extra
-from fabricsim.workload.training import Cluster, predict_training
+from fabricsim.model.presets import load_model
+from fabricsim.training.memory import memory_report
+from fabricsim.training.plan import ParallelPlan, auto_layout, stage_layers
+from fabricsim.training.runspec import parse_extra
+from fabricsim.training.step import predict_training
 
 
 def _cluster(system: str = "dgx-h100", catalog: Catalog | None = None) -> Cluster:
@@ -223,7 +224,7 @@ def test_eager_kernels_move_more_hbm_bytes() -> None:
 
 
 def test_bubble_fraction_by_hand() -> None:
-    from fabricsim.workload.training import pipeline_bubble_fraction
+    from fabricsim.training.step import pipeline_bubble_fraction
 
     assert pipeline_bubble_fraction(4, 8, 1) == 3.0
     assert pipeline_bubble_fraction(4, 8, 4) == 0.75

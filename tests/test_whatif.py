@@ -11,8 +11,10 @@ from fabricsim.analysis import Scenario, apply_swap, faster_catalog, parse_swap,
 from fabricsim.catalog import Catalog
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
+from fabricsim.model.presets import load_model
+from fabricsim.model.spec import ModelSpec
 from fabricsim.topology import ClusterSpec, build_topology
-from fabricsim.workload import ModelSpec, ParallelPlan, load_model
+from fabricsim.training.plan import ParallelPlan
 
 # A fine-grained MoE with DeepSeek-V2-Lite's dimensions (deepseek-ai/DeepSeek-V2-Lite config.json: hidden 2048,
 # 27 layers, 16 heads, dense FFN 10944, 64 routed experts of 1408 + 2 shared, top-6, first layer dense, vocab

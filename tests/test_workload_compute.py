@@ -8,7 +8,7 @@ import pytest
 
 from fabricsim.catalog import Catalog, load_catalog
 from fabricsim.errors import SpecError
-from fabricsim.workload import (
+from fabricsim.model.compute import (
     achievable_flops_per_s,
     compute_time,
     default_matmul_efficiency,

@@ -6,14 +6,10 @@ from typing import Any
 
 import pytest
 
-from fabricsim.workload import (
-    ParallelPlan,
-    forward_flops,
-    load_model,
-    megatron_step_flops,
-    stage_microbatch_flops,
-    step_flops,
-)
+from fabricsim.model.flops import forward_flops, megatron_step_flops
+from fabricsim.model.presets import load_model
+from fabricsim.training.flops import stage_microbatch_flops, step_flops
+from fabricsim.training.plan import ParallelPlan
 
 MEGATRON_GPT = ["gpt-1.7b", "gpt-3.6b", "gpt-7.5b", "gpt-18.4b", "gpt-39.1b", "gpt-76.1b", "gpt-145.6b",
                 "gpt-310.1b", "gpt-529.6b", "gpt-1t"]

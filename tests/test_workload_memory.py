@@ -10,8 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricsim.catalog import Catalog
-from fabricsim.workload import ModelSpec, ParallelPlan, load_model, memory_report, stage_memory
-from fabricsim.workload.memory import layer_activation_bytes, stage_activation_bytes, stage_params
+from fabricsim.model.presets import load_model
+from fabricsim.model.spec import ModelSpec
+from fabricsim.training.memory import (
+    layer_activation_bytes,
+    memory_report,
+    stage_activation_bytes,
+    stage_memory,
+    stage_params,
+)
+from fabricsim.training.plan import ParallelPlan
 
 GIB = 2**30
 

@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 
 from fabricsim.errors import SpecError
+from fabricsim.model.flops import forward_flops
+from fabricsim.model.formats import kv_bytes_per_token_layer, kv_bytes_per_token_model
+from fabricsim.model.spec import ModelSpec
+from fabricsim.training.flops import layer_gemm_shapes
+from fabricsim.training.plan import ParallelPlan
 from fabricsim.validation.inference_cases import case_model
-from fabricsim.workload import ModelSpec
-from fabricsim.workload.flops import forward_flops, layer_gemm_shapes
-from fabricsim.workload.kvcache import kv_bytes_per_token_layer, kv_bytes_per_token_model
-from fabricsim.workload.plan import ParallelPlan
 
 MLA = {"kv_lora_rank": 512, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128}
 DSV3: dict[str, Any] = {"name": "dsv3", "layers": 61, "hidden": 7168, "heads": 128, "ffn_hidden": 18432,

@@ -10,8 +10,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricsim.errors import SpecError
-from fabricsim.workload import ParallelPlan, domains_spanned, leaves_nvlink, node_of, place, placement_warnings
-from fabricsim.workload.placement import GROUP_KINDS, rank_groups
+from fabricsim.training.placement import (
+    GROUP_KINDS,
+    domains_spanned,
+    leaves_nvlink,
+    node_of,
+    place,
+    placement_warnings,
+    rank_groups,
+)
+from fabricsim.training.plan import ParallelPlan
 
 
 def plan(**kw: Any) -> ParallelPlan:
@@ -126,7 +134,7 @@ def test_node_of() -> None:
 )
 def test_fast_domain_check_agrees_with_full_groups(tp: int, cp: int, dp: int, pp: int, domain: int,
                                                    order: str) -> None:
-    from fabricsim.workload.placement import groups_aligned
+    from fabricsim.training.placement import groups_aligned
 
     plan = ParallelPlan.build(tp=tp, cp=cp, dp=dp, pp=pp, seq=64, gbs=dp, order=order)
     placement = place(plan)

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from fabricsim.errors import SpecError
-from fabricsim.workload import DEFAULT_MBS, ParallelPlan, check_plan, load_model, stage_layers
-from fabricsim.workload.plan import chunk_layers
+from fabricsim.model.presets import load_model
+from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, chunk_layers, stage_layers
 
 BASE: dict[str, Any] = {"tp": 8, "pp": 4, "dp": 32, "seq": 8192, "gbs": 1024}
 
@@ -137,7 +137,7 @@ def test_interleaving_only_where_megatron_runs_it() -> None:
     from fabricsim.catalog import default_catalog
     from fabricsim.sizing import Knobs, SizingSpec
     from fabricsim.sizing.space import shapes
-    from fabricsim.workload.plan import megatron_runs_interleaved
+    from fabricsim.training.plan import megatron_runs_interleaved
 
     assert not megatron_runs_interleaved(2, 8) and not megatron_runs_interleaved(4, 6)
     assert megatron_runs_interleaved(3, 6) and megatron_runs_interleaved(4, 8)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from fabricsim.errors import SpecError
-from fabricsim.workload import ModelSpec, list_presets, load_model, preset
+from fabricsim.model.presets import list_presets, load_model, preset
+from fabricsim.model.spec import ModelSpec
 
 GPT_76B = {"name": "gpt-76b", "layers": 60, "hidden": 10240, "heads": 80, "vocab": 51200}
 

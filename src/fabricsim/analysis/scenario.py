@@ -6,8 +6,8 @@ from dataclasses import dataclass
 from math import ceil
 
 from fabricsim.catalog import Catalog, LinkTech, System
-from fabricsim.collectives.group import resolve_fabric_link
-from fabricsim.workload.training import Cluster
+from fabricsim.collectives import resolve_fabric_link
+from fabricsim.comm import Cluster
 
 
 @dataclass(frozen=True)

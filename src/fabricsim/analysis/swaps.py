@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from fabricsim.analysis.scenario import Scenario
-from fabricsim.collectives.group import fabric_nic, resolve_fabric_link
+from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 
 SWAP_KEYS = ("system", "ib", "oversubscription")

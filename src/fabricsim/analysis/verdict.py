@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
-from fabricsim.workload.training import TrainingPrediction
+from fabricsim.training import TrainingPrediction
 
 ON_CHIP = ("compute", "hbm")
 

@@ -12,9 +12,8 @@ from fabricsim.analysis.swaps import Swap, apply_swap
 from fabricsim.analysis.variants import faster_catalog
 from fabricsim.analysis.verdict import Verdict, verdict
 from fabricsim.errors import SpecError
-from fabricsim.workload.plan import ParallelPlan
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import TrainingPrediction, predict_training
+from fabricsim.model import ModelSpec
+from fabricsim.training import ParallelPlan, TrainingPrediction, predict_training
 
 LOCAL_LAYERS = ("compute", "hbm", "nvlink", "pcie")
 

@@ -4,10 +4,12 @@ nccl-tests-compatible output, a GPU memory-bandwidth benchmark, and a reader for
 Importing this package does not import torch (the ``bench`` extra is optional); running a benchmark does.
 """
 
+from fabricsim.bench.calibration import CalibrationResult, Measurement, calibrate, check_results, predict_times
 from fabricsim.bench.config import CollectiveConfig, parse_ops
 from fabricsim.bench.errors import BenchError
 from fabricsim.bench.faults import FAULT_ENV
 from fabricsim.bench.launch import run_collective_bench, torchrun_env
+from fabricsim.bench.measurements import load_results, to_measurements
 from fabricsim.bench.memory import MemoryConfig, MemoryResult, MemoryRow, run_memory_bench
 from fabricsim.bench.nccltests import parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_log
 from fabricsim.bench.nccltests_format import TableStream, format_many, format_nccl_tests
@@ -28,21 +30,28 @@ __all__ = [
     "BenchListener",
     "BenchResult",
     "BenchRow",
+    "CalibrationResult",
     "CollectiveConfig",
     "DeviceInfo",
+    "Measurement",
     "MemoryConfig",
     "MemoryResult",
     "MemoryRow",
     "TableStream",
     "average_busbw",
+    "calibrate",
     "canonical_dtype",
+    "check_results",
     "format_many",
     "format_nccl_tests",
+    "load_results",
     "parse_nccl_tests",
     "parse_nccl_tests_file",
     "parse_nccl_tests_log",
     "parse_ops",
+    "predict_times",
     "run_collective_bench",
     "run_memory_bench",
+    "to_measurements",
     "torchrun_env",
 ]

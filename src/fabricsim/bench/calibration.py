@@ -30,8 +30,7 @@ from scipy.optimize import least_squares
 
 from fabricsim.bench.rows import BenchResult
 from fabricsim.catalog import Catalog, LinkTech, System, Tuning, default_catalog
-from fabricsim.collectives import CollectiveModel, busbw_factor, check_op, group_shape
-from fabricsim.collectives.group import resolve_fabric_link
+from fabricsim.collectives import CollectiveModel, busbw_factor, check_op, group_shape, resolve_fabric_link
 from fabricsim.errors import SpecError
 
 PARAMETERS = ("intra_efficiency", "net_efficiency", "latency_scale")

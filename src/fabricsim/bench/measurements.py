@@ -10,9 +10,8 @@ from pydantic import ValidationError
 from fabricsim.bench.calibration import Measurement
 from fabricsim.bench.nccltests import parse_nccl_tests_file
 from fabricsim.bench.rows import BenchResult
-from fabricsim.errors import SpecError
+from fabricsim.errors import SpecError, spec_error
 from fabricsim.inputs import load_json, read_text
-from fabricsim.workload._validation import spec_error
 
 
 def load_results(paths: Sequence[str | Path], op: str | None = None) -> list[BenchResult]:

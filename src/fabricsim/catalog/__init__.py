@@ -1,7 +1,14 @@
 """Hardware catalog: GPUs, link technologies, switches, NICs, cables and system presets, each sourced."""
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
-from fabricsim.catalog.loader import default_catalog, load_catalog
+from fabricsim.catalog.loader import (
+    default_catalog,
+    load_catalog,
+    load_documents,
+    read_spec_file,
+    read_yaml,
+    validation_message,
+)
 from fabricsim.catalog.models import (
     GPU,
     NIC,
@@ -10,6 +17,7 @@ from fabricsim.catalog.models import (
     Efficiency,
     Entry,
     LinkTech,
+    Priced,
     ProtocolParams,
     Switch,
     System,
@@ -26,10 +34,15 @@ __all__ = [
     "Efficiency",
     "Entry",
     "LinkTech",
+    "Priced",
     "ProtocolParams",
     "Switch",
     "System",
     "Tuning",
     "default_catalog",
     "load_catalog",
+    "load_documents",
+    "read_spec_file",
+    "read_yaml",
+    "validation_message",
 ]

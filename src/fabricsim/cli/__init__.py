@@ -73,8 +73,9 @@ app.command("compare")(compare_command)
 def demo_command() -> None:
     """The main job on a built-in default: Llama 3 70B on 64 DGX H100 nodes, and which layer bounds it."""
     from fabricsim.catalog import default_catalog
-    from fabricsim.workload import ParallelPlan, load_model
-    from fabricsim.workload.training import Cluster, predict_training
+    from fabricsim.comm import Cluster
+    from fabricsim.model import load_model
+    from fabricsim.training import ParallelPlan, predict_training
 
     catalog = default_catalog()
     console.print(catalog_table(catalog, Category.systems))

@@ -26,7 +26,7 @@ from fabricsim.cli.output import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.bench.calibration import CalibrationResult, Measurement
+    from fabricsim.bench import CalibrationResult, Measurement
     from fabricsim.catalog import Catalog
 
 
@@ -34,8 +34,7 @@ def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | 
                                                                                             list[str]]:
     """Measurements of every log, each tagged with its file, after checking the log can belong to the system;
     returns them with the warnings of the checks."""
-    from fabricsim.bench.calibration import check_results
-    from fabricsim.bench.measurements import load_results, to_measurements
+    from fabricsim.bench import check_results, load_results, to_measurements
 
     sysm = catalog.system(system)
     measurements: list[Measurement] = []
@@ -86,7 +85,7 @@ def calibrate_command(
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
     written."""
-    from fabricsim.bench.calibration import calibrate
+    from fabricsim.bench import calibrate
     from fabricsim.catalog import load_catalog
 
     inputs = command_inputs(locals())
@@ -131,8 +130,7 @@ def compare_command(
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Measured against predicted bus bandwidth, per size."""
-    from fabricsim.bench.calibration import predict_times
-    from fabricsim.bench.measurements import load_results, to_measurements
+    from fabricsim.bench import load_results, predict_times, to_measurements
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import busbw_factor
 
@@ -152,7 +150,7 @@ def compare_command(
                      "measured_busbw_GBps": m.busbw_GBps, "predicted_busbw_GBps": bw,
                      "error": (bw - m.busbw_GBps) / m.busbw_GBps})
     if plot is not None:
-        from fabricsim.report.plots import plot_compare
+        from fabricsim.report import plot_compare
 
         plot_compare(rows, f"{log} vs fabricsim ({system})", plot)
     if emit(form, {"rows": rows, "system": system, "calibration": calibration}, inputs, rows):

@@ -158,7 +158,7 @@ SECONDARY = {"matmul eff.", "NVLink", "verified", "status", "unit", "host", "PCI
 def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
     """The entries of one category by id (model presets come from the workload package)."""
     if category is Category.models:
-        from fabricsim.workload.presets import list_presets, preset
+        from fabricsim.model import list_presets, preset
 
         return {name: preset(name) for name in list_presets()}
     result: dict[str, Any] = getattr(catalog, category.value)

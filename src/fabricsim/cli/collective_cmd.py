@@ -26,7 +26,7 @@ from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
 
-    from fabricsim.bench.rows import BenchResult
+    from fabricsim.bench import BenchResult
     from fabricsim.catalog import Catalog
     from fabricsim.collectives import Prediction
 
@@ -65,7 +65,7 @@ def regime_line(prediction: Prediction) -> str:
 def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_node: int,
                  system: str) -> BenchResult:
     """The prediction as a benchmark result (both column groups equal), for nccl-tests' layout."""
-    from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo
+    from fabricsim.bench import BenchResult, BenchRow, DeviceInfo
 
     rows = [BenchRow(op=op, size_bytes=r.size_bytes, count=r.count, dtype=r.dtype, in_place=place,
                      redop="sum" if op in ("all_reduce", "reduce", "reduce_scatter") else None,
@@ -115,7 +115,7 @@ def collective_command(
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
     from fabricsim import inputs as checks
-    from fabricsim.collectives.conventions import dtype_bytes
+    from fabricsim.collectives import dtype_bytes
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
@@ -136,7 +136,7 @@ def collective_command(
     sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
                        checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
     if nodes > 1:
-        from fabricsim.collectives.group import resolve_fabric_link
+        from fabricsim.collectives import resolve_fabric_link
         from fabricsim.topology import check_buildable
 
         check_buildable(sysm.id, nodes, resolve_fabric_link(catalog, sysm, fabric).id, oversubscription, catalog,
@@ -156,7 +156,7 @@ def collective_command(
         plot_collective_sweep(model, name, prediction, plot)
     data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction)}
     if form == "nccl-tests":
-        from fabricsim.bench.nccltests_format import format_nccl_tests
+        from fabricsim.bench import format_nccl_tests
 
         typer.echo(format_nccl_tests(bench_result(prediction, name, ngpus, nodes, per_node, sysm.id)), nl=False)
         return
@@ -188,8 +188,7 @@ def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str
                      routing: str, fabric: str | None, oversubscription: float, dtype: str,
                      catalog: Catalog) -> Prediction:
     """The sweep on the flow simulator: a fat tree of `nodes` nodes, the group's GPUs spread `per_node` a node."""
-    from fabricsim.collectives import predict_on_flow
-    from fabricsim.collectives.group import resolve_fabric_link
+    from fabricsim.collectives import predict_on_flow, resolve_fabric_link
     from fabricsim.topology import build_cluster
 
     sysm = catalog.system(system)

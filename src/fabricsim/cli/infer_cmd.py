@@ -43,10 +43,10 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.workload.inference import InferencePlan, InferencePrediction
-    from fabricsim.workload.serving import ServingResult
-    from fabricsim.workload.spec import ModelSpec
-    from fabricsim.workload.training import Cluster
+    from fabricsim.comm import Cluster
+    from fabricsim.inference import InferencePlan, InferencePrediction
+    from fabricsim.model import ModelSpec
+    from fabricsim.serving import ServingResult
 
 Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
 Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
@@ -65,7 +65,7 @@ Acceptance = Annotated[float | None, typer.Option("--acceptance", help="speculat
 
 def render_inference(pred: InferencePrediction, title: str) -> Table:
     """Prefill and one decode step per layer kind, and the whole batch's share."""
-    from fabricsim.workload.inference import LAYERS
+    from fabricsim.inference import LAYERS
 
     table = new_table(title)
     text_column(table, "layer")
@@ -107,7 +107,7 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
 
 def _max_context(model: str) -> int | None:
     """The preset's context window, when the model is a preset that states one."""
-    from fabricsim.workload.presets import preset
+    from fabricsim.model import preset
 
     try:
         return preset(model).max_context
@@ -154,11 +154,11 @@ def infer_command(
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
     from fabricsim.catalog import load_catalog
+    from fabricsim.comm import Cluster
+    from fabricsim.inference import InferencePlan, predict_inference
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
     from fabricsim.inputs import oversubscription as checked_oversubscription
-    from fabricsim.workload import load_model
-    from fabricsim.workload.inference import InferencePlan, predict_inference
-    from fabricsim.workload.training import Cluster
+    from fabricsim.model import load_model
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     oversubscription = checked_oversubscription(oversubscription)
@@ -184,7 +184,7 @@ def infer_command(
                         "--batch, or add --tp/--pp, --kv fp8", field="--batch")
     served = _serve(spec, cluster, plan, serve) if serve.active else None
     if plot is not None:
-        from fabricsim.report.plots import plot_bars
+        from fabricsim.report import plot_bars
 
         plot_bars(pred.breakdown_s, f"{spec.name}: {plan.gpus} GPUs on {system}", "seconds (whole batch)", plot)
     data: dict[str, Any] = {**pred.to_json(), "plan": plan.to_json()}
@@ -204,9 +204,8 @@ def infer_command(
 
 def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest) -> ServingResult:
     """Serve the requests on the replicas the options describe, each priced by the inference model."""
-    from fabricsim.workload.inference import step_cost
-    from fabricsim.workload.serving import SchedulerConfig, ServingLayout, simulate_serving
-    from fabricsim.workload.serving_trace import load_request_trace, poisson_requests
+    from fabricsim.inference import step_cost
+    from fabricsim.serving import SchedulerConfig, ServingLayout, load_request_trace, poisson_requests, simulate_serving
 
     if serve.trace is not None:
         requests = load_request_trace(serve.trace)

@@ -210,7 +210,7 @@ def spec_errors(func: Callable[P, R]) -> Callable[P, R]:
             fail(str(exc))
             raise  # unreachable: fail() raises
         except ValidationError as exc:  # a model validated outside a from_data(): the same one line
-            from fabricsim.workload._validation import spec_error
+            from fabricsim.errors import spec_error
 
             fail(str(spec_error(exc)))
             raise

@@ -42,9 +42,8 @@ def _spec(**kw: Any) -> SizingSpec:
     """The SizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
     from pydantic import ValidationError
 
-    from fabricsim.errors import cli_field
+    from fabricsim.errors import cli_field, spec_error
     from fabricsim.sizing import Knobs, parse_list, sizing_defaults
-    from fabricsim.workload._validation import spec_error
 
     defaults = sizing_defaults()
     knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
@@ -280,7 +279,7 @@ def size_command(
         fail(f"interrupted{saved}")
         raise
     if plot is not None:
-        from fabricsim.sizing.plot import plot_pareto
+        from fabricsim.sizing import plot_pareto
 
         plot_pareto(result, plot)
     data = result.to_json()

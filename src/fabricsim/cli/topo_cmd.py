@@ -144,7 +144,7 @@ def topo_command(
     topo = build_topology(spec, load_catalog(*calibration))
     bom = topo.bom()
     if plot is not None:
-        from fabricsim.topology.sketch import sketch
+        from fabricsim.topology import sketch
 
         sketch(topo, plot)
     data = topo_json(topo, bom)

@@ -40,12 +40,12 @@ from fabricsim.cli.topo_options import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.traffic.run import TrafficRun
+    from fabricsim.traffic import TrafficRun
 
 
 def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
     """jobs, links (by tier, hottest), flows, events, wall_s."""
-    from fabricsim.traffic.run import job_metrics, link_summary
+    from fabricsim.traffic import job_metrics, link_summary
 
     jobs = job_metrics(run)
     for j in jobs:
@@ -88,8 +88,8 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
     import matplotlib
     import numpy as np
 
-    from fabricsim.traffic.run import link_tiers
-    from fabricsim.traffic.run import utilisation as link_utilisation
+    from fabricsim.traffic import link_tiers
+    from fabricsim.traffic import utilisation as link_utilisation
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -144,11 +144,9 @@ def traffic_command(
 ) -> None:
     """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
     from fabricsim.catalog import load_catalog
-    from fabricsim.network.flowroute import check_routing
+    from fabricsim.network import check_routing
     from fabricsim.topology import build_topology
-    from fabricsim.traffic.jobs import JobSpec, build_traffic, check_pattern
-    from fabricsim.traffic.run import run_traffic, slowdowns
-    from fabricsim.traffic.spec import load_jobs
+    from fabricsim.traffic import JobSpec, build_traffic, check_pattern, load_jobs, run_traffic, slowdowns
 
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)

@@ -27,15 +27,15 @@ from fabricsim.errors import SpecError, cli_field
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
-    from fabricsim.workload import ModelSpec, ParallelPlan
-    from fabricsim.workload.auto import AutoChoice
-    from fabricsim.workload.training import Cluster, TrainingPrediction
+    from fabricsim.comm import Cluster
+    from fabricsim.model import ModelSpec
+    from fabricsim.traffic import BackgroundSpec, JobSpec
+    from fabricsim.training import AutoChoice, ParallelPlan, TrainingPrediction
 
 
 def render_training(pred: TrainingPrediction, title: str) -> Table:
     """The breakdown as a bar per layer, exposed and overlapped seconds."""
-    from fabricsim.workload.training import LAYERS
+    from fabricsim.training import LAYERS
 
     table = new_table(title=title, header_style="bold")
     text_column(table, "layer")
@@ -141,11 +141,10 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     from fabricsim.catalog import load_catalog
+    from fabricsim.comm import Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
-    from fabricsim.workload import load_model
-    from fabricsim.workload.auto import search_knobs
-    from fabricsim.workload.runspec import parse_layout
-    from fabricsim.workload.training import Cluster
+    from fabricsim.model import load_model
+    from fabricsim.training import parse_layout, search_knobs
 
     oversubscription = checked_oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
@@ -161,7 +160,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     background: list[BackgroundSpec] = []
     storage = 0
     if jobs is not None:
-        from fabricsim.traffic.spec import load_jobs
+        from fabricsim.traffic import load_jobs
 
         other_jobs, background, storage = load_jobs(jobs)
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
@@ -189,7 +188,7 @@ def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
     """A job of ``gpus`` GPUs (and the --cluster-nodes fabric) must fit a fat tree some catalog switch builds."""
     from math import ceil
 
-    from fabricsim.collectives.group import resolve_fabric_link
+    from fabricsim.collectives import resolve_fabric_link
     from fabricsim.topology import check_buildable
 
     if gpus < 1:
@@ -277,7 +276,7 @@ def train_command(
                       grad_dtype=grad_dtype)
     pred = run.prediction
     if plot is not None:
-        from fabricsim.report.plots import plot_breakdown
+        from fabricsim.report import plot_breakdown
 
         plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {system})", plot)
     data = {**pred.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}

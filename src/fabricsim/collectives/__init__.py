@@ -3,8 +3,8 @@
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import OPS, busbw_factor, check_op, dtype_bytes, in_network_busbw_factor
 from fabricsim.collectives.cost import Cost
-from fabricsim.collectives.flow import predict_on_flow
-from fabricsim.collectives.group import GroupShape, group_shape, group_shape_on, scaled
+from fabricsim.collectives.flow import concurrent_groups_time, predict_on_flow
+from fabricsim.collectives.group import GroupShape, fabric_nic, group_shape, group_shape_on, resolve_fabric_link, scaled
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule
@@ -25,11 +25,14 @@ __all__ = [
     "bytes_sent_per_rank",
     "check_op",
     "choices",
+    "concurrent_groups_time",
     "dtype_bytes",
+    "fabric_nic",
     "group_shape",
     "group_shape_on",
     "in_network_busbw_factor",
     "predict_on_flow",
+    "resolve_fabric_link",
     "scaled",
     "schedule",
     "size_sweep",

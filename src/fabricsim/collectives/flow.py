@@ -16,9 +16,7 @@ from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_byte
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import Phase, ring_orders, schedule
 from fabricsim.errors import SpecError
-from fabricsim.network import time_schedule_flow
-from fabricsim.network.flownet import routed_flowset, stage_timings
-from fabricsim.network.flowsim import simulate
+from fabricsim.network import routed_flowset, simulate, stage_timings, time_schedule_flow
 from fabricsim.topology import Topology
 
 FLOW_ALGORITHMS = ("ring", "direct", "halving_doubling", "tree", "hierarchical")

@@ -2,7 +2,10 @@
 the flow-level simulator (max-min fair sharing, event-driven) behind one protocol, and the timing of collective
 schedules on them."""
 
-from fabricsim.network.flownet import FlowSimNetwork, time_schedule_flow
+from fabricsim.network.flownet import FlowSimNetwork, routed_flowset, stage_timings, time_schedule_flow
+from fabricsim.network.flowroute import check_routing
+from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
+from fabricsim.network.maxmin import FloatArray, IntArray
 from fabricsim.network.models import (
     AnalyticalNetwork,
     LinkLoadNetwork,
@@ -12,5 +15,21 @@ from fabricsim.network.models import (
     schedule_time,
 )
 
-__all__ = ["AnalyticalNetwork", "FlowSimNetwork", "LinkLoadNetwork", "NetworkModel", "PhaseLike", "PhaseTiming",
-           "schedule_time", "time_schedule_flow"]
+__all__ = [
+    "AnalyticalNetwork",
+    "FloatArray",
+    "FlowResult",
+    "FlowSet",
+    "FlowSimNetwork",
+    "IntArray",
+    "LinkLoadNetwork",
+    "NetworkModel",
+    "PhaseLike",
+    "PhaseTiming",
+    "check_routing",
+    "routed_flowset",
+    "schedule_time",
+    "simulate",
+    "stage_timings",
+    "time_schedule_flow",
+]

@@ -13,8 +13,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fabricsim import units
-from fabricsim.collectives import CollectiveModel, busbw_factor, choices
-from fabricsim.collectives.result import Prediction
+from fabricsim.collectives import CollectiveModel, Prediction, busbw_factor, choices
 
 
 def _size_axis(ax: Axes, sizes: list[int], title: str, max_ticks: int = 10) -> None:
@@ -57,7 +56,7 @@ def plot_collective_sweep(model: CollectiveModel, op: str, prediction: Predictio
 
 def plot_breakdown(prediction: object, title: str, path: str | Path) -> Path:
     """A training step's time by layer: exposed and overlapped seconds as stacked horizontal bars."""
-    from fabricsim.workload.training import LAYERS, TrainingPrediction
+    from fabricsim.training import LAYERS, TrainingPrediction
 
     assert isinstance(prediction, TrainingPrediction)
     kinds = [k for k in LAYERS if prediction.breakdown.exposed[k] or prediction.breakdown.overlapped[k]]

@@ -11,6 +11,7 @@ from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.inference_search import InferenceSizingResult, size_inference
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
+from fabricsim.sizing.plot import plot_pareto
 from fabricsim.sizing.rank import pareto, rank
 from fabricsim.sizing.result import SizingResult, entries
 from fabricsim.sizing.search import size
@@ -46,6 +47,7 @@ __all__ = [
     "parse_power_cap",
     "parse_years",
     "plan_for",
+    "plot_pareto",
     "priced_systems",
     "rank",
     "size",

@@ -12,15 +12,23 @@ from typing import Any
 import numpy as np
 
 from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.model import ModelSpec, load_model
 from fabricsim.sizing.economics import economics, run_costs
 from fabricsim.sizing.space import ClusterChoice, Shape, shapes
 from fabricsim.sizing.spec import SizingSpec
-from fabricsim.workload import load_model
-from fabricsim.workload.flops import step_flops
-from fabricsim.workload.plan import ParallelPlan, check_plan, megatron_runs_interleaved
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import LAYERS, Cluster, StepTerms, assemble_steps, plan_memory, step_terms
+from fabricsim.training import (
+    LAYERS,
+    ParallelPlan,
+    StepTerms,
+    assemble_steps,
+    check_plan,
+    megatron_runs_interleaved,
+    plan_memory,
+    step_flops,
+    step_terms,
+)
 
 STRING_COLUMNS = ("system", "fabric", "recompute", "precision", "bottleneck", "chunk")
 

@@ -21,17 +21,17 @@ import numpy as np
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import GPU, Catalog, System
-from fabricsim.collectives.group import resolve_fabric_link
+from fabricsim.collectives import resolve_fabric_link
+from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.inference import InferencePlan, InferenceStepCost, check_inference_plan, step_cost
+from fabricsim.model import ModelSpec
+from fabricsim.serving import SchedulerConfig
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.economics import J_PER_KWH, Economics, economics
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
 from fabricsim.sizing.space import ClusterChoice, priced_systems
 from fabricsim.sizing.spec import DEFAULT_FABRICS
-from fabricsim.workload.inference import InferencePlan, InferenceStepCost, check_inference_plan, step_cost
-from fabricsim.workload.serving import SchedulerConfig
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import Cluster
 
 HOUR_S = 3600.0
 FABRIC_PROBE_NODES = 2  # cluster size at which the cheapest fabric is picked (the smallest with a scale-out tier)
@@ -202,7 +202,7 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Scr
 def _preset_context(spec: InferenceSizingSpec) -> int | None:
     if not isinstance(spec.model, str):
         return None
-    from fabricsim.workload.presets import preset
+    from fabricsim.model import preset
 
     try:
         return preset(spec.model).max_context

@@ -13,15 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 from fabricsim import units
 from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.comm import Cluster
+from fabricsim.inference import InferencePlan, predict_inference
+from fabricsim.model import ModelSpec, load_model
+from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference_screen import ReplicaPlan, price, replica_step_cost, screen
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
-from fabricsim.workload import load_model
-from fabricsim.workload.inference import InferencePlan, predict_inference
-from fabricsim.workload.serving import ServingLayout, ServingResult, simulate_serving
-from fabricsim.workload.serving_trace import RequestTrace, poisson_requests
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import Cluster
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -209,7 +207,7 @@ def _entry_key(e: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _plan_of(row: dict[str, Any]) -> ReplicaPlan:
-    from fabricsim.collectives.group import resolve_fabric_link
+    from fabricsim.collectives import resolve_fabric_link
 
     catalog = default_catalog()
     link = resolve_fabric_link(catalog, catalog.system(str(row["system"])), str(row["fabric"])).id

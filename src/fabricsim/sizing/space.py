@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from fabricsim.catalog import Catalog, System
-from fabricsim.collectives.group import resolve_fabric_link
+from fabricsim.collectives import resolve_fabric_link
 from fabricsim.errors import SpecError
+from fabricsim.model import ModelSpec
 from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
-from fabricsim.workload.plan import megatron_runs_interleaved
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.training import megatron_runs_interleaved
 
 MAX_PP = 64
 MAX_CP = 8

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim import units
-from fabricsim.catalog import Cable, Catalog
-from fabricsim.catalog.models import Priced
+from fabricsim.catalog import Cable, Catalog, Priced
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from fabricsim.catalog.loader import read_spec_file, validation_message
+from fabricsim.catalog import read_spec_file, validation_message
 from fabricsim.errors import SpecError
 
 FabricName = Literal["fat-tree", "torus", "mesh"]

@@ -1,2 +1,22 @@
 """Jobs and background traffic on a cluster, simulated at flow level: placements, patterns (collectives through
 their schedules), the jobs YAML, per-job metrics and link utilisation. Sits above `collectives` and `network`."""
+
+from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, Traffic, build_traffic, check_pattern
+from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns, utilisation
+from fabricsim.traffic.spec import load_jobs
+
+__all__ = [
+    "BackgroundSpec",
+    "JobSpec",
+    "Traffic",
+    "TrafficRun",
+    "build_traffic",
+    "check_pattern",
+    "job_metrics",
+    "link_summary",
+    "link_tiers",
+    "load_jobs",
+    "run_traffic",
+    "slowdowns",
+    "utilisation",
+]

@@ -18,7 +18,7 @@ import numpy as np
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
-from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.network import FloatArray, IntArray
 from fabricsim.topology import Topology
 
 PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")

@@ -9,9 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.network.flownet import routed_flowset
-from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
-from fabricsim.network.maxmin import FloatArray
+from fabricsim.network import FloatArray, FlowResult, FlowSet, routed_flowset, simulate
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
 

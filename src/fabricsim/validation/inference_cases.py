@@ -7,19 +7,19 @@ import re
 from typing import Any
 
 from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.comm import Cluster, group_comm
 from fabricsim.errors import SpecError
-from fabricsim.validation.collective_cases import CaseResult
-from fabricsim.workload import ModelSpec
-from fabricsim.workload.compute import _defaults_document
-from fabricsim.workload.inference import (
+from fabricsim.inference import (
     InferencePlan,
     InferencePrediction,
     decode_step_floor_s,
+    inference_defaults,
     max_batch,
     predict_inference,
     serving_max_batch,
 )
-from fabricsim.workload.training import Cluster, group_comm
+from fabricsim.model import ModelSpec
+from fabricsim.validation.collective_cases import CaseResult
 
 THROUGHPUT_TOLERANCE = 0.15
 LATENCY_TOLERANCE = 0.25
@@ -128,10 +128,10 @@ def precisions(config: dict[str, Any], source: Any = None) -> tuple[str, str, st
 def checkpoint_kv_format(source: Any, weights: str) -> tuple[str, str] | None:
     """(checkpoint, kv format) of the run a publication's case describes: the checkpoint the publication names for
     the case's section and weight format, and that checkpoint's own KV format, which TensorRT-LLM's 'auto' KV dtype
-    keeps (``data/compute.yaml`` inference.checkpoint_kv_cache); None where either is not sourced."""
+    keeps (``inference/data/inference.yaml`` checkpoint_kv_cache); None where either is not sourced."""
     if not isinstance(source, dict):
         return None
-    spec = _defaults_document()["inference"]["checkpoint_kv_cache"]
+    spec = inference_defaults()["checkpoint_kv_cache"]
     locator = str(source.get("locator") or "")
     for publication in spec["publications"]:
         if not all(str(source.get(key)) == str(value) for key, value in publication["source"].items()):
@@ -192,7 +192,7 @@ def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> t
     """(attention, attention output) weight formats of the case's checkpoint where they differ from its weights: an
     NVFP4 MLA checkpoint keeps attention BF16, a v2 one (its publication in ``data/compute.yaml``
     inference.nvfp4_mla_checkpoint v2_sources) quantises wo too; (None, None) otherwise."""
-    spec = _defaults_document()["inference"]["nvfp4_mla_checkpoint"]
+    spec = inference_defaults()["nvfp4_mla_checkpoint"]
     if model.mla is None or weights != str(spec["weights"]):
         return None, None
     source = case.get("source")
@@ -203,7 +203,7 @@ def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> t
 
 def fp8_mla_decode(config: dict[str, Any]) -> bool:
     """Whether the case's engine runs MLA generation in FP8 over an FP8 KV cache: TensorRT-LLM from the version
-    ``data/compute.yaml`` inference.fp8_mla_generation names (an unstated version counts as having it); other
+    ``inference/data/inference.yaml`` fp8_mla_generation names (an unstated version counts as having it); other
     engines are not taken as doing so."""
     return _engine_since(config, "fp8_mla_generation", other_engines=False)
 
@@ -214,7 +214,7 @@ MTP_NOTE = re.compile(r"\bMTP\b[^;]*?\b(\d+)\s+(?:next-n\s+)?layers", re.IGNOREC
 def speculative(case: dict[str, Any]) -> tuple[int, float, str]:
     """(draft tokens, mean accepted tokens per step, note) of a case that runs MTP speculative decoding ('MTP
     speculative decoding with 3 next-n layers' in its notes): the acceptance length published for its configuration
-    (``data/compute.yaml`` inference.speculative_acceptance); without one, the fallback (0, 1.0): no speculative
+    (``inference/data/inference.yaml`` speculative_acceptance); without one, the fallback (0, 1.0): no speculative
     decoding modelled, said in the note. (0, 1.0, '') for a case without MTP."""
     config = case["config"]
     found = MTP_NOTE.search(str(config.get("notes") or ""))
@@ -224,7 +224,7 @@ def speculative(case: dict[str, Any]) -> tuple[int, float, str]:
     weights, _, _ = precisions(config, case.get("source"))
     tp, _, ep, _ = _parallel(config)
     model_name = str(case["model"].get("name", ""))
-    for m in _defaults_document()["inference"]["speculative_acceptance"]["measurements"]:
+    for m in inference_defaults()["speculative_acceptance"]["measurements"]:
         lengths = {int(k): float(v) for k, v in m["accepted_length"].items()}
         if (str(config.get("framework", "")).strip().startswith(str(m["framework"])) and str(m["model"]) in model_name
                 and case["hardware"].get("gpu") == m["gpu"] and weights == m["weights"] and tp == m["tp"]
@@ -249,7 +249,7 @@ def _version(text: object) -> tuple[int, int]:
 
 def gqa_kernel(config: dict[str, Any]) -> bool:
     """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
-    ``data/compute.yaml`` inference.gqa_decode_kernel names; every other or unstated engine is taken as having one."""
+    ``inference/data/inference.yaml`` gqa_decode_kernel names; every other or unstated engine is taken as having one."""
     return _engine_since(config, "gqa_decode_kernel", other_engines=True)
 
 
@@ -257,7 +257,7 @@ def _engine_since(config: dict[str, Any], feature: str, *, other_engines: bool) 
     """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature``, shipped by its framework
     in ``since_version``: that framework at that version or later, or with an unstated version; ``other_engines``
     for every other engine."""
-    spec = _defaults_document()["inference"][feature]
+    spec = inference_defaults()[feature]
     if not str(config.get("framework", "")).strip().startswith(str(spec["framework"])):
         return other_engines
     version = _engine_version(config, str(spec["framework"]))
@@ -268,14 +268,14 @@ def _engine_before(config: dict[str, Any], feature: str) -> bool:
     """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature`` (fixed_gemm_tactics:
     GEMM tactics fixed for another shape; separate_gate_up_gemms; moe_grouped_gemm: SM80 MoE kernels): its
     framework before the entry's version; every other or unstated engine has not."""
-    spec = _defaults_document()["inference"][feature]
+    spec = inference_defaults()[feature]
     version = _engine_version(config, str(spec["framework"]))
     return version is not None and version < _version(spec["before_version"])
 
 
 def moe_sm80_kernels(config: dict[str, Any]) -> bool:
     """Whether the case's engine runs its MoE expert GEMMs on Ampere-generation kernels at the 16-bit rate:
-    TensorRT-LLM before the version ``data/compute.yaml`` inference.moe_grouped_gemm names (no FP8 MoE, no Hopper
+    TensorRT-LLM before the version ``inference/data/inference.yaml`` moe_grouped_gemm names (no FP8 MoE, no Hopper
     MoE kernels there); every other or unstated engine is taken as having native MoE kernels."""
     return _engine_before(config, "moe_grouped_gemm")
 

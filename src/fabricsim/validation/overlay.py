@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fabricsim.catalog import Catalog
-from fabricsim.catalog.loader import load_documents
+from fabricsim.catalog import Catalog, load_documents
 
 
 class OverlayCatalogs:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.model import ModelSpec
+from fabricsim.training import TrainingPrediction, build_plan, parse_extra, predict_training
 from fabricsim.validation.collective_cases import CaseResult
-from fabricsim.workload import ModelSpec
-from fabricsim.workload.runspec import build_plan, parse_extra
-from fabricsim.workload.training import Cluster, TrainingPrediction, predict_training
 
 TRAINING_TOLERANCE = 0.15
 RUN_FIELDS = ("gpus", "tp", "pp", "dp", "cp", "ep", "seq", "gbs", "mbs")

@@ -1,80 +1,38 @@
-"""Workload: model specs and presets, parallel plans, placement of ranks on GPUs, FLOPs, memory, compute time.
+"""Deprecated: ``fabricsim.workload`` was split into ``fabricsim.model``, ``fabricsim.comm``, ``fabricsim.training``,
+``fabricsim.inference`` and ``fabricsim.serving`` (see the README's architecture section).
 
-Public API (the CLI and higher layers use only these names):
-- specs: ``ModelSpec``, ``MoESpec``, ``ParameterCount``, ``load_model``, ``load_model_file``, ``list_presets``,
-  ``preset``, ``Preset``
-- plans: ``ParallelPlan``, ``check_plan``, ``stage_layers``, ``DEFAULT_MBS``
-- placement: ``place``, ``Placement``, ``rank_groups``, ``domains_spanned``, ``leaves_nvlink``,
-  ``placement_warnings``, ``node_of``
-- FLOPs: ``forward_flops``, ``step_flops``, ``stage_microbatch_flops``, ``megatron_step_flops``, ``ForwardFlops``,
-  ``StepFlops``
-- memory: ``memory_report``, ``stage_memory``, ``MemoryReport``
-- compute: ``compute_time``, ``hbm_time``, ``matmul_efficiency``, ``achievable_flops_per_s``, ``flops_utilization``
+This module keeps the names the old package exported working for one release: each resolves to its new home and
+warns once with a ``DeprecationWarning`` naming it. The old submodules (``fabricsim.workload.training`` and the
+rest) are gone; import from the new packages.
 """
 
-from fabricsim.workload.compute import (
-    achievable_flops_per_s,
-    compute_time,
-    default_matmul_efficiency,
-    flops_utilization,
-    hbm_time,
-    matmul_efficiency,
-)
-from fabricsim.workload.flops import (
-    ForwardFlops,
-    StepFlops,
-    forward_flops,
-    megatron_step_flops,
-    stage_microbatch_flops,
-    step_flops,
-)
-from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory
-from fabricsim.workload.placement import (
-    Placement,
-    domains_spanned,
-    leaves_nvlink,
-    node_of,
-    place,
-    placement_warnings,
-    rank_groups,
-)
-from fabricsim.workload.plan import DEFAULT_MBS, ParallelPlan, check_plan, stage_layers
-from fabricsim.workload.presets import Preset, list_presets, load_model, load_model_file, preset
-from fabricsim.workload.spec import ModelSpec, MoESpec, ParameterCount
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MBS",
-    "ForwardFlops",
-    "MemoryReport",
-    "MoESpec",
-    "ModelSpec",
-    "ParallelPlan",
-    "ParameterCount",
-    "Placement",
-    "Preset",
-    "StepFlops",
-    "achievable_flops_per_s",
-    "check_plan",
-    "compute_time",
-    "default_matmul_efficiency",
-    "domains_spanned",
-    "flops_utilization",
-    "forward_flops",
-    "hbm_time",
-    "leaves_nvlink",
-    "list_presets",
-    "load_model",
-    "load_model_file",
-    "matmul_efficiency",
-    "megatron_step_flops",
-    "memory_report",
-    "node_of",
-    "place",
-    "placement_warnings",
-    "preset",
-    "rank_groups",
-    "stage_layers",
-    "stage_memory",
-    "stage_microbatch_flops",
-    "step_flops",
-]
+import importlib
+import warnings
+from typing import Any
+
+_MOVED: dict[str, str] = {
+    **dict.fromkeys(("ModelSpec", "MoESpec", "ParameterCount", "Preset", "list_presets", "load_model",
+                     "load_model_file", "preset", "ForwardFlops", "forward_flops", "megatron_step_flops",
+                     "achievable_flops_per_s", "compute_time", "default_matmul_efficiency", "flops_utilization",
+                     "hbm_time", "matmul_efficiency"), "fabricsim.model"),
+    **dict.fromkeys(("ParallelPlan", "check_plan", "stage_layers", "DEFAULT_MBS", "place", "Placement",
+                     "rank_groups", "domains_spanned", "leaves_nvlink", "placement_warnings", "node_of",
+                     "StepFlops", "step_flops", "stage_microbatch_flops", "memory_report", "stage_memory",
+                     "MemoryReport"), "fabricsim.training"),
+}
+
+__all__ = sorted(_MOVED)
+
+
+def __getattr__(name: str) -> Any:
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'fabricsim.workload' has no attribute {name!r} (the package was split into "
+                             "fabricsim.model, comm, training, inference and serving)")
+    warnings.warn(f"fabricsim.workload.{name} moved to {home}.{name}; fabricsim.workload goes in the next release",
+                  DeprecationWarning, stacklevel=2)
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # warn once: later look-ups find it here
+    return value

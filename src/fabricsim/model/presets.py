@@ -8,12 +8,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fabricsim.catalog.loader import read_spec_file, read_yaml
-from fabricsim.errors import SpecError, unknown_name_error
-from fabricsim.workload._validation import spec_error
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.catalog import read_spec_file, read_yaml
+from fabricsim.errors import SpecError, spec_error, unknown_name_error
+from fabricsim.model.spec import ModelSpec
 
-DATA_PACKAGE = "fabricsim.workload.data"
+DATA_PACKAGE = "fabricsim.model.data"
 PRESETS_FILE = "models.yaml"
 _FILE_SUFFIXES = (".yaml", ".yml", ".json")
 

@@ -42,9 +42,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from fabricsim.errors import SpecError
-from fabricsim.workload._validation import spec_error
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.errors import SpecError, spec_error
+from fabricsim.model import ModelSpec
 
 DEFAULT_MBS = 1
 DEFAULT_ORDER = "tp-cp-ep-dp-pp"

@@ -16,8 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from fabricsim.errors import SpecError
-from fabricsim.workload._validation import spec_error
+from fabricsim.errors import SpecError, spec_error
 
 # Upper bounds far above any published model and far below what would exhaust memory or overflow a count
 # (``layers: 1e12`` in JSON is refused here, before anything is allocated per layer).

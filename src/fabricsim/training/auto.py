@@ -16,11 +16,12 @@ from itertools import product
 from math import isclose
 from typing import Any
 
+from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.workload.memory import GIB, memory_report
-from fabricsim.workload.plan import ParallelPlan, megatron_runs_interleaved
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import Cluster, TrainingPrediction, predict_training
+from fabricsim.model import ModelSpec
+from fabricsim.training.memory import GIB, memory_report
+from fabricsim.training.plan import ParallelPlan, megatron_runs_interleaved
+from fabricsim.training.step import TrainingPrediction, predict_training
 
 # Search bound on the micro-batch: Megatron-LM / NeMo pretraining recipes run micro-batches of 1 to 8 sequences.
 MAX_AUTO_MBS = 8

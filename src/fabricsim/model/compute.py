@@ -16,17 +16,15 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from fabricsim import units
-from fabricsim.catalog.loader import read_yaml
-from fabricsim.catalog.models import GPU, Efficiency
-from fabricsim.errors import SpecError
-from fabricsim.workload._validation import spec_error
+from fabricsim.catalog import GPU, Efficiency, read_yaml
+from fabricsim.errors import SpecError, spec_error
 
 DEFAULTS_FILE = "compute.yaml"
 
 
 @lru_cache(maxsize=1)
 def _defaults_document() -> Any:
-    text = resources.files("fabricsim.workload.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
+    text = resources.files("fabricsim.model.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
     return read_yaml(text, DEFAULTS_FILE)
 
 
@@ -57,6 +55,13 @@ def default_fp8_matmul_efficiency() -> Efficiency:
 def default_attention_efficiency() -> Efficiency:
     """The fallback fused-attention efficiency for GPUs without their own (``data/compute.yaml``)."""
     return _packaged_default("default_attention_efficiency")
+
+
+@lru_cache(maxsize=1)
+def gemm_tile() -> tuple[int, int]:
+    """(rows, cols) of a GEMM output tile, one per SM per wave (``data/compute.yaml``, ``gemm_tile``)."""
+    tile = _defaults_document()["gemm_tile"]
+    return int(tile["rows"]), int(tile["cols"])
 
 
 @lru_cache(maxsize=1)

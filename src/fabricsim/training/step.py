@@ -28,34 +28,25 @@ from math import ceil
 import numpy as np
 
 from fabricsim.caching import ByIdentity
-from fabricsim.catalog import GPU, Catalog, System, default_catalog
-from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
-from fabricsim.collectives.flow import concurrent_groups_time
-from fabricsim.collectives.group import resolve_fabric_link
+from fabricsim.catalog import GPU
+from fabricsim.comm import Cluster, GroupShape, cached_group_shape, collective_time, groups_comm
 from fabricsim.errors import SpecError
-from fabricsim.topology import Topology, build_cluster
-from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, Traffic, build_traffic
-from fabricsim.workload.compute import (
+from fabricsim.model import (
+    ModelSpec,
     achievable_flops_per_s,
     attention_flops_per_s,
+    forward_flops,
     gemm_flops_per_s,
     hbm_efficiency,
     k_efficiency,
     kernel_gap_s,
 )
-from fabricsim.workload.flops import forward_flops, kv_replication_flops, layer_gemm_shapes, step_flops
-from fabricsim.workload.memory import MemoryReport, memory_report, stage_memory, stage_params
-from fabricsim.workload.placement import Placement, place, placement_warnings, widest_group
-from fabricsim.workload.plan import GRAD_DTYPE_BYTES, ParallelPlan, check_plan, stage_layers
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.traffic import (
-    fp8_cast_bytes,
-    grad_accumulation_bytes,
-    layer_forward_bytes,
-    optimizer_bytes,
-)
+from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_bytes, layer_forward_bytes, optimizer_bytes
+from fabricsim.training.flops import kv_replication_flops, layer_gemm_shapes, step_flops
+from fabricsim.training.memory import MemoryReport, memory_report, stage_memory, stage_params
+from fabricsim.training.placement import Placement, place, placement_warnings, widest_group
+from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan, check_plan, stage_layers
 
-SIMS = ("analytical", "flow")
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "pipeline_bubble")
 ACT_BYTES = 2  # bf16 activations
 FP8_BYTES = 1
@@ -66,32 +57,6 @@ KERNELS_PER_LAYER_FORWARD = 12
 FP8_CAST_KERNELS_PER_LAYER = 4
 PARAM_BYTES = 2
 DDP_BUCKET_PARAMS = 40_000_000  # Megatron-LM DDP bucket size (parameters)
-
-
-@dataclass(frozen=True, eq=False)
-class Cluster:
-    """Where the job runs: a system preset, the network between nodes and its oversubscription; ``sim`` "flow"
-    prices the data-parallel and expert-parallel collectives on the built fat tree, every group of a kind at once
-    (``fabricsim.collectives.flow.concurrent_groups_time``), instead of each group alone on a perfect fabric."""
-
-    system: System
-    fabric: str | None = None
-    oversubscription: float = 1.0
-    catalog: Catalog = field(default_factory=default_catalog)
-    sim: str = "analytical"
-    routing: str = "ecmp"
-    other_jobs: tuple[JobSpec, ...] = ()
-    """with sim "flow": other jobs on the same fabric, placed after this job's GPUs"""
-    background: tuple[BackgroundSpec, ...] = ()
-    storage_nodes: int = 0
-    fabric_nodes: int | None = None
-    """with sim "flow": nodes of the whole fabric (default: this job's)"""
-
-    def __post_init__(self) -> None:
-        if self.sim not in SIMS:
-            raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
-        if self.sim != "flow" and (self.other_jobs or self.background or self.fabric_nodes):
-            raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")
 
 
 @dataclass
@@ -160,7 +125,7 @@ class TrainingPrediction:
 def _group_shape_of(cluster: Cluster, plan: ParallelPlan, kind: str, widest: bool) -> GroupShape | None:
     """``_group_shape`` of the widest (or first) group of a kind, its layout cached per plan and node size."""
     layout = _group_layout(plan, kind, cluster.system.gpus_per_node, widest)
-    return None if layout is None else _cached_shape(cluster, *layout)
+    return None if layout is None else cached_group_shape(cluster, *layout)
 
 
 @lru_cache(maxsize=65536)
@@ -174,82 +139,21 @@ def _group_layout(plan: ParallelPlan, kind: str, gpus_per_node: int, widest: boo
     return len(row), int(np.bincount(row // gpus_per_node).max())
 
 
-def _cached_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
-    """Group shapes cached per catalog, system, fabric and group layout (clusters built alike share them)."""
-    return _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription,
-                  nranks, ppn)
-
-
-@lru_cache(maxsize=65536)
-def _shape(catalog: ByIdentity[Catalog], system: System, fabric: str | None, oversubscription: float,
-           nranks: int, ppn: int) -> GroupShape:
-    return group_shape(system, nranks, ranks_per_node=ppn, fabric=fabric, oversubscription=oversubscription,
-                       catalog=catalog.value)
-
-
-def _comm(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> tuple[float, str]:
-    """Time of one collective and the link kind it loads most."""
-    if shape is None or size <= 0:
-        return 0.0, "nvlink"
-    return _cached_comm(shape, op, size, ByIdentity(catalog))
-
-
-def group_comm(cluster: Cluster, nranks: int, ranks_per_node: int, op: str, size: float) -> tuple[float, str]:
-    """Seconds of one collective of ``size`` bytes (nccl-tests convention) on a group of ``nranks`` GPUs with at most
-    ``ranks_per_node`` on a node, and the link kind it loads most; the group shape and the price are cached (the
-    public form of the pricing training uses, for inference and other workloads)."""
-    if nranks < 2 or size <= 0:
-        return 0.0, "nvlink"
-    return _comm(_cached_shape(cluster, nranks, ranks_per_node), op, size, cluster.catalog)
-
-
 def _fabric_comm(cluster: Cluster, plan: ParallelPlan, kind: str, shape: GroupShape | None, op: str,
                  size: float) -> tuple[float, str]:
     """A collective of every group of ``kind``: on the flow simulator when the cluster asks for it and the groups
     cross nodes, else one group alone by the analytical model."""
     if cluster.sim != "flow" or shape is None or shape.nnodes < 2 or size <= 0:
-        return _comm(shape, op, size, cluster.catalog)
+        return collective_time(shape, op, size, cluster.catalog)
     return _flow_comm(ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.order, kind, op, size)
 
 
 @lru_cache(maxsize=4096)
 def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, dp: int, pp: int, order: str,
                kind: str, op: str, size: float) -> tuple[float, str]:
-    """``concurrent_groups_time`` for the groups of ``kind`` of a plan layout (cached: only the layout matters)."""
-    cluster = cluster_ref.value
+    """``groups_comm`` for the groups of ``kind`` of a plan layout (cached: only the layout matters)."""
     plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
-    groups = place(plan).groups(kind)
-    job_nodes = ceil(plan.world_size / cluster.system.gpus_per_node)
-    nodes = max(job_nodes, cluster.fabric_nodes or 0)
-    topology = _fabric(cluster_ref, nodes)
-    others = _other_traffic(cluster_ref, nodes, plan.world_size) if cluster.other_jobs else None
-    return concurrent_groups_time(topology, groups, op, size, cluster.routing, others)
-
-
-@lru_cache(maxsize=64)
-def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
-    """The rail-optimized fat tree of ``nodes`` nodes the cluster describes (its fabric and oversubscription)."""
-    cluster = cluster_ref.value
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
-    return build_cluster(cluster.system.id, nodes=nodes, fabric="fat-tree", link=link,
-                         oversubscription=cluster.oversubscription, catalog=cluster.catalog)
-
-
-@lru_cache(maxsize=64)
-def _other_traffic(cluster_ref: ByIdentity[Cluster], nodes: int, job_gpus: int) -> Traffic:
-    """The other jobs and background transfers, placed on the fabric's GPUs after this job's first ``job_gpus``."""
-    cluster = cluster_ref.value
-    return build_traffic(_fabric(cluster_ref, nodes), list(cluster.other_jobs), list(cluster.background),
-                         cluster.storage_nodes, reserved_gpus=job_gpus)
-
-
-@lru_cache(maxsize=65536)
-def _cached_comm(shape: GroupShape, op: str, size: float, catalog_ref: ByIdentity[Catalog]) -> tuple[float, str]:
-    """Collectives cached per group shape, operation and size (a sizing search prices the same ones often)."""
-    catalog = catalog_ref.value
-    choice = CollectiveModel(shape, catalog=catalog).choose(op, size)
-    kind = max(choice.cost.per_byte_s.items(), key=lambda kv: kv[1])[0] if choice.cost.per_byte_s else "nvlink"
-    return choice.cost.time_s(size), kind
+    return groups_comm(cluster_ref.value, place(plan).groups(kind), plan.world_size, op, size)
 
 
 @dataclass(frozen=True)
@@ -294,10 +198,10 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
         if tp_shape is None:
             return 0.0, "nvlink"
         if plan.sequence_parallel:
-            t_ag, kind = _comm(tp_shape, "all_gather", act * gather_bytes_per_element / ACT_BYTES, cat)
-            t_rs, _ = _comm(tp_shape, "reduce_scatter", act, cat)
+            t_ag, kind = collective_time(tp_shape, "all_gather", act * gather_bytes_per_element / ACT_BYTES, cat)
+            t_rs, _ = collective_time(tp_shape, "reduce_scatter", act, cat)
             return 2 * (t_ag + t_rs), kind
-        t_ar, kind = _comm(tp_shape, "all_reduce", act, cat)
+        t_ar, kind = collective_time(tp_shape, "all_reduce", act, cat)
         return 2 * t_ar, kind
 
     # TransformerEngine gathers the FP8-cast input under FP8 (1 byte/element); reduce-scatters stay bf16.
@@ -311,17 +215,17 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
     cp = (0.0, "nvlink")
     if plan.cp > 1:
         kv_block = 2 * plan.mbs * plan.seq / plan.cp * model.kv_dim * ACT_BYTES / plan.tp
-        cp = _comm(widest("cp"), "send_recv", kv_block, cat)
+        cp = collective_time(widest("cp"), "send_recv", kv_block, cat)
     pp = pp_gather = (0.0, "nvlink")
     if plan.pp > 1:
         # Each TP rank sends 1/tp of the activation on its own NIC: with sequence parallelism it is already split;
         # without, Megatron-LM's scatter/gather optimisation (Narayanan et al. SC21 sec. 4.1; on unless
         # --no-scatter-gather-tensors-in-pipeline) splits it and the receiver all-gathers it over the TP group.
         pp_shape = _group_shape_of(cluster, plan, "pp", False)
-        pair = None if pp_shape is None else _cached_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
-        pp = _comm(pair, "send_recv", act / plan.tp, cat)
+        pair = None if pp_shape is None else cached_group_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
+        pp = collective_time(pair, "send_recv", act / plan.tp, cat)
         if tp_shape is not None and not plan.sequence_parallel:
-            pp_gather = _comm(tp_shape, "all_gather", act, cat)
+            pp_gather = collective_time(tp_shape, "all_gather", act, cat)
     return _LayerComms(tp, tp_bf16, ep, cp, pp, pp_gather)
 
 
@@ -490,8 +394,9 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
             continue
         shape = _group_shape_of(cluster, plan, group_kind, False)
         per_layer = count / n
-        t_gather, link = _comm(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
-        t_rs, _ = _comm(shape, "reduce_scatter", per_layer * GRAD_DTYPE_BYTES[plan.grad_dtype], cluster.catalog)
+        t_gather, link = collective_time(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
+        t_rs, _ = collective_time(shape, "reduce_scatter", per_layer * GRAD_DTYPE_BYTES[plan.grad_dtype],
+                                  cluster.catalog)
         fwd_layer = forward_s / n
         bwd_layer = backward_s / n
         gathers_bwd = 2.0 if plan.recompute == "full" else 1.0

@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
-from fabricsim.workload.serving_trace import RequestTrace
+from fabricsim.serving.requests import RequestTrace
 
 # vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): max_num_seqs 256 on GPUs under 70 GiB (and vLLM
 # V0's SchedulerConfig default); max_num_batched_tokens 8192 for the OpenAI server on >= 70 GiB GPUs (H100, H200).

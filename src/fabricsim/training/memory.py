@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from fabricsim.catalog.models import GPU
-from fabricsim.workload.plan import GRAD_DTYPE_BYTES, ParallelPlan, layers_by_stage, stage_layers, stage_layout
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.catalog import GPU
+from fabricsim.model import ModelSpec
+from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan, layers_by_stage, stage_layers, stage_layout
 
 WEIGHT_BYTES = 2  # bf16 parameter
 FP8_WEIGHT_BYTES = 1  # TransformerEngine's FP8 copy (and its transpose) of a weight (precision fp8)

@@ -24,8 +24,8 @@ writes weight, m, v (12) and the bf16 copy (2).
 
 from __future__ import annotations
 
-from fabricsim.workload.plan import ParallelPlan
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.model import ModelSpec
+from fabricsim.training.plan import ParallelPlan
 
 NORM_BYTES_PER_TH = 8.0
 BIAS_DROPOUT_ADD_BYTES_PER_TH = 14.0

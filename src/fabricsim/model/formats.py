@@ -3,7 +3,7 @@ takes on one GPU under tensor and pipeline parallelism (the quantity that bounds
 
 from __future__ import annotations
 
-from fabricsim.workload.spec import ModelSpec
+from fabricsim.model.spec import ModelSpec
 
 # Bytes per stored weight of each weight format. Block scales are counted: INT4 (AWQ/GPTQ W4A16) keeps one FP16
 # scale per group of 128 weights (2 / 128 bytes); NVFP4 one FP8 (E4M3) scale per block of 16 (1 / 16 bytes)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any
 
 from fabricsim.errors import SpecError
-from fabricsim.workload.plan import ParallelPlan
+from fabricsim.training.plan import ParallelPlan
 
 
 def parse_layout(text: str | None) -> tuple[int, ...] | None:

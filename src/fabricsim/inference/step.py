@@ -23,7 +23,7 @@ Per forward pass on one pipeline stage, per GPU:
   computes at the fused-attention rate, or at its FP8 multiple where the engine runs MLA generation in FP8 over an
   FP8 KV cache (``InferencePlan.fp8_mla_decode``);
 - LM head in BF16 on the last stage (only the new token's logits);
-- every kernel of a forward pass a fixed latency (``data/compute.yaml`` inference.kernel_latency) beside its
+- every kernel of a forward pass a fixed latency (``data/inference.yaml`` kernel_latency) beside its
   roofline: the weight GEMMs of the shapes above and the layer's other kernels (``inference.layer_kernels``: norms,
   RoPE and attention, MLA's extra GEMMs, activations, MoE routing), and per pass a step overhead;
 - TP: 2 all-reduces per layer (attention and MLP outputs) of tokens x hidden x 2 bytes; with attention data
@@ -49,33 +49,33 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from importlib import resources
 from math import ceil, erf, floor, isfinite, pi, sqrt
+from typing import Any
 
 import numpy as np
 
 from fabricsim import units
 from fabricsim.caching import ByIdentity
-from fabricsim.catalog import GPU
+from fabricsim.catalog import GPU, read_yaml
+from fabricsim.comm import Cluster, group_comm
 from fabricsim.errors import SpecError
-from fabricsim.workload.compute import (
-    _defaults_document,
+from fabricsim.model import (
+    KV_BYTES,
+    WEIGHT_BYTES,
+    ModelSpec,
     achievable_flops_per_s,
     attention_flops_per_s,
     fp4_matmul_efficiency,
     fp8_matmul_efficiency,
     gemm_k_overhead,
+    gemm_tile,
     hbm_efficiency,
-    sm80_kernel_fraction,
-)
-from fabricsim.workload.kvcache import (
-    KV_BYTES,
-    WEIGHT_BYTES,
     kv_bytes_per_token_layer,
     kv_bytes_per_token_model,
     kv_heads_per_gpu,
+    sm80_kernel_fraction,
 )
-from fabricsim.workload.spec import ModelSpec
-from fabricsim.workload.training import Cluster, group_comm
 
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "other")
 ACT_BYTES = 2  # bf16 activations
@@ -83,56 +83,59 @@ WEIGHTS = tuple(WEIGHT_BYTES)
 KVS = tuple(KV_BYTES)
 
 
-# ---- free parameters (data/compute.yaml, each with its source) ------------------------------------------------
+# ---- free parameters (data/inference.yaml, each with its source) ----------------------------------------------
+INFERENCE_FILE = "inference.yaml"
+
+
+@lru_cache(maxsize=1)
+def inference_defaults() -> Any:
+    """The packaged ``data/inference.yaml``: the inference model's and the engines' free parameters."""
+    text = resources.files("fabricsim.inference.data").joinpath(INFERENCE_FILE).read_text(encoding="utf-8")
+    return read_yaml(text, INFERENCE_FILE)
+
+
 @lru_cache(maxsize=1)
 def kernel_latency_s() -> float:
     """Seconds every kernel of a forward pass takes beyond its roofline work (``inference.kernel_latency``)."""
-    return units.parse_duration(str(_defaults_document()["inference"]["kernel_latency"]["seconds"]))
+    return units.parse_duration(str(inference_defaults()["kernel_latency"]["seconds"]))
 
 
 @lru_cache(maxsize=1)
 def layer_kernels() -> dict[str, int]:
     """Kernels of a decoder layer beside the weight GEMMs of its shapes, by component (``inference.layer_kernels``)."""
-    spec = _defaults_document()["inference"]["layer_kernels"]
+    spec = inference_defaults()["layer_kernels"]
     return {k: int(spec[k]) for k in ("norms", "attention", "mla_gemms", "mla_norms", "mlp_activation", "moe")}
 
 
 @lru_cache(maxsize=1)
 def step_overhead_s() -> float:
     """Seconds of host work per forward pass of the replica (``inference.step_overhead``)."""
-    return units.parse_duration(str(_defaults_document()["inference"]["step_overhead"]["seconds"]))
-
-
-@lru_cache(maxsize=1)
-def gemm_tile() -> tuple[int, int]:
-    """(rows, cols) of a GEMM output tile, one per SM per wave (``gemm_tile``)."""
-    tile = _defaults_document()["gemm_tile"]
-    return int(tile["rows"]), int(tile["cols"])
+    return units.parse_duration(str(inference_defaults()["step_overhead"]["seconds"]))
 
 
 @lru_cache(maxsize=1)
 def memory_utilization() -> float:
     """Fraction of HBM an inference engine uses (``inference.memory_utilization``)."""
-    return float(_defaults_document()["inference"]["memory_utilization"]["value"])
+    return float(inference_defaults()["memory_utilization"]["value"])
 
 
 @lru_cache(maxsize=1)
 def max_num_tokens() -> int:
     """Prefill tokens per forward pass the activation workspace is sized for (``inference.max_num_tokens``)."""
-    return int(_defaults_document()["inference"]["max_num_tokens"]["tokens"])
+    return int(inference_defaults()["max_num_tokens"]["tokens"])
 
 
 @lru_cache(maxsize=1)
 def serving_max_batch() -> int:
     """Largest batch an engine schedules when every request is queued (``inference.serving_max_batch``)."""
-    return int(_defaults_document()["inference"]["serving_max_batch"]["sequences"])
+    return int(inference_defaults()["serving_max_batch"]["sequences"])
 
 
 @lru_cache(maxsize=1)
 def expert_load_dispersion() -> float:
     """Coefficient of variation of one routed expert's load beyond balanced routing
     (``inference.expert_load_dispersion``)."""
-    return float(_defaults_document()["inference"]["expert_load_dispersion"]["value"])
+    return float(inference_defaults()["expert_load_dispersion"]["value"])
 
 
 @lru_cache(maxsize=256)

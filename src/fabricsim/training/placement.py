@@ -16,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
-from fabricsim.workload.plan import ParallelPlan, parse_order
+from fabricsim.training.plan import ParallelPlan, parse_order
 
 GroupKind = str
 GROUP_KINDS: tuple[GroupKind, ...] = ("tp", "cp", "dp", "dp_cp", "pp", "ep", "edp")

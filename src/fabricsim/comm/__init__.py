@@ -1,0 +1,21 @@
+"""Communication of a placed workload: a collective of a given size on a process group of a built cluster, priced
+by the collective model (one group alone) or the flow simulator (every group of a kind at once). Training and
+inference reach the network only through here.
+
+Public API: ``Cluster``, ``SIMS``, ``group_comm``, ``groups_comm``, ``collective_time``, ``cached_group_shape``,
+``GroupShape``.
+"""
+
+from fabricsim.collectives import GroupShape
+from fabricsim.comm.cluster import SIMS, Cluster
+from fabricsim.comm.price import cached_group_shape, collective_time, group_comm, groups_comm
+
+__all__ = [
+    "SIMS",
+    "Cluster",
+    "GroupShape",
+    "cached_group_shape",
+    "collective_time",
+    "group_comm",
+    "groups_comm",
+]

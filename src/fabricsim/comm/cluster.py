@@ -1,0 +1,37 @@
+"""The cluster a workload runs on: a system preset, its scale-out network and how collectives are priced on it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fabricsim.catalog import Catalog, System, default_catalog
+from fabricsim.errors import SpecError
+from fabricsim.traffic import BackgroundSpec, JobSpec
+
+SIMS = ("analytical", "flow")
+
+
+@dataclass(frozen=True, eq=False)
+class Cluster:
+    """Where the job runs: a system preset, the network between nodes and its oversubscription; ``sim`` "flow"
+    prices the data-parallel and expert-parallel collectives on the built fat tree, every group of a kind at once
+    (``fabricsim.collectives.flow.concurrent_groups_time``), instead of each group alone on a perfect fabric."""
+
+    system: System
+    fabric: str | None = None
+    oversubscription: float = 1.0
+    catalog: Catalog = field(default_factory=default_catalog)
+    sim: str = "analytical"
+    routing: str = "ecmp"
+    other_jobs: tuple[JobSpec, ...] = ()
+    """with sim "flow": other jobs on the same fabric, placed after this job's GPUs"""
+    background: tuple[BackgroundSpec, ...] = ()
+    storage_nodes: int = 0
+    fabric_nodes: int | None = None
+    """with sim "flow": nodes of the whole fabric (default: this job's)"""
+
+    def __post_init__(self) -> None:
+        if self.sim not in SIMS:
+            raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
+        if self.sim != "flow" and (self.other_jobs or self.background or self.fabric_nodes):
+            raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")

@@ -1,0 +1,1 @@
+"""Packaged model data: model presets and the compute-efficiency defaults (YAML)."""

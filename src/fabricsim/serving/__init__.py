@@ -1,0 +1,18 @@
+"""Serving: a discrete-event continuous-batching simulator over request streams (Poisson or a trace), priced by
+the inference step cost; replicas, prefill/decode disaggregation and latency percentiles.
+"""
+
+from fabricsim.serving.requests import LengthDist, RequestTrace, load_request_trace, poisson_requests
+from fabricsim.serving.simulator import SchedulerConfig, ServingLayout, ServingResult, StepCost, simulate_serving
+
+__all__ = [
+    "LengthDist",
+    "RequestTrace",
+    "SchedulerConfig",
+    "ServingLayout",
+    "ServingResult",
+    "StepCost",
+    "load_request_trace",
+    "poisson_requests",
+    "simulate_serving",
+]

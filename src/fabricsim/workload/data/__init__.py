@@ -1,1 +1,0 @@
-"""Packaged workload data: model presets and the compute-efficiency default (YAML)."""
