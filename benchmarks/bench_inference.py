@@ -6,7 +6,9 @@ import time
 
 from fabricsim.catalog import default_catalog
 from fabricsim.comm.cluster import Cluster
-from fabricsim.inference.step import InferencePlan, predict_inference, step_cost
+from fabricsim.inference.plan import InferencePlan
+from fabricsim.inference.predict import predict_inference
+from fabricsim.inference.stepcost import step_cost
 from fabricsim.model.presets import load_model
 
 REPEATS = 2000

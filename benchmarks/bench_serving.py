@@ -1,4 +1,4 @@
-"""Benchmark: the continuous-batching serving simulation (``fabricsim.workload.serving``).
+"""Benchmark: the continuous-batching serving simulation (``fabricsim.serving``).
 
 Target: 10 simulated minutes at 20 requests/s (12,000 requests, prompt 1024, output 256, a linear step cost of
 ~20-40 ms an iteration) in under 5 s on one core.
@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from fabricsim.serving import SchedulerConfig, ServingLayout, ServingResult, simulate_serving
 from fabricsim.serving.requests import LengthDist, RequestTrace, poisson_requests
-from fabricsim.serving.simulator import SchedulerConfig, ServingLayout, ServingResult, simulate_serving
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,8 @@ def run_model_case() -> None:
     """The target run priced by the inference model itself (Llama 3 70B, FP8, TP8 on DGX H100, two replicas)."""
     from fabricsim.catalog import default_catalog
     from fabricsim.comm.cluster import Cluster
-    from fabricsim.inference.step import InferencePlan, step_cost
+    from fabricsim.inference.plan import InferencePlan
+    from fabricsim.inference.stepcost import step_cost
     from fabricsim.model.presets import load_model
 
     catalog = default_catalog()

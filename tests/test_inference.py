@@ -17,20 +17,14 @@ from fabricsim.catalog import Catalog
 from fabricsim.cli import app
 from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.inference.step import (
-    InferencePlan,
-    _gemm_rate,
-    _stage,
-    decode_step_floor_s,
-    gemm_tile,
-    gemm_waves_s,
-    kernel_latency_s,
-    kv_bytes_per_token_gpu,
-    predict_inference,
-    step_cost,
-    touched_experts,
-    weight_bytes_per_gpu,
-)
+from fabricsim.inference.experts import touched_experts
+from fabricsim.inference.memory import decode_step_floor_s, kv_bytes_per_token_gpu, weight_bytes_per_gpu
+from fabricsim.inference.params import kernel_latency_s
+from fabricsim.inference.plan import InferencePlan
+from fabricsim.inference.predict import predict_inference
+from fabricsim.inference.stage import _gemm_rate, _stage, gemm_waves_s
+from fabricsim.inference.stepcost import step_cost
+from fabricsim.model import gemm_tile
 from fabricsim.model.compute import fp4_matmul_efficiency, fp8_matmul_efficiency, hbm_efficiency
 from fabricsim.model.formats import KV_BYTES, kv_bytes_per_token
 from fabricsim.model.presets import load_model
@@ -225,7 +219,7 @@ def test_step_cost_matches_the_prediction_and_is_cheap(catalog: Catalog, fixed: 
 
 def test_every_kernel_of_a_layer_pays_the_kernel_latency(catalog: Catalog) -> None:
     """A forward pass pays inference.kernel_latency per kernel: 9 a Llama GQA layer (10 with gate and up apart), 13 a
-    Mixtral MoE layer, 20 a DeepSeek-V3 MoE layer and 13 its dense ones (compute.yaml inference.layer_kernels)."""
+    Mixtral MoE layer, 20 a DeepSeek-V3 MoE layer and 13 its dense ones (inference.yaml layer_kernels)."""
     h100 = catalog.gpu("h100-sxm")
     llama = load_model("llama3-70b")
     assert _stage(llama, InferencePlan(tp=4, weights="fp8"), h100).kernels == 80 * 9
@@ -276,7 +270,7 @@ def test_cli_bad_input_is_one_line_exit_2(runner: CliRunner, args: list[str], te
 
 
 def test_expert_load_peak_waits_for_the_most_loaded_rank() -> None:
-    from fabricsim.inference.step import expected_max_normal, expert_load_peak
+    from fabricsim.inference.experts import expected_max_normal, expert_load_peak
     assert expected_max_normal(1) == 0.0
     assert expected_max_normal(2) == pytest.approx(1.0 / math.sqrt(math.pi), rel=1e-4)  # closed form for n = 2
     assert expected_max_normal(8) == pytest.approx(1.4236, abs=1e-3)

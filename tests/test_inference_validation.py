@@ -36,18 +36,18 @@ ALL_CASES_MEDIAN = 0.116  # every counted case incl. TTFT and DeepEP figures: a 
 # (the same over 101 before the A100 row beyond its HBM floor left the count)
 # since Blackwell FP4 GEMMs run at their own measured best-shape fraction (gpus.yaml b200 fp4_matmul_efficiency 0.582,
 # cuBLASLt MXFP4 8192^3) instead of the FP8 0.70: 12.1% before.
-# It rose from 11.3% when the NVFP4 Llama-3.3-70B checkpoint's FP8 KV cache (compute.yaml
-# inference.checkpoint_kv_cache) replaced the BF16 assumed for an unstated KV format: a corrected input, not a model
+# It rose from 11.3% when the NVFP4 Llama-3.3-70B checkpoint's FP8 KV cache (inference.yaml
+# checkpoint_kv_cache) replaced the BF16 assumed for an unstated KV format: a corrected input, not a model
 # change; those B200/GB200 rows moved from -24..+19% to +11..+40% (the model's Blackwell decode step is ~2x fast there,
 # which the halved KV capacity had hidden). Before: 11.2% over 100 before the blog-1 no-MTP DeepSeek-R1 row, +19%,
 # became expressible; 12.0%
-# with a flat 4 us a layer before every kernel paid compute.yaml inference.kernel_latency; 16.4% before TensorRT
-# engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, fixed_gemm_tactics)
+# with a flat 4 us a layer before every kernel paid inference.yaml kernel_latency; 16.4% before TensorRT
+# engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, inference.yaml fixed_gemm_tactics)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
 # since MLA and head_dim, come out 25-96% fast once the step waits for the most loaded expert-parallel rank and
 # every kernel pays its latency (achieved worst 96%, was 110% and 129% before; since FP8 MLA generation the worst is
 # the H200 DEP8 FP8 row, +95.6%). Against the DeepSeek-V3 H800 decode
-# profile (compute.yaml inference.kernel_latency) the model's MoE layer per micro-batch is 11% fast (its MLA 16% slow,
+# profile (inference.yaml kernel_latency) the model's MoE layer per micro-batch is 11% fast (its MLA 16% slow,
 # the rest 32% fast), far from the 2x these cases need. Without them the worst are the batch-1 MTP rows
 # (trtllm_dsr1_*_minlat_*: -52% and -25% without speculative decoding; with it and tech blog 1's 2.82 accepted tokens
 # a step the B200 row is +18%; the H200 row's acceptance is not published, it stays at -25% without) and the
@@ -167,8 +167,8 @@ def test_nvfp4_mla_checkpoints_keep_attention_bf16_and_v2_quantises_wo() -> None
 
 
 def test_unstated_kv_format_is_the_named_checkpoints() -> None:
-    """A case without a KV format takes the KV format of the checkpoint its publication names (compute.yaml
-    inference.checkpoint_kv_cache); one whose checkpoint is not sourced keeps BF16 and says so; a stated one wins."""
+    """A case without a KV format takes the KV format of the checkpoint its publication names (inference.yaml
+    checkpoint_kv_cache); one whose checkpoint is not sourced keeps BF16 and says so; a stated one wins."""
     cases = {c.id: c.data for c in all_cases() if c.kind == "inference"}
     small = cases["trtllm_v10_llama31_8b_h100_fp8_tp1_1000_1000"]
     assert precisions(small["config"], small["source"]) == (

@@ -15,20 +15,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fabricsim.errors import SpecError
+from fabricsim.serving import SchedulerConfig, ServingLayout, ServingResult, StepCost, simulate_serving
+from fabricsim.serving.config import Routing
 from fabricsim.serving.requests import (
     LengthDist,
     RequestTrace,
     load_request_trace,
     parse_request_trace,
     poisson_requests,
-)
-from fabricsim.serving.simulator import (
-    Routing,
-    SchedulerConfig,
-    ServingLayout,
-    ServingResult,
-    StepCost,
-    simulate_serving,
 )
 
 

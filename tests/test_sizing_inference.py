@@ -15,7 +15,8 @@ from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
 from fabricsim.comm.cluster import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.inference.step import InferencePlan, step_cost
+from fabricsim.inference.plan import InferencePlan
+from fabricsim.inference.stepcost import step_cost
 from fabricsim.model.presets import load_model
 from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, size_inference
 

@@ -17,7 +17,8 @@ from fabricsim.model.flops import megatron_step_flops
 from fabricsim.model.presets import load_model
 from fabricsim.training.flops import step_flops
 from fabricsim.training.plan import ParallelPlan
-from fabricsim.training.step import LAYERS, predict_training
+from fabricsim.training.result import LAYERS
+from fabricsim.training.step import predict_training
 from fabricsim.validation import TRAINING_TOLERANCE, load_cases, predict_case, run_training_case
 from fabricsim.validation.settings import load_settings, with_settings
 

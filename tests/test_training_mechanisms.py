@@ -224,7 +224,7 @@ def test_eager_kernels_move_more_hbm_bytes() -> None:
 
 
 def test_bubble_fraction_by_hand() -> None:
-    from fabricsim.training.step import pipeline_bubble_fraction
+    from fabricsim.training.schedule import pipeline_bubble_fraction
 
     assert pipeline_bubble_fraction(4, 8, 1) == 3.0
     assert pipeline_bubble_fraction(4, 8, 4) == 0.75

@@ -23,6 +23,11 @@ def read_yaml(text: str, source: str) -> Any:
     return load_yaml(text, source)
 
 
+def read_packaged_yaml(package: str, filename: str) -> Any:
+    """Parse a YAML file shipped inside a ``fabricsim`` data package (``fabricsim.model.data``, ...)."""
+    return read_yaml(resources.files(package).joinpath(filename).read_text(encoding="utf-8"), filename)
+
+
 def read_spec_file(path: str | Path, what: str = "file") -> Any:
     """Parse a user's YAML or JSON spec file (by suffix); a missing or malformed file is a SpecError naming it."""
     return load_spec_file(path, what)

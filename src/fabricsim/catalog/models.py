@@ -66,10 +66,10 @@ class GPU(Priced):
     nvlink_links: int = Field(0, ge=0)
     pcie: str = Field(description="link technology id of the host PCIe x16 interface")
     matmul_efficiency: Efficiency | None = Field(
-        None, description="achievable fraction of bf16_flops_per_s on large BF16 GEMMs; None: workload default"
+        None, description="achievable fraction of bf16_flops_per_s on large BF16 GEMMs; None: the model default"
     )
     fp8_matmul_efficiency: Efficiency | None = Field(
-        None, description="achievable fraction of fp8_flops_per_s on FP8 training GEMMs; None: workload default"
+        None, description="achievable fraction of fp8_flops_per_s on FP8 training GEMMs; None: the model default"
     )
     fp4_matmul_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of fp4_flops_per_s on best-shape NVFP4/MXFP4 GEMMs; None: the FP8 one"
@@ -78,7 +78,7 @@ class GPU(Priced):
         None, description="achievable fraction of bf16_flops_per_s in fused attention (fwd+bwd); None: default"
     )
     hbm_efficiency: Efficiency | None = Field(
-        None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: workload default"
+        None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: the model default"
     )
     sm80_kernel_fraction: Efficiency | None = Field(
         None, description="fraction of the GPU's best BF16 GEMM rate that Ampere-generation (SM80: cp.async + "

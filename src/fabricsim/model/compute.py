@@ -8,7 +8,6 @@ validation cases.
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,7 @@ from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from fabricsim import units
-from fabricsim.catalog import GPU, Efficiency, read_yaml
+from fabricsim.catalog import GPU, Efficiency, read_packaged_yaml
 from fabricsim.errors import SpecError, spec_error
 
 DEFAULTS_FILE = "compute.yaml"
@@ -24,8 +23,7 @@ DEFAULTS_FILE = "compute.yaml"
 
 @lru_cache(maxsize=1)
 def _defaults_document() -> Any:
-    text = resources.files("fabricsim.model.data").joinpath(DEFAULTS_FILE).read_text(encoding="utf-8")
-    return read_yaml(text, DEFAULTS_FILE)
+    return read_packaged_yaml("fabricsim.model.data", DEFAULTS_FILE)
 
 
 @lru_cache(maxsize=8)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from fabricsim.catalog import read_spec_file, read_yaml
+from fabricsim.catalog import read_packaged_yaml, read_spec_file
 from fabricsim.errors import SpecError, spec_error, unknown_name_error
 from fabricsim.model.spec import ModelSpec
 
@@ -32,8 +31,7 @@ class Preset(BaseModel):
 
 @lru_cache(maxsize=1)
 def _presets() -> dict[str, Preset]:
-    text = resources.files(DATA_PACKAGE).joinpath(PRESETS_FILE).read_text(encoding="utf-8")
-    doc = read_yaml(text, PRESETS_FILE)
+    doc = read_packaged_yaml(DATA_PACKAGE, PRESETS_FILE)
     out: dict[str, Preset] = {}
     for index, item in enumerate(doc["presets"]):
         try:

@@ -2,8 +2,10 @@
 the inference step cost; replicas, prefill/decode disaggregation and latency percentiles.
 """
 
+from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
 from fabricsim.serving.requests import LengthDist, RequestTrace, load_request_trace, poisson_requests
-from fabricsim.serving.simulator import SchedulerConfig, ServingLayout, ServingResult, StepCost, simulate_serving
+from fabricsim.serving.result import ServingResult
+from fabricsim.serving.simulate import simulate_serving
 
 __all__ = [
     "LengthDist",

@@ -18,16 +18,45 @@ full leaves (partly filled leaves can do better). Torus and mesh: see their modu
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim import units
-from fabricsim.catalog import Cable, Catalog, Priced
+from fabricsim.catalog import NIC, Cable, Catalog, Priced, Switch, System
 from fabricsim.errors import SpecError
+from fabricsim.topology.fabric import Fabric
+from fabricsim.topology.nodes import NodeTemplate
 
-if TYPE_CHECKING:
-    from fabricsim.topology.topology import Topology
+
+class Billable(Protocol):
+    """What the bill reads of a built cluster (a ``Topology`` is one): the bill is a function of the topology, and
+    the topology module imports it, not the other way round."""
+
+    @property
+    def catalog(self) -> Catalog: ...
+    @property
+    def fabric(self) -> Fabric: ...
+    @property
+    def node(self) -> NodeTemplate: ...
+    @property
+    def fabric_switch(self) -> Switch: ...
+    @property
+    def nic(self) -> NIC: ...
+    @property
+    def system(self) -> System: ...
+    @property
+    def num_nodes(self) -> int: ...
+    @property
+    def num_gpus(self) -> int: ...
+    @property
+    def nvlink_domain_size(self) -> int: ...
+    @property
+    def nic_bytes_per_s_per_gpu(self) -> float: ...
+    @property
+    def oversubscription(self) -> float: ...
+    @property
+    def tiers(self) -> int: ...
 
 
 class LineItem(BaseModel):
@@ -112,7 +141,7 @@ def _nic_swap(old: Priced, new: Priced, count: int) -> LineItem:
                     verified=new.verified and old.verified)
 
 
-def bom(topology: Topology) -> BillOfMaterials:
+def bom(topology: Billable) -> BillOfMaterials:
     """Count, price and power a built topology (see the module docstring for the rules)."""
     catalog, fabric, system = topology.catalog, topology.fabric, topology.system
     nodes = topology.num_nodes

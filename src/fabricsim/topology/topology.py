@@ -15,20 +15,17 @@ Layout (the contract other layers rely on):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
 
 from fabricsim.catalog import NIC, Catalog, Switch, System
 from fabricsim.errors import SpecError
+from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.fabric import Fabric
 from fabricsim.topology.nodes import NodeTemplate
 from fabricsim.topology.routes import IntArray, Routes, flow_hash, pick
 from fabricsim.topology.spec import ClusterSpec
-
-if TYPE_CHECKING:
-    from fabricsim.topology.bom import BillOfMaterials
 
 ROUTE_CHUNK = 1 << 18
 """flows routed per vectorized pass; larger batches are split (same result, bounded memory)"""
@@ -257,6 +254,4 @@ class Topology:
 
     def bom(self) -> BillOfMaterials:
         """The bill of materials: counts, cables, cost, power, bisection (see `fabricsim.topology.bom`)."""
-        from fabricsim.topology.bom import bom
-
         return bom(self)

@@ -15,17 +15,10 @@ from fabricsim.training.placement import (
     rank_groups,
 )
 from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, megatron_runs_interleaved, stage_layers
+from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction
 from fabricsim.training.runspec import build_plan, parse_extra, parse_layout
-from fabricsim.training.step import (
-    LAYERS,
-    Breakdown,
-    StepTerms,
-    TrainingPrediction,
-    assemble_steps,
-    plan_memory,
-    predict_training,
-    step_terms,
-)
+from fabricsim.training.schedule import assemble_steps
+from fabricsim.training.step import plan_memory, predict_training, step_terms
 
 __all__ = [
     "DEFAULT_MBS",

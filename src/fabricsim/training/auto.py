@@ -21,7 +21,8 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
 from fabricsim.training.memory import GIB, memory_report
 from fabricsim.training.plan import ParallelPlan, megatron_runs_interleaved
-from fabricsim.training.step import TrainingPrediction, predict_training
+from fabricsim.training.result import TrainingPrediction
+from fabricsim.training.step import predict_training
 
 # Search bound on the micro-batch: Megatron-LM / NeMo pretraining recipes run micro-batches of 1 to 8 sequences.
 MAX_AUTO_MBS = 8

@@ -190,8 +190,8 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
 
 def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> tuple[str | None, str | None]:
     """(attention, attention output) weight formats of the case's checkpoint where they differ from its weights: an
-    NVFP4 MLA checkpoint keeps attention BF16, a v2 one (its publication in ``data/compute.yaml``
-    inference.nvfp4_mla_checkpoint v2_sources) quantises wo too; (None, None) otherwise."""
+    NVFP4 MLA checkpoint keeps attention BF16, a v2 one (its publication in
+    ``inference/data/inference.yaml`` nvfp4_mla_checkpoint v2_sources) quantises wo too; (None, None) otherwise."""
     spec = inference_defaults()["nvfp4_mla_checkpoint"]
     if model.mla is None or weights != str(spec["weights"]):
         return None, None
@@ -254,7 +254,7 @@ def gqa_kernel(config: dict[str, Any]) -> bool:
 
 
 def _engine_since(config: dict[str, Any], feature: str, *, other_engines: bool) -> bool:
-    """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature``, shipped by its framework
+    """Whether the case's engine has the ``inference/data/inference.yaml`` entry ``feature``, shipped by its framework
     in ``since_version``: that framework at that version or later, or with an unstated version; ``other_engines``
     for every other engine."""
     spec = inference_defaults()[feature]
@@ -265,7 +265,7 @@ def _engine_since(config: dict[str, Any], feature: str, *, other_engines: bool) 
 
 
 def _engine_before(config: dict[str, Any], feature: str) -> bool:
-    """Whether the case's engine has the ``data/compute.yaml`` inference entry ``feature`` (fixed_gemm_tactics:
+    """Whether the case's engine has the ``inference/data/inference.yaml`` entry ``feature`` (fixed_gemm_tactics:
     GEMM tactics fixed for another shape; separate_gate_up_gemms; moe_grouped_gemm: SM80 MoE kernels): its
     framework before the entry's version; every other or unstated engine has not."""
     spec = inference_defaults()[feature]

@@ -1,0 +1,62 @@
+"""Free parameters of the inference model and the engines, read from the packaged ``data/inference.yaml`` (each
+entry carries its source): kernel latency and inventory, step overhead, memory and scheduler defaults, routing skew."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from fabricsim import units
+from fabricsim.catalog import read_packaged_yaml
+
+INFERENCE_FILE = "inference.yaml"
+
+
+@lru_cache(maxsize=1)
+def inference_defaults() -> Any:
+    """The packaged ``data/inference.yaml``: the inference model's and the engines' free parameters."""
+    return read_packaged_yaml("fabricsim.inference.data", INFERENCE_FILE)
+
+
+@lru_cache(maxsize=1)
+def kernel_latency_s() -> float:
+    """Seconds every kernel of a forward pass takes beyond its roofline work (``inference.kernel_latency``)."""
+    return units.parse_duration(str(inference_defaults()["kernel_latency"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def layer_kernels() -> dict[str, int]:
+    """Kernels of a decoder layer beside the weight GEMMs of its shapes, by component (``inference.layer_kernels``)."""
+    spec = inference_defaults()["layer_kernels"]
+    return {k: int(spec[k]) for k in ("norms", "attention", "mla_gemms", "mla_norms", "mlp_activation", "moe")}
+
+
+@lru_cache(maxsize=1)
+def step_overhead_s() -> float:
+    """Seconds of host work per forward pass of the replica (``inference.step_overhead``)."""
+    return units.parse_duration(str(inference_defaults()["step_overhead"]["seconds"]))
+
+
+@lru_cache(maxsize=1)
+def memory_utilization() -> float:
+    """Fraction of HBM an inference engine uses (``inference.memory_utilization``)."""
+    return float(inference_defaults()["memory_utilization"]["value"])
+
+
+@lru_cache(maxsize=1)
+def max_num_tokens() -> int:
+    """Prefill tokens per forward pass the activation workspace is sized for (``inference.max_num_tokens``)."""
+    return int(inference_defaults()["max_num_tokens"]["tokens"])
+
+
+@lru_cache(maxsize=1)
+def serving_max_batch() -> int:
+    """Largest batch an engine schedules when every request is queued (``inference.serving_max_batch``)."""
+    return int(inference_defaults()["serving_max_batch"]["sequences"])
+
+
+@lru_cache(maxsize=1)
+def expert_load_dispersion() -> float:
+    """Coefficient of variation of one routed expert's load beyond balanced routing
+    (``inference.expert_load_dispersion``)."""
+    return float(inference_defaults()["expert_load_dispersion"]["value"])

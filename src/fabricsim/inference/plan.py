@@ -1,0 +1,155 @@
+"""How a model is served: the inference plan (parallel sizes, static batch, lengths, weight and KV formats, engine
+kernels) and the checks that it can run a model on a GPU; the breakdown's layer kinds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import isfinite
+
+from fabricsim.catalog import GPU
+from fabricsim.errors import SpecError
+from fabricsim.model import KV_BYTES, WEIGHT_BYTES, ModelSpec
+
+LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "other")
+ACT_BYTES = 2  # bf16 activations
+WEIGHTS = tuple(WEIGHT_BYTES)
+KVS = tuple(KV_BYTES)
+
+
+@dataclass(frozen=True)
+class InferencePlan:
+    """How a model is served: parallel sizes (GPUs = tp x pp x dp; ep re-folds the tp x dp GPUs of a stage for
+    the experts), the static batch, prompt and output lengths and the weight and KV-cache formats."""
+
+    tp: int = 1
+    pp: int = 1
+    ep: int = 1
+    dp: int = 1
+    batch: int = 1
+    prompt_tokens: int = 2048
+    output_tokens: int = 256
+    weights: str = "bf16"
+    kv: str = "bf16"
+    gqa_kernel: bool = True
+    """decode attention reads each KV head once for its whole query group (XQA, FlashDecoding); False: once per
+    query head (masked multi-head attention kernels without GQA support)"""
+    moe_sm80_kernels: bool = False
+    """the routed-expert GEMMs run on Ampere-generation (SM80) grouped-GEMM kernels at the 16-bit rate, whatever the
+    weight format (TensorRT-LLM before 0.10: no FP8 MoE, no Hopper MoE kernels; 8-bit weights are INT8 weight-only)"""
+    fixed_gemm_tiles: bool = False
+    """the weight GEMMs run one tactic chosen for another shape (TensorRT engines: the optimization profile's
+    optimum), so a GEMM of few output tiles leaves SMs idle (``gemm_tile`` waves); False: tactics tuned per token
+    count fill the SMs (the roofline)"""
+    fused_gate_up: bool = True
+    """a gated MLP's gate and up projections run as one GEMM of twice the width; False: two GEMMs (TensorRT-LLM
+    engines built without --use_fused_mlp), which matters where tiles are few (``fixed_gemm_tiles``)"""
+    max_context: int | None = None
+    """the model's context window, when known (a preset's); prompt + output beyond it is an error"""
+    draft_tokens: int = 0
+    """speculative decoding: draft tokens proposed per sequence and decode step by the model's own MTP module (one
+    decoder layer of the model's shape, an input projection and the shared LM head, run once per draft token); the
+    target model verifies 1 + draft_tokens tokens per sequence a step. 0: no speculative decoding"""
+    acceptance_length: float = 1.0
+    """mean tokens a decode step yields per sequence with speculative decoding: 1 + the expected accepted drafts,
+    between 1 and 1 + draft_tokens (TensorRT-LLM reports it as the 'acceptance rate')"""
+    attention_weights: str | None = None
+    """format of the attention projection weights (QKV, MLA's down and up projections); None: ``weights``"""
+    attention_out_weights: str | None = None
+    """format of the attention output projection (o_proj, MLA's wo); None: ``attention_weights``"""
+    fp8_mla_decode: bool = False
+    """with an FP8 KV cache an MLA model's decode attention quantises Q to FP8 and runs its math on FP8 tensor
+    cores (TensorRT-LLM's FP8 MLA generation kernels); no effect on other attention or a BF16 cache"""
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"must be a positive integer, got {value!r}", field=f"--{_flag(name)}")
+        d = self.draft_tokens
+        if not isinstance(d, int) or isinstance(d, bool) or d < 0:
+            raise SpecError(f"must be an integer >= 0, got {d!r}", field="--draft-tokens")
+        a = self.acceptance_length
+        if d == 0 and a != 1:
+            raise SpecError(f"{a!r} tokens a step needs draft tokens (--draft-tokens); without them a step yields 1",
+                            field="--acceptance")
+        if isinstance(a, bool) or not isinstance(a, (int, float)) or not isfinite(a) or not 1.0 <= a <= 1.0 + d:
+            raise SpecError(f"mean accepted tokens per step must lie in [1, 1 + draft tokens] = [1, {1 + d}], got "
+                            f"{a!r}", field="--acceptance")
+        if self.weights not in WEIGHT_BYTES:
+            raise SpecError(f"unknown weight precision {self.weights!r}; choose {', '.join(WEIGHTS)}",
+                            field="--weights")
+        if self.kv not in KV_BYTES:
+            raise SpecError(f"unknown KV-cache precision {self.kv!r}; choose {', '.join(KVS)}", field="--kv")
+        for name in ("attention_weights", "attention_out_weights"):
+            value = getattr(self, name)
+            if value is not None and value not in WEIGHT_BYTES:
+                raise SpecError(f"unknown weight precision {value!r}; choose {', '.join(WEIGHTS)}",
+                                field=f"--{name.replace('_', '-')}")
+        if self.max_context is not None and self.context > self.max_context:
+            raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
+                            f"exceeds the model's context window of {self.max_context}", field="--prompt")
+        if self.batch % self.dp:
+            raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def context(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+    @property
+    def attention_format(self) -> str:
+        """The attention projections' weight format (``weights`` unless set apart)."""
+        return self.attention_weights or self.weights
+
+    @property
+    def attention_out_format(self) -> str:
+        """The attention output projection's weight format (the other projections' unless set apart)."""
+        return self.attention_out_weights or self.attention_format
+
+    def to_json(self) -> dict[str, object]:
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
+                "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
+                "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.gqa_kernel,
+                "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
+                "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
+                "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
+                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode}
+
+
+def _flag(name: str) -> str:
+    return {"prompt_tokens": "prompt", "output_tokens": "output"}.get(name, name)
+
+
+def check_inference_plan(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> None:
+    """Raise a one-line SpecError where the plan cannot run the model on this GPU."""
+    t = plan.tp
+    if model.heads % t:
+        raise SpecError(f"heads ({model.heads}) must be divisible by tp ({t})", field="--tp")
+    if model.kv_heads % t and t % model.kv_heads:
+        raise SpecError(f"kv_heads ({model.kv_heads}) and tp ({t}) must divide one another", field="--tp")
+    if model.layers % plan.pp:
+        raise SpecError(f"layers ({model.layers}) must be divisible by pp ({plan.pp})", field="--pp")
+    if model.dense_layers and model.ffn_hidden % t:
+        raise SpecError(f"ffn_hidden ({model.ffn_hidden}) must be divisible by tp ({t})", field="--tp")
+    stage_gpus = t * plan.dp
+    if plan.ep > 1:
+        if model.moe is None:
+            raise SpecError(f"ep ({plan.ep}) > 1 needs an MoE model; {model.name!r} is dense", field="--ep")
+        if model.moe.experts % plan.ep:
+            raise SpecError(f"moe experts ({model.moe.experts}) must be divisible by ep ({plan.ep})", field="--ep")
+        if stage_gpus % plan.ep:
+            raise SpecError(f"ep ({plan.ep}) must divide tp*dp = {t}*{plan.dp} = {stage_gpus} (experts re-fold "
+                            "a stage's GPUs)", field="--ep")
+    if model.moe is not None and model.expert_ffn_hidden % (stage_gpus // plan.ep):
+        raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by expert-TP = tp*dp/ep = "
+                        f"{stage_gpus // plan.ep}", field="--ep")
+    for flag, fmt in (("--weights", plan.weights), ("--attention-weights", plan.attention_format),
+                      ("--attention-out-weights", plan.attention_out_format)):
+        if fmt == "fp8" and gpu.fp8_flops_per_s is None:
+            raise SpecError(f"{gpu.id} has no FP8 tensor cores; use {flag} bf16 or int4", field=flag)
+        if fmt == "fp4" and gpu.fp4_flops_per_s is None:
+            raise SpecError(f"{gpu.id} has no FP4 tensor cores in the catalog; use {flag} fp8, int4 or bf16",
+                            field=flag)

@@ -1,0 +1,124 @@
+"""The collectives of a training step on the plan's real process groups: TP, EP, CP and PP per layer and
+micro-batch, priced once per plan shape (``_LayerComms``), and every group of a kind on the flow simulator when the
+cluster asks for it; all through ``fabricsim.comm``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from fabricsim.caching import ByIdentity
+from fabricsim.comm import Cluster, GroupShape, cached_group_shape, collective_time, groups_comm
+from fabricsim.model import ModelSpec
+from fabricsim.training.placement import Placement, place, widest_group
+from fabricsim.training.plan import ParallelPlan
+
+ACT_BYTES = 2  # bf16 activations
+FP8_BYTES = 1
+_COMMS_CACHE: dict[tuple[object, ...], _LayerComms] = {}
+COMMS_CACHE_SIZE = 65536
+
+
+def _group_shape_of(cluster: Cluster, plan: ParallelPlan, kind: str, widest: bool) -> GroupShape | None:
+    """``_group_shape`` of the widest (or first) group of a kind, its layout cached per plan and node size."""
+    layout = _group_layout(plan, kind, cluster.system.gpus_per_node, widest)
+    return None if layout is None else cached_group_shape(cluster, *layout)
+
+
+@lru_cache(maxsize=65536)
+def _group_layout(plan: ParallelPlan, kind: str, gpus_per_node: int, widest: bool) -> tuple[int, int] | None:
+    """(ranks, most ranks on one node) of a group kind; None for groups of one (no collective)."""
+    placement = place(plan)
+    row = (widest_group(placement, kind, gpus_per_node) if widest
+           else placement.first_group(kind))
+    if len(row) < 2:
+        return None
+    return len(row), int(np.bincount(row // gpus_per_node).max())
+
+
+def _fabric_comm(cluster: Cluster, plan: ParallelPlan, kind: str, shape: GroupShape | None, op: str,
+                 size: float) -> tuple[float, str]:
+    """A collective of every group of ``kind``: on the flow simulator when the cluster asks for it and the groups
+    cross nodes, else one group alone by the analytical model."""
+    if cluster.sim != "flow" or shape is None or shape.nnodes < 2 or size <= 0:
+        return collective_time(shape, op, size, cluster.catalog)
+    return _flow_comm(ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.order, kind, op, size)
+
+
+@lru_cache(maxsize=4096)
+def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, dp: int, pp: int, order: str,
+               kind: str, op: str, size: float) -> tuple[float, str]:
+    """``groups_comm`` for the groups of ``kind`` of a plan layout (cached: only the layout matters)."""
+    plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
+    return groups_comm(cluster_ref.value, place(plan).groups(kind), plan.world_size, op, size)
+
+
+@dataclass(frozen=True)
+class _LayerComms:
+    """Per-layer and per-micro-batch communication costs of a plan, priced once on its real groups."""
+
+    tp_per_layer_pass: tuple[float, str]
+    tp_bf16_per_layer_pass: tuple[float, str]  # the same without FP8 gathers (stages that keep BF16 GEMMs)
+    ep_per_layer_pass: tuple[float, str]
+    cp_per_layer_step: tuple[float, str]
+    pp_per_send: tuple[float, str]
+    pp_gather: tuple[float, str]  # receiver's all-gather of the scattered activation (TP without sequence parallel)
+
+
+def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
+    """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
+    interleaving or batch share their layer collectives)."""
+    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.mbs, plan.seq,
+           plan.precision, plan.sequence_parallel, plan.order)
+    found = _COMMS_CACHE.get(key)
+    if found is None:
+        if len(_COMMS_CACHE) >= COMMS_CACHE_SIZE:
+            _COMMS_CACHE.clear()
+        found = _COMMS_CACHE[key] = _price_layer_comms(model, plan, cluster, placement)
+    return found
+
+
+def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
+    cat = cluster.catalog
+
+    def widest(kind: str) -> GroupShape | None:
+        return _group_shape_of(cluster, plan, kind, True)
+
+    act = plan.mbs * plan.seq / plan.cp * model.hidden * ACT_BYTES
+    tp_shape = widest("tp")
+
+    def tp_pass(gather_bytes_per_element: float) -> tuple[float, str]:
+        if tp_shape is None:
+            return 0.0, "nvlink"
+        if plan.sequence_parallel:
+            t_ag, kind = collective_time(tp_shape, "all_gather", act * gather_bytes_per_element / ACT_BYTES, cat)
+            t_rs, _ = collective_time(tp_shape, "reduce_scatter", act, cat)
+            return 2 * (t_ag + t_rs), kind
+        t_ar, kind = collective_time(tp_shape, "all_reduce", act, cat)
+        return 2 * t_ar, kind
+
+    # TransformerEngine gathers the FP8-cast input under FP8 (1 byte/element); reduce-scatters stay bf16.
+    tp_bf16 = tp_pass(ACT_BYTES)
+    tp = tp_pass(FP8_BYTES) if plan.precision == "fp8" else tp_bf16
+    ep = (0.0, "nvlink")
+    if model.moe is not None and plan.ep > 1:
+        t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all",
+                                   act / plan.tp * model.moe.top_k)
+        ep = (2 * t_a2a, kind)
+    cp = (0.0, "nvlink")
+    if plan.cp > 1:
+        kv_block = 2 * plan.mbs * plan.seq / plan.cp * model.kv_dim * ACT_BYTES / plan.tp
+        cp = collective_time(widest("cp"), "send_recv", kv_block, cat)
+    pp = pp_gather = (0.0, "nvlink")
+    if plan.pp > 1:
+        # Each TP rank sends 1/tp of the activation on its own NIC: with sequence parallelism it is already split;
+        # without, Megatron-LM's scatter/gather optimisation (Narayanan et al. SC21 sec. 4.1; on unless
+        # --no-scatter-gather-tensors-in-pipeline) splits it and the receiver all-gathers it over the TP group.
+        pp_shape = _group_shape_of(cluster, plan, "pp", False)
+        pair = None if pp_shape is None else cached_group_shape(cluster, 2, 1 if pp_shape.nnodes > 1 else 2)
+        pp = collective_time(pair, "send_recv", act / plan.tp, cat)
+        if tp_shape is not None and not plan.sequence_parallel:
+            pp_gather = collective_time(tp_shape, "all_gather", act, cat)
+    return _LayerComms(tp, tp_bf16, ep, cp, pp, pp_gather)

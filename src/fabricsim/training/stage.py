@@ -1,0 +1,152 @@
+"""The network-independent work of one micro-batch on a pipeline stage: weight GEMMs at the precision's rate and
+their reduction-depth efficiency, attention, the LM head, kernel launch gaps and element-wise HBM traffic (FP8 kept
+only where it pays for its casts)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from fabricsim.caching import ByIdentity
+from fabricsim.catalog import GPU
+from fabricsim.model import (
+    ModelSpec,
+    achievable_flops_per_s,
+    attention_flops_per_s,
+    forward_flops,
+    gemm_flops_per_s,
+    hbm_efficiency,
+    k_efficiency,
+    kernel_gap_s,
+)
+from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_bytes, layer_forward_bytes
+from fabricsim.training.flops import kv_replication_flops, layer_gemm_shapes
+from fabricsim.training.memory import stage_params
+from fabricsim.training.plan import ParallelPlan, stage_layers
+
+# Kernels of one transformer layer's forward in Megatron-Core with TransformerEngine: norm, QKV GEMM, RoPE,
+# attention, projection GEMM, bias-dropout-add, norm, two MLP GEMMs, activation, bias-dropout-add, + TP
+# collectives; FP8 adds a quantise kernel per GEMM input. Backward and recompute launch as many per pass.
+KERNELS_PER_LAYER_FORWARD = 12
+FP8_CAST_KERNELS_PER_LAYER = 4
+
+
+@dataclass(frozen=True)
+class _StageCompute:
+    """Seconds of one micro-batch's work on one GPU of a stage, by pass (forward, backward, recompute)."""
+
+    gemm_fwd_s: float  # weight GEMMs of the transformer layers, one forward
+    attention_fwd_s: float  # QK^T and AV, one forward
+    head_fwd_s: float  # LM head (last stage), one forward
+    kernel_gaps_s: float  # launch gaps of every kernel of the micro-batch
+    recompute_gemm: float  # forwards of the weight GEMMs recomputed (0 or 1)
+    recompute_attention: float  # forwards of attention recomputed (0 or 1)
+
+    @property
+    def forward_s(self) -> float:
+        return self.gemm_fwd_s + self.attention_fwd_s + self.head_fwd_s
+
+    @property
+    def backward_s(self) -> float:
+        """Backward (2x forward FLOPs) plus what recompute repeats inside it."""
+        return (2.0 * self.forward_s + self.recompute_gemm * self.gemm_fwd_s
+                + self.recompute_attention * self.attention_fwd_s)
+
+    @property
+    def total_s(self) -> float:
+        return self.forward_s + self.backward_s + self.kernel_gaps_s
+
+
+def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], last: bool,
+                   precision: str) -> _StageCompute:
+    """Matmul time of one micro-batch on a stage: weight GEMMs at the plan precision's achievable rate, fused
+    attention at the attention kernels' rate (causal: block skipping halves it) or, unfused, as batched matmuls at
+    the BF16 GEMM rate, the LM head in BF16 (Megatron keeps its output layer out of FP8)."""
+    share = plan.tp * plan.cp
+    fwd = forward_flops(model, plan.mbs, plan.seq, layers=layers, lm_head=last, causal=plan.flash_attention)
+    gemm_flops = fwd.linear / share + kv_replication_flops(model, plan, len(layers))
+    bf16 = achievable_flops_per_s(gpu)
+    attention_rate = attention_flops_per_s(gpu) if plan.flash_attention else bf16
+    kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if precision == "fp8" else 0)
+    passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
+    return _StageCompute(
+        gemm_fwd_s=gemm_flops / gemm_flops_per_s(gpu, precision) / _shape_efficiency(model, plan, gpu, layers,
+                                                                                     precision),
+        attention_fwd_s=fwd.attention / share / attention_rate,
+        head_fwd_s=fwd.lm_head / share / bf16,
+        kernel_gaps_s=kernels * passes * len(layers) * kernel_gap_s(),
+        recompute_gemm=1.0 if plan.recompute == "full" else 0.0,
+        recompute_attention=0.0 if plan.recompute == "none" else 1.0,
+    )
+
+
+def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], precision: str) -> float:
+    """FLOP-weighted efficiency of the stage's weight GEMMs relative to the best shape, from each GEMM's reduction
+    depth: forward (K = its input width), backward-data (K = its output width), weight gradient (K = tokens).
+    Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
+    tokens = plan.mbs * plan.seq / plan.cp
+    flops = slowed = 0.0
+    moe = sum(1 for i in layers if model.is_moe_layer(i))
+    for index, count in ((next((i for i in layers if model.is_moe_layer(i)), -1), moe),
+                         (next((i for i in layers if not model.is_moe_layer(i)), -1), len(layers) - moe)):
+        if count == 0:
+            continue
+        shapes = np.array(layer_gemm_shapes(model, plan, index))  # rows: (forward FLOPs, forward K, dgrad K)
+        ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.full(len(shapes), tokens)])
+        flops += count * 3 * float(shapes[:, 0].sum())
+        slowed += count * float((shapes[:, 0, None] / k_efficiency(ks, gpu, precision)).sum())
+    return flops / slowed if slowed > 0 else 1.0
+
+
+@dataclass(frozen=True)
+class _StageWork:
+    """The network-independent part of one micro-batch on a stage: matmul time by pass, element-wise HBM time,
+    and whether FP8 was dropped for BF16 (the TP gathers then stay BF16 too)."""
+
+    work: _StageCompute
+    hbm_s: float
+    bf16_fallback: bool
+
+
+def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, layers: list[int]) -> _StageWork:
+    """Cached per model, plan, GPU and stage: a sizing search prices the same plan on many networks."""
+    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage)
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
+                       stage: int) -> _StageWork:
+    model, gpu = model_ref.value, gpu_ref.value
+    layers = list(_stage_layers(model, plan)[stage])
+    last = stage == plan.pp - 1
+    hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
+    recompute_passes = 1.0 if plan.recompute == "full" else 0.0
+    work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
+    casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
+                + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
+    fallback = False
+    if plan.precision == "fp8":  # FP8 GEMMs only where they pay for their casts (else the stage stays BF16)
+        bf16 = _stage_compute(model, plan, gpu, layers, last, "bf16")
+        if bf16.total_s <= work.total_s + casts / hbm_rate:
+            work, casts, fallback = bf16, 0.0, True
+    fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
+    held = stage_params(model, plan, stage)
+    hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
+    return _StageWork(work, hbm_bytes / hbm_rate, fallback)
+
+
+def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    """``stage_layers``, cached per model and plan."""
+    return _cached_stage_layers(ByIdentity(model), plan)
+
+
+@lru_cache(maxsize=16384)
+def _cached_stage_layers(model: ByIdentity[ModelSpec], plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(stage) for stage in stage_layers(model.value, plan))
+
+
+@lru_cache(maxsize=256)
+def _moe_flags(model: ModelSpec) -> tuple[int, ...]:
+    return tuple(int(model.is_moe_layer(i)) for i in range(model.layers))
