@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import ast
 import graphlib
+import os
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -15,7 +18,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "fabricsim"
 MAX_LINES = 500
 
-BASE = frozenset({"units", "inputs", "errors", "caching", "si_json"})
+BASE = frozenset({"units", "inputs", "errors", "caching", "si_json", "lazy"})
 # What each package may import directly (besides the base modules); the closure of this table is what it may use.
 ALLOWED: dict[str, frozenset[str]] = {
     "catalog": frozenset(),
@@ -200,3 +203,27 @@ def test_the_readme_table_is_the_rule() -> None:
             assert listed == {"every package"}
             continue
         assert listed == ALLOWED[name], f"README row of {name}: {sorted(listed)} != {sorted(ALLOWED[name])}"
+
+
+HEAVY = ("matplotlib", "pandas", "pyarrow", "torch", "ray", "scipy.optimize")
+
+
+def test_importing_the_model_packages_loads_no_plotting_or_fitting_library() -> None:
+    """Package re-exports stay light: plots, fits and frames load on first use (``fabricsim.lazy``), not when a
+    benchmark rank or a CLI command imports the package."""
+    code = ("import sys\nimport fabricsim.topology, fabricsim.comm, fabricsim.training, fabricsim.inference, "
+            "fabricsim.serving, fabricsim.bench, fabricsim.validation\n"
+            f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
+    assert "LOADED []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_a_lazy_export_resolves_on_first_use() -> None:
+    import fabricsim.bench as bench
+    from fabricsim.bench.calibration import calibrate
+    from fabricsim.bench.measurements import load_results
+
+    assert bench.calibrate is calibrate and bench.load_results is load_results
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = bench.nothing

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
-from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from fabricsim.errors import SpecError
 from fabricsim.topology.kinds import NIC
@@ -78,6 +76,9 @@ def _torus_dims(topo: Topology) -> tuple[int, int, int]:
 
 def sketch(topo: Topology, path: str | Path) -> None:
     """Draw the cluster to an image file (format from the suffix: .png, .svg, .pdf)."""
+    from matplotlib.figure import Figure  # matplotlib only when a picture is drawn
+    from matplotlib.patches import Rectangle
+
     if topo.num_nodes > MAX_NODES or topo.fabric.num_switches > MAX_SWITCHES:
         raise SpecError(f"a sketch draws at most {MAX_NODES} nodes and {MAX_SWITCHES} switches "
                         f"(this cluster: {topo.num_nodes} nodes, {topo.fabric.num_switches} switches);"
