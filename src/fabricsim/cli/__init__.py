@@ -13,7 +13,7 @@ import typer
 
 from fabricsim.cli.bench_cmd import bench_app
 from fabricsim.cli.calibrate_cmd import calibrate_command, compare_command
-from fabricsim.cli.catalog_cmd import Category, catalog_command, catalog_table
+from fabricsim.cli.catalog_cmd import catalog_command
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.infer_cmd import infer_command
 from fabricsim.cli.output import console
@@ -78,7 +78,6 @@ def demo_command() -> None:
     from fabricsim.training import ParallelPlan, predict_training
 
     catalog = default_catalog()
-    console.print(catalog_table(catalog, Category.systems))
     model = load_model("llama3-70b")
     plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, recompute="selective")
     pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")))
@@ -87,6 +86,8 @@ def demo_command() -> None:
     console.print(render_training(pred, title))
     for line in summary_lines(pred):
         console.print(line)
+    console.print("[dim]next: `fabricsim catalog systems` for the other systems, `fabricsim whatif` for where the "
+                  "next dollar goes, `fabricsim --help` for every command[/]")
 
 
 def main() -> None:
@@ -100,7 +101,9 @@ def main() -> None:
         sys.exit(130)
     except Exception as exc:
         # typer's (vendored click) usage errors: duck-typed, since their classes are private to typer.
-        if type(exc).__name__ == "NoArgsIsHelpError":
+        if type(exc).__name__ == "NoArgsIsHelpError":  # `fabricsim` (or a group) alone: its usage, as --help
+            ctx = getattr(exc, "ctx", None)
+            sys.stdout.write((ctx.get_help() if ctx is not None else "usage: fabricsim --help") + "\n")
             sys.exit(0)
         format_message = getattr(exc, "format_message", None)
         if format_message is None or not hasattr(exc, "exit_code"):

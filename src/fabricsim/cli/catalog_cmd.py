@@ -165,19 +165,27 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
     return result
 
 
-def catalog_table(catalog: Catalog, category: Category) -> Table:
-    """A rich table of one catalog category."""
-    from fabricsim.cli.output import narrow, num_column, text_column
+def catalog_table(catalog: Catalog, category: Category, width: int | None = None) -> Table:
+    """A rich table of one catalog category that fits the console: the id column is never folded, and columns
+    are dropped (secondary ones first, then from the right) until the rest fit on one line each."""
+    from fabricsim.cli.output import fit_columns, num_column, text_column
 
+    entries = list(_entries(catalog, category).values())
+    cells = {header: [fmt(e, catalog) for e in entries] for header, fmt in COLUMNS[category]}
+    headers = fit_columns(cells, console.width if width is None else width, keep=("id",),
+                          drop_first=tuple(h for h in cells if h in SECONDARY))
     table = new_table(title=f"catalog: {category.value}", header_style="bold")
-    columns = [c for c in COLUMNS[category] if not (narrow() and c[0] in SECONDARY)]
-    for header, _ in columns:
-        if header in NUMERIC:
+    for header in headers:
+        if header == "id":
+            table.add_column(header, no_wrap=True)
+        elif header in NUMERIC:
             num_column(table, header)
         else:
             text_column(table, header)
-    for entry in _entries(catalog, category).values():
-        table.add_row(*(fmt(entry, catalog) for _, fmt in columns))
+    for i in range(len(entries)):
+        table.add_row(*(cells[h][i] for h in headers))
+    if len(headers) < len(cells):
+        table.caption = f"columns left out at this width: {', '.join(h for h in cells if h not in headers)} (--json)"
     return table
 
 

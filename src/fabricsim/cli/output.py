@@ -181,6 +181,26 @@ def text_column(table: Table, header: str, **kw: Any) -> None:
     table.add_column(header, overflow="fold", **kw)
 
 
+def fit_columns(cells: Mapping[str, Sequence[str]], width: int, keep: Sequence[str] = (),
+                drop_first: Sequence[str] = ()) -> list[str]:
+    """The headers of a table that fit in `width` columns with no cell folded: columns in `drop_first` go first,
+    then the rightmost; those in `keep` stay. Widths are measured on the rendered text (markup stripped)."""
+    from rich.text import Text
+
+    def need(header: str) -> int:
+        texts = [header, *cells[header]]
+        return max(max(Text.from_markup(line).cell_len for line in t.splitlines() or [""]) for t in texts) + 3
+
+    shown = list(cells)
+    order = [h for h in drop_first if h in cells] + [h for h in reversed(list(cells)) if h not in drop_first]
+    for header in order:
+        if sum(need(h) for h in shown) + 1 <= width:
+            break
+        if header not in keep:
+            shown.remove(header)
+    return shown
+
+
 def narrow() -> bool:
     """Whether the console is too narrow for the secondary columns (under 120 columns)."""
     return console.width < 120

@@ -70,6 +70,16 @@ def _watts(value: float | None) -> str:
     return "-" if value is None else (f"{value / 1e3:,.1f} kW" if value >= 1e3 else f"{value:.0f} W")
 
 
+def _nvlink_domains(bom: BillOfMaterials) -> str:
+    """Per-domain size and how many domains: the NVSwitch count is the cluster's, so it is said as such."""
+    if bom.nvlink_domain_size <= 1:
+        return "none (PCIe only)"
+    domains = max(1, bom.gpus // bom.nvlink_domain_size)
+    chips = (f"; {bom.nvswitch_chips} NVSwitch chips in all ({bom.nvswitch_chips // domains} per domain)"
+             if bom.nvswitch_chips else "")
+    return f"{domains} x {bom.nvlink_domain_size} GPUs{chips}"
+
+
 def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
     summary = new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
@@ -80,7 +90,7 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     rows = [
         ("fabric", bom.fabric),
         ("GPUs / nodes / NICs", f"{bom.gpus} / {bom.nodes} / {bom.nics} x {bom.nic}"),
-        ("NVLink domain", f"{bom.nvlink_domain_size} GPUs ({bom.nvswitch_chips} NVSwitch chips)"),
+        ("NVLink domains", _nvlink_domains(bom)),
         ("switches", f"{switches} ({bom.switches_total} x {bom.switch}{', SHARP' if topo.sharp else ''})"),
         ("cables", f"{cables}: {bom.cables_copper} copper, {bom.cables_optical} optical, "
                    f"{bom.transceivers} transceivers"),

@@ -17,7 +17,7 @@ from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_n
 from fabricsim.topology.nodes import NodeTemplate, build_node, hgx_node, nvl72_rack, pcie_node
 from fabricsim.topology.resolve import resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
-from fabricsim.topology.sketch import sketch
+from fabricsim.topology.sketch import sketch, sketch_figure
 from fabricsim.topology.spec import FABRICS, ClusterSpec
 from fabricsim.topology.topology import Topology
 from fabricsim.topology.torus import near_cube
@@ -52,4 +52,5 @@ __all__ = [
     "plan_fat_tree",
     "resolve_switch",
     "sketch",
+    "sketch_figure",
 ]

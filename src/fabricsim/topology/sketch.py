@@ -6,6 +6,7 @@ switch grid (wrap-around cables omitted), meshes as a circle of nodes.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -15,8 +16,13 @@ from fabricsim.topology.kinds import NIC
 from fabricsim.topology.routes import IntArray
 from fabricsim.topology.topology import Topology
 
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
 MAX_NODES = 256
 MAX_SWITCHES = 600
+MIN_WIDTH_IN = 7.0  # room for the title and the tier labels on a cluster of one or two nodes
+DPI = 110
 MAX_WIDTH_IN = 14.0  # with dpi 110: at most ~1540 px wide whatever the node count
 
 
@@ -76,6 +82,11 @@ def _torus_dims(topo: Topology) -> tuple[int, int, int]:
 
 def sketch(topo: Topology, path: str | Path) -> None:
     """Draw the cluster to an image file (format from the suffix: .png, .svg, .pdf)."""
+    sketch_figure(topo).savefig(str(path), dpi=DPI)
+
+
+def sketch_figure(topo: Topology) -> Figure:
+    """The cluster as a matplotlib figure (title, tiers, nodes and cables; legend below)."""
     from matplotlib.figure import Figure  # matplotlib only when a picture is drawn
     from matplotlib.patches import Rectangle
 
@@ -84,7 +95,8 @@ def sketch(topo: Topology, path: str | Path) -> None:
                         f"(this cluster: {topo.num_nodes} nodes, {topo.fabric.num_switches} switches);"
                         " plot a smaller cluster", field="plot")
     pos, centres = _positions(topo)
-    fig = Figure(figsize=(min(4 + 0.18 * topo.num_nodes, MAX_WIDTH_IN), 5 + 0.8 * len(topo.fabric.tier_names)))
+    fig = Figure(figsize=(min(max(MIN_WIDTH_IN, 4 + 0.18 * topo.num_nodes), MAX_WIDTH_IN),
+                          5 + 0.8 * len(topo.fabric.tier_names)), layout="constrained")
     ax = fig.add_subplot()
     first = topo.num_nodes * topo.node.num_links
     src, dst = topo.link_src[first::2], topo.link_dst[first::2]
@@ -120,14 +132,14 @@ def sketch(topo: Topology, path: str | Path) -> None:
     elif topo.fabric.rails == 1:
         ax.plot([], [], color=colours[0], label="cables")
     bom = topo.bom()
-    ax.set_title(f"{topo.num_nodes} x {topo.system.id} ({topo.num_gpus} GPUs)\n{bom.fabric}\n"
+    # A figure title (not the axes'): constrained layout keeps it inside the image whatever the cluster's width.
+    fig.suptitle(f"{topo.num_nodes} x {topo.system.id} ({topo.num_gpus} GPUs)\n{bom.fabric}\n"
                  f"switches {bom.switches_total}, cables {bom.cables_total}, "
                  f"bisection {bom.bisection_bytes_per_s / 1e12:.2f} TB/s", fontsize=12)
     if topo.fabric.num_switches or topo.fabric.rails:
-        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=10, frameon=False)
+        fig.legend(loc="outside lower center", ncols=2, fontsize=10, frameon=False)
     if topo.fabric.kind == "torus":
         ax.text(0.0, -0.9, "wrap-around torus cables not drawn", fontsize=9, color="0.4")
     ax.set_axis_off()
     ax.autoscale()
-    fig.tight_layout()
-    fig.savefig(str(path), dpi=110)
+    return fig
