@@ -179,3 +179,31 @@ def test_whatif_bad_input_is_one_line(runner: CliRunner, args: list[str]) -> Non
     assert out.exit_code == 2, out.output
     assert "Traceback" not in out.output
     assert out.output.strip().startswith("error:") and len(out.output.strip().splitlines()) == 1
+
+
+def test_a_downgrade_is_said_as_savings_per_percent_slower_never_the_next_dollar(catalog: Catalog) -> None:
+    """Issue 21: `--swap ib=hdr` on a DGX H100 plan is slower and cheaper. It is a downgrade: dollars saved per 1%
+    slower, no '% faster per $1M', never 'worth it' and never where the next dollar goes."""
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, mbs=1, zero=1, recompute="selective")
+    result = what_if(model, plan, Scenario("dgx-h100", 512, None, 1.0, catalog), 2.0, (parse_swap("ib=hdr"),))
+    (hdr,) = result.swaps
+    assert hdr.speedup < 1.0 and hdr.cost_delta_usd is not None and hdr.cost_delta_usd < 0
+    assert hdr.kind == "downgrade"
+    assert hdr.percent_per_million_usd is None
+    saved = hdr.savings_usd_per_percent_slower
+    assert saved is not None and saved == pytest.approx(-hdr.cost_delta_usd / hdr.percent_slower)
+    assert hdr.worth_it(result.base_capex_usd) is False
+    assert result.verdict.swap is None and "next dollar goes to ib=hdr" not in result.verdict.sentence
+    if (hdr.work_per_usd_change(result.base_capex_usd) or 0.0) > 0:
+        assert "a downgrade, if time allows: ib=hdr (saves $" in result.verdict.sentence
+    data = hdr.to_json(result.base_capex_usd)
+    assert data["kind"] == "downgrade" and data["worth_it"] is False and data["percent_per_million_usd"] is None
+
+
+def test_whatif_table_says_downgrade_not_faster_per_dollar(runner: CliRunner) -> None:
+    out = runner.invoke(app, ["whatif", "--model", "llama3-70b", "--gpus", "512", "--tp", "8", "--pp", "4", "--seq",
+                              "8192", "--gbs", "512", "--swap", "ib=hdr"], env={"COLUMNS": "160"})
+    assert out.exit_code == 0, out.output
+    assert "downgrade: saves $" in out.output and "per 1% slower" in out.output
+    assert "faster per $1M" not in out.output and "next dollar goes to ib=hdr" not in out.output

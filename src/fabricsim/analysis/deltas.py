@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 PER_MILLION = 1e6
+SAME_SPEED = 1e-6  # |speed-up - 1| below this is the same speed (a swap that changes nothing the step uses)
 
 
 @dataclass(frozen=True)
@@ -36,21 +37,65 @@ class SwapDelta:
         return (self.speedup - 1.0) * 100.0
 
     @property
+    def percent_slower(self) -> float:
+        """How much longer the step takes, in % of the base step (negative when faster)."""
+        return (1.0 / self.speedup - 1.0) * 100.0
+
+    @property
+    def kind(self) -> str:
+        """What the swap trades: an upgrade (faster, costs more), a downgrade (slower, saves), a win (faster for
+        less or the same, or as fast for less), a loss (slower or dearer), no change; cost unknown: speed only."""
+        faster, slower = self.speedup > 1.0 + SAME_SPEED, self.speedup < 1.0 - SAME_SPEED
+        if self.cost_delta_usd is None:
+            speed = "faster" if faster else ("slower" if slower else "same speed")
+            return f"{speed}, cost unknown"
+        dearer, cheaper = self.cost_delta_usd > 0, self.cost_delta_usd < 0
+        if faster and dearer:
+            return "upgrade"
+        if slower and cheaper:
+            return "downgrade"
+        if (faster and not dearer) or (cheaper and not slower):
+            return "win"
+        if slower or dearer:
+            return "loss"
+        return "no change"
+
+    @property
     def percent_per_million_usd(self) -> float | None:
-        """% faster per million dollars spent (None when it costs nothing or the cost is unknown)."""
-        if self.cost_delta_usd is None or self.cost_delta_usd <= 0:
+        """% faster per million dollars spent, for an upgrade only (None otherwise: a downgrade is said as savings
+        per % slower, never as % faster per dollar)."""
+        if self.kind != "upgrade" or self.cost_delta_usd is None:
             return None
         return self.percent_faster / (self.cost_delta_usd / PER_MILLION)
 
-    def worth_it(self, base_capex_usd: float | None) -> bool | None:
-        """True when throughput per capital dollar improves: speedup > new capex / base capex (None: unknown)."""
+    @property
+    def savings_usd_per_percent_slower(self) -> float | None:
+        """Dollars saved per 1% of step time given up, for a downgrade only (None otherwise)."""
+        if self.kind != "downgrade" or self.cost_delta_usd is None:
+            return None
+        return -self.cost_delta_usd / self.percent_slower
+
+    def work_per_usd_change(self, base_capex_usd: float | None) -> float | None:
+        """Relative change of throughput per capital dollar (+0.05: 5% more work per dollar; None: unknown)."""
         if self.cost_delta_usd is None or base_capex_usd is None or base_capex_usd <= 0:
             return None
-        return bool(self.speedup * base_capex_usd > base_capex_usd + self.cost_delta_usd)
+        return self.speedup * base_capex_usd / (base_capex_usd + self.cost_delta_usd) - 1.0
+
+    def worth_it(self, base_capex_usd: float | None) -> bool | None:
+        """True when spending on the swap pays: it is faster (an upgrade or a win) and throughput per capital dollar
+        improves (speedup > new capex / base capex). A downgrade is never "worth it" in this sense, whatever it
+        saves: its trade is `savings_usd_per_percent_slower` (None: cost unknown)."""
+        change = self.work_per_usd_change(base_capex_usd)
+        if change is None:
+            return None
+        return self.kind in ("upgrade", "win") and change > 0
 
     def to_json(self, base_capex_usd: float | None) -> dict[str, Any]:
         return {"swap": self.swap, "step_time_s": self.step_time_s, "speedup": self.speedup,
                 "cost_delta_usd": self.cost_delta_usd, "percent_faster": self.percent_faster,
+                "percent_slower": self.percent_slower, "kind": self.kind,
                 "percent_per_million_usd": self.percent_per_million_usd,
+                "savings_usd_per_percent_slower": self.savings_usd_per_percent_slower,
+                "work_per_usd_change": self.work_per_usd_change(base_capex_usd),
                 "worth_it": self.worth_it(base_capex_usd), "fits": self.fits,
                 "missing_prices": list(self.missing_prices)}

@@ -31,10 +31,28 @@ def usd(value: float) -> str:
 
 
 def _swap_phrase(s: SwapDelta) -> str:
+    """An upgrade as % faster for its cost (and per $1M); a downgrade as savings for % slower (and per 1%)."""
     cost = "cost unknown" if s.cost_delta_usd is None else usd(s.cost_delta_usd)
+    saved = s.savings_usd_per_percent_slower
+    if saved is not None and s.cost_delta_usd is not None:
+        return (f"{s.swap} (saves ${-s.cost_delta_usd / 1e6:,.2f}M for {s.percent_slower:.1f}% slower, "
+                f"${saved / 1e6:,.2f}M per 1% slower)")
     per = s.percent_per_million_usd
     rate = "" if per is None else f", {per:.2f}% per $1M"
     return f"{s.swap} ({s.percent_faster:+.1f}% for {cost}{rate})"
+
+
+def _downgrade_note(swaps: tuple[SwapDelta, ...], base_capex_usd: float | None) -> str:
+    """The downgrade that saves the most per 1% slower among those that raise the work done per capital dollar,
+    said as a saving (never as the next dollar)."""
+    downs = [s for s in swaps if s.savings_usd_per_percent_slower is not None
+             and (s.work_per_usd_change(base_capex_usd) or 0.0) > 0]
+    if not downs:
+        return ""
+    top = max(downs, key=lambda s: s.savings_usd_per_percent_slower or 0.0)
+    change = top.work_per_usd_change(base_capex_usd)
+    work = "" if change is None else f"; work per capital dollar {change * 100:+.1f}%"
+    return f"; a downgrade, if time allows: {_swap_phrase(top)}{work}"
 
 
 def _rank(s: SwapDelta) -> float:
@@ -54,7 +72,7 @@ def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, .
         most = max(network, key=lambda d: d.speedup, default=None)
         if most is not None:
             head += f" (the plan is compute-bound: {factor:g}x faster {most.layer} gives only {most.speedup:.2f}x)"
-    worth = [s for s in swaps if s.worth_it(base_capex_usd)]
+    worth = [s for s in swaps if s.worth_it(base_capex_usd)]  # only faster clusters: a downgrade is said apart
     unknown = [s for s in swaps if s.worth_it(base_capex_usd) is None]
     pick: str | None = None
     if worth:
@@ -62,13 +80,14 @@ def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, .
         pick = top.swap
         tail = f"; the next dollar goes to {_swap_phrase(top)}"
     elif swaps:
-        priced = [s for s in swaps if s.worth_it(base_capex_usd) is not None]
-        reason = "no network upgrade pays for its cost" if compute_bound else "no swap pays for its cost"
+        priced = [s for s in swaps if s.percent_per_million_usd is not None]
+        reason = "no network upgrade pays for its cost" if compute_bound else "no upgrade pays for its cost"
         tail = f"; {reason}"
         if priced:
             tail += " (best per dollar: " + _swap_phrase(max(priced, key=_rank)) + ")"
     else:
         tail = "; no network upgrade would pay" if compute_bound else f"; the next dollar goes to {best.layer}"
+    tail += _downgrade_note(swaps, base_capex_usd)
     if unknown:
         missing = sorted({m for s in unknown for m in s.missing_prices} | set(missing_prices))
         tail += (f"; not priced: {', '.join(s.swap for s in unknown)}"

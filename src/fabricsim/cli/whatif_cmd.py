@@ -13,7 +13,6 @@ from fabricsim.cli.output import (
     command_inputs,
     console,
     emit,
-    narrow,
     new_table,
     num_column,
     output_format,
@@ -57,7 +56,7 @@ from fabricsim.cli.train_cmd import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.analysis import WhatIf
+    from fabricsim.analysis import SwapDelta, WhatIf
 
 
 def _money(value: float | None) -> str:
@@ -83,21 +82,31 @@ def layer_table(result: WhatIf) -> Table:
     return table
 
 
+def _trade(s: SwapDelta) -> str:
+    """An upgrade as % faster per $1M; a downgrade as dollars saved per 1% slower; otherwise what kind it is."""
+    per, saved = s.percent_per_million_usd, s.savings_usd_per_percent_slower
+    if per is not None:
+        return f"upgrade: {per:+.2f}% per $1M"
+    if saved is not None:
+        return f"downgrade: saves ${saved / 1e6:,.2f}M per 1% slower"
+    return s.kind
+
+
 def swap_table(result: WhatIf) -> Table:
-    """Each swap: step time, speed-up, capital cost difference, % faster per $1M and whether it pays."""
+    """Each swap: step time, speed-up, capital cost difference, what it trades (an upgrade's % faster per $1M, a
+    downgrade's savings per 1% slower) and how the work done per capital dollar moves."""
     base = "unknown" if result.base_capex_usd is None else f"${result.base_capex_usd:,.0f}"
     table = new_table(title=f"swaps (base capital cost {base})", header_style="bold")
     text_column(table, "swap")
-    for header in ("step time", "speed-up", "cost delta", "% faster per $1M"):
+    for header in ("step time", "speed-up", "cost delta"):
         num_column(table, header)
-    text_column(table, "pays" if narrow() else "pays for itself")
+    text_column(table, "trade")
+    num_column(table, "work per $")
     for s in result.swaps:
-        per = s.percent_per_million_usd
-        worth = s.worth_it(result.base_capex_usd)
-        verdict = "?" if worth is None else ("[green]yes[/]" if worth else "no")
+        change = s.work_per_usd_change(result.base_capex_usd)
+        work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
         step = units.format_duration(s.step_time_s) + ("" if s.fits else " [yellow](does not fit)[/]")
-        table.add_row(s.swap, step, f"{s.speedup:.3f}x", _money(s.cost_delta_usd),
-                      "-" if per is None else f"{per:.2f}", verdict)
+        table.add_row(s.swap, step, f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s), work)
     return table
 
 
