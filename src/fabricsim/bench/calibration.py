@@ -9,7 +9,8 @@ result is an overlay YAML (catalog entries replaced by id) that every model comm
 
 Guards (issue 10, item 6): `check_results` refuses a log that cannot belong to the system (a CPU/gloo run, devices
 the nccl-tests header names that are not the system's GPU, more ranks on a host than the node has GPUs); the fit
-never returns parameters that fit the measurements worse than the catalog's own (it keeps the catalog's and says so);
+writes nothing unless it beats the catalog on its own measurements: better overall and worse on no log (issue 21;
+otherwise it keeps the catalog's parameters and says why);
 it warns on a parameter at its bound and on a log whose error stays above `RESIDUAL_WARN`; and it reports each log's
 error before and after.
 """
@@ -258,11 +259,11 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
     rows_fit = _rows(measurements, t_before, t_fit)
     rms_before, rms_fit = _rms_log_error(t_before, measured), _rms_log_error(t_fit, measured)
     warnings: list[str] = []
-    kept = _fits_worse(rows_fit, rms_fit, rms_before)
+    why = _no_better(rows_fit, rms_fit, rms_before, _log_errors(measurements, rows_fit))
+    kept = why is not None
     if kept:
-        warnings.append(f"the fitted parameters fit these measurements worse than the catalog's (mean |busbw error| "
-                        f"{_mean_abs(rows_fit, 'after'):.1%} vs {_mean_abs(rows_before, 'before'):.1%}, rms log "
-                        f"error {rms_fit:.3g} vs {rms_before:.3g}): kept the catalog's parameters, no overlay")
+        warnings.append(f"the fit does not beat the catalog on its own measurements ({why}): kept the catalog's "
+                        "parameters, no overlay")
         after, rows = dict(before), rows_before
     else:
         warnings += _bound_warnings(names, after)
@@ -298,10 +299,22 @@ def _mean_abs(rows: Sequence[CalibrationRow], which: str) -> float:
     return float(np.mean([abs(r.before_error if which == "before" else r.after_error) for r in rows]))
 
 
-def _fits_worse(rows_fit: Sequence[CalibrationRow], rms_fit: float, rms_before: float) -> bool:
-    """Whether the fitted parameters do worse than the catalog's on the measurements, by either measure."""
+def _no_better(rows_fit: Sequence[CalibrationRow], rms_fit: float, rms_before: float,
+               logs_fit: Sequence[LogError]) -> str | None:
+    """Why the fitted parameters do not beat the catalog's on the measurements (None when they do): worse overall by
+    either measure, no better at all, or worse on any one log (an overlay must not trade one log for another)."""
     tol = 1e-9
-    return rms_fit > rms_before * (1 + tol) or _mean_abs(rows_fit, "after") > _mean_abs(rows_fit, "before") + tol
+    mean_fit, mean_before = _mean_abs(rows_fit, "after"), _mean_abs(rows_fit, "before")
+    if rms_fit > rms_before * (1 + tol) or mean_fit > mean_before + tol:
+        return (f"mean |busbw error| {mean_fit:.1%} vs the catalog's {mean_before:.1%}, rms log error {rms_fit:.3g} "
+                f"vs {rms_before:.3g}")
+    worse = [e for e in logs_fit if e.after_mean_abs_error > e.before_mean_abs_error + tol]
+    if worse:
+        return "; ".join(f"{e.log} gets worse: mean |busbw error| {e.before_mean_abs_error:.1%} -> "
+                         f"{e.after_mean_abs_error:.1%}" for e in worse)
+    if mean_fit >= mean_before - tol and rms_fit >= rms_before * (1 - tol):
+        return f"no better: mean |busbw error| {mean_fit:.1%}, the catalog's {mean_before:.1%}"
+    return None
 
 
 def _bound_warnings(names: Sequence[str], after: dict[str, float]) -> list[str]:
@@ -328,16 +341,13 @@ def _log_errors(measurements: Sequence[Measurement], rows: Sequence[CalibrationR
 
 
 def _log_warnings(logs: Sequence[LogError], kept: bool) -> list[str]:
-    """Warnings for logs the parameters leave far off (RESIDUAL_WARN) or that the fit made worse."""
+    """Warnings for logs the parameters leave far off (RESIDUAL_WARN); a fit that made a log worse is not kept."""
     out = []
     for e in logs:
         if e.after_max_abs_error > RESIDUAL_WARN:
             with_what = "with the catalog's parameters" if kept else "after the fit"
             out.append(f"{e.log}: busbw error up to {e.after_max_abs_error:.0%} {with_what} (above "
                        f"{RESIDUAL_WARN:.0%}): the model does not explain this log")
-        if not kept and e.after_mean_abs_error > e.before_mean_abs_error:
-            out.append(f"{e.log}: fits worse after the fit (mean |busbw error| {e.before_mean_abs_error:.1%} -> "
-                       f"{e.after_mean_abs_error:.1%}); the other logs outweigh it")
     return out
 
 

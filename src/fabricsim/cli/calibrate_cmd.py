@@ -109,7 +109,8 @@ def calibrate_command(
     if written is not None:
         console.print(f"overlay written to {written}; use it with --calibration {written}")
     elif out is not None:
-        console.print(f"no overlay written to {out}: the fit is no better than the catalog")
+        console.print(f"no overlay written to {out}: the fit does not beat the catalog on these measurements "
+                      "(the warning says where)")
 
 
 def _stderr_warnings(warnings: list[str]) -> None:
