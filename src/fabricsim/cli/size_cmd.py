@@ -24,6 +24,7 @@ from fabricsim.cli.output import (
     spec_errors,
     text_column,
 )
+from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from fabricsim.sizing import SizingResult, SizingSpec
 
 DAY_S = 86400.0
+DEFAULT_TOKENS = "15T"
+# options `size` reads for training only: given with --inference they are an error, not ignored
+TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "vpp", "mbs", "recompute",
+                 "zero", "precision")
 MAX_SEQ = 2**24
 
 
@@ -46,15 +51,15 @@ def _spec(**kw: Any) -> SizingSpec:
     from fabricsim.sizing import Knobs, parse_list, sizing_defaults
 
     defaults = sizing_defaults()
-    knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
-                  cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
-                  vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
-                  recompute=parse_list(kw["recompute"], "--recompute"), zero=parse_list(kw["zero"], "--zero", int),
-                  precision=parse_list(kw["precision"], "--precision"))
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
     if not kw["overlap"]:
         fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
     try:
+        knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
+                      cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
+                      vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
+                      recompute=parse_list(kw["recompute"], "--recompute"),
+                      zero=parse_list(kw["zero"], "--zero", int), precision=parse_list(kw["precision"], "--precision"))
         return _build_spec(kw, knobs, fixed, defaults)
     except ValidationError as exc:  # name the option, not the spec field (deadline_s -> --deadline)
         raise cli_field(spec_error(exc), SPEC_OPTIONS) from None
@@ -80,11 +85,15 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         parse_years,
     )
 
+    if kw["gpus"] is not None and kw["nodes"] is not None:
+        raise SpecError("give --gpus or --nodes, not both", field="--nodes")
+    gpus = None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus")
     return SizingSpec(
         model=kw["model"], seq=kw["seq"],
-        tokens=finite(units.parse_count(kw["tokens"], field="--tokens"), "--tokens", low=0, low_open=True),
+        tokens=finite(units.parse_count(kw["tokens"] or DEFAULT_TOKENS, field="--tokens"), "--tokens", low=0,
+                      low_open=True),
         gbs=parse_int_range(kw["gbs"], "--gbs"),
-        gpus=None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus"),
+        gpus=gpus, gpus_range=(min(gpus), max(gpus)) if gpus is not None and ".." in kw["gpus"] else None,
         nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
         systems=parse_list(kw["systems"], "--systems"),
         fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
@@ -136,20 +145,42 @@ def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
 
 
 def matrix_table(result: SizingResult) -> Table:
-    """The best plan's days and cost per system (rows) x fabric (columns)."""
-    from fabricsim.sizing import entries
-
-    best = entries(result.best_by_system_fabric)
-    fabrics = list(dict.fromkeys(result.spec.fabrics))
-    table = new_table(title="best per system x fabric (days / cost)", header_style="bold", title_justify="left")
-    text_column(table, "system")
-    for f in fabrics:
-        num_column(table, f)
-    for system in dict.fromkeys(e["system"] for e in best):
-        cells = {e["fabric"]: f"{e['time_to_train_s'] / DAY_S:.1f}d {units.format_usd(e['cost_usd'])}"
-                 for e in best if e["system"] == system}
-        table.add_row(system, *(cells.get(f, "-") for f in fabrics))
+    """The best plan of each system x fabric (one row each, with its cluster size: rows of different sizes are
+    said to be so in the caption); candidates without a plan are listed apart (`no_plan_lines`)."""
+    best = [c["best"] for c in result.candidates if c["best"] is not None]
+    sizes = sorted({e["gpus"] for e in best})
+    caption = (f"GPU counts differ between rows ({', '.join(f'{g:,}' for g in sizes)}): each row is its pair's "
+               "best cluster size" if len(sizes) > 1 else None)
+    table = new_table(title="best per system x fabric", header_style="bold", title_justify="left",
+                      caption=caption, caption_justify="left")
+    for header in ("system", "fabric", "GPUs", "days", "cost", "plan"):
+        if header in ("GPUs", "days", "cost"):
+            num_column(table, header)
+        else:
+            text_column(table, header)
+    for e in best:
+        cost = units.format_usd(e["cost_usd"]) if e["cost_usd"] is not None else "? (unpriced)"
+        table.add_row(e["system"], f"{e['fabric']} {e['oversubscription']:g}:1", f"{e['gpus']:,}",
+                      f"{e['time_to_train_s'] / DAY_S:.1f}", cost, _plan(e["plan"]))
     return table
+
+
+def no_plan_lines(result: SizingResult) -> list[str]:
+    """One line per candidate system x fabric without a plan, with its reasons; one per unpriced part set."""
+    lines = [f"no plan on {c['system']} {c['fabric']}: " + "; ".join(c["reasons"])
+             for c in result.candidates if c["best"] is None]
+    if result.spec.gpus_range is not None:  # a best plan at a size outside the asked range says so
+        lo, hi = result.spec.gpus_range
+        lines += [f"{c['system']} {c['fabric']}: {c['searched']}" for c in result.candidates
+                  if c["best"] is not None and not lo <= c["best"]["gpus"] <= hi]
+    unpriced: dict[tuple[str, ...], list[str]] = {}
+    for c in result.candidates:
+        if c["unpriced"]:
+            unpriced.setdefault(tuple(c["unpriced"]), []).append(f"{c['system']} {c['fabric']}")
+    from fabricsim.sizing import unpriced_note
+
+    lines += [f"unpriced ({', '.join(names)}): {unpriced_note(parts)}" for parts, names in unpriced.items()]
+    return lines
 
 
 class _Bar:
@@ -173,7 +204,7 @@ class _Bar:
 @spec_errors
 def size_command(
     model: Annotated[str, _opt("model preset or YAML file", "--model")] = "llama3-70b",
-    tokens: Annotated[str, _opt("training tokens, e.g. 15T", "--tokens")] = "15T",
+    tokens: Annotated[str | None, _opt(f"training tokens, e.g. 2T [default: {DEFAULT_TOKENS}]", "--tokens")] = None,
     deadline: Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")] = None,
     budget: Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")] = None,
     power_cap: Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")] = None,
@@ -239,10 +270,20 @@ def size_command(
     as_json = form != "table"
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, finite
 
+    if gpu_hour is not None:
+        from fabricsim.sizing import parse_money
+
+        if not parse_money(gpu_hour, "--gpu-hour") > 0:
+            fail(f"--gpu-hour: must be > 0 USD per GPU-hour (at {gpu_hour} every cost would be $0), got {gpu_hour}")
     out = check_output_path(out, "--out")
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     if inference:
         from fabricsim.cli.size_inference import run_inference
+
+        given = [f"--{k.replace('_', '-')}" for k in TRAINING_ONLY if inputs.get(k) is not None]
+        if given:
+            fail(f"{', '.join(given)}: size training only; --inference sizes serving at --rate (leave "
+                 f"{'it' if len(given) == 1 else 'them'} out)")
 
         run_inference({**inputs, "out": out}, form)
         return
@@ -293,9 +334,13 @@ def size_command(
                   f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
                   f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")
     console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}"))
-    console.print(matrix_table(result))
     console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
+    console.print(matrix_table(result))
+    from rich.markup import escape
+
+    for line in no_plan_lines(result):
+        console.print(f"[yellow]{escape(line)}[/]")
     if result.errors:
         console.print(f"[yellow]{len(result.errors)} cluster(s) cannot be built, e.g. "
-                      f"{next(iter(result.errors.values()))}[/]")
+                      f"{escape(next(iter(result.errors.values())))}[/]")
     console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}, ${spec.kwh_usd:g}/kWh")

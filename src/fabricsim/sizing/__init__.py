@@ -3,12 +3,14 @@ fastest, or least energy) way to train a model on a token budget, under deadline
 
 Public API: ``SizingSpec``, ``Knobs``, ``size``, ``SizingResult``, ``evaluate_chunk``, ``ClusterChoice``,
 ``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers ``parse_int_range``, ``parse_list``,
-``parse_years``, ``parse_money``, ``parse_power_cap``. Serving (``size --inference``): ``InferenceSizingSpec``,
+``parse_years``, ``parse_money``, ``parse_power_cap``; ``unpriced_note`` (the catalog parts a
+cluster lacks a price or power for). Serving (``size --inference``): ``InferenceSizingSpec``,
 ``size_inference``, ``InferenceSizingResult``.
 """
 
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
+from fabricsim.sizing.explain import unpriced_note
 from fabricsim.sizing.inference_search import InferenceSizingResult, size_inference
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
 from fabricsim.sizing.plot import plot_pareto
@@ -53,4 +55,5 @@ __all__ = [
     "size",
     "size_inference",
     "sizing_defaults",
+    "unpriced_note",
 ]

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.catalog import Catalog, default_catalog
+from fabricsim.catalog import GPU, Catalog, default_catalog
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.sizing.economics import economics, run_costs
-from fabricsim.sizing.space import ClusterChoice, Shape, shapes
+from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.training import (
     LAYERS,
@@ -25,6 +25,7 @@ from fabricsim.training import (
     assemble_steps,
     check_plan,
     megatron_runs_interleaved,
+    mfu_peak,
     plan_memory,
     step_flops,
     step_terms,
@@ -35,17 +36,25 @@ STRING_COLUMNS = ("system", "fabric", "recompute", "precision", "bottleneck", "c
 
 @dataclass
 class ChunkResult:
-    """The feasible plans of one cluster as columns, and how many candidates were pruned before timing."""
+    """The feasible plans of one cluster as columns, how many candidates were pruned before timing, and why
+    (``why``: the counts behind an empty result; ``missing``: catalog prices or powers the cluster lacks)."""
 
     chunk: str
     columns: dict[str, np.ndarray]
     candidates: int
     pruned: int
     error: str | None = None
+    why: dict[str, Any] = field(default_factory=dict)
+    missing: tuple[str, ...] = ()
 
     @property
     def rows(self) -> int:
         return len(self.columns.get("gpus", ()))
+
+    def meta(self) -> dict[str, Any]:
+        """The counts and reasons of the chunk (JSON: the Parquet sidecar, and what ranking reads)."""
+        return {"chunk": self.chunk, "candidates": self.candidates, "pruned": self.pruned, "rows": self.rows,
+                "error": self.error, "why": self.why, "missing": list(self.missing)}
 
 
 @dataclass
@@ -113,23 +122,31 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
     system = catalog.system(choice.system)
     gpu = catalog.gpu(system.gpu)
     econ = economics(choice, spec.rail_optimized, catalog)
-    all_shapes = list(shapes(model, spec, system, gpu.fp8_flops_per_s is not None, choice.gpus))
+    fp8 = gpu.fp8_flops_per_s is not None
+    all_shapes = list(shapes(model, spec, system, fp8, choice.gpus))
+    candidates = len(all_shapes) * len(spec.gbs)
     if econ.error is not None:
-        return ChunkResult(choice.chunk_id, {}, len(all_shapes) * len(spec.gbs), len(all_shapes) * len(spec.gbs),
-                           econ.error)
+        return ChunkResult(choice.chunk_id, {}, candidates, candidates, econ.error)
+    if not all_shapes:
+        why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
+        return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
     cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
     terms: list[StepTerms] = []
     rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
-    candidates = len(all_shapes) * len(spec.gbs)
+    no_batch, dps, plan_error = 0, set[int](), None  # shapes no --gbs divides; their dp; the first invalid plan
+    need_min: tuple[float, float] | None = None  # (bytes, capacity) of the least memory any non-fitting plan needs
     for shape in all_shapes:
         batches = _valid_batches(spec, shape)
         if not batches:
+            no_batch += 1
+            dps.add(shape.dp)
             continue
         if shape not in caches.plans:
             try:
                 caches.plans[shape] = plan_for(model, spec, shape, batches[0][0])
-            except SpecError:
+            except SpecError as exc:
                 caches.plans[shape] = None
+                plan_error = plan_error or str(exc)
         plan = caches.plans[shape]
         if plan is None:
             continue
@@ -138,18 +155,23 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
             need, have = _memory(model, plan, cluster, shape, m, caches)
             if need <= have:
                 fitting.append((gbs, m, need, have))
+            elif need_min is None or need < need_min[0]:
+                need_min = (need, have)
         if not fitting:
             continue
         terms.append(step_terms(model, plan, cluster))
         for gbs, m, need, have in fitting:
             rows.append((len(terms) - 1, shape, gbs, m, need, have))
+    why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": sorted(dps), "plan_error": plan_error,
+           "memory_need": None if need_min is None else need_min[0],
+           "memory_have": None if need_min is None else need_min[1]}
     if not rows:
-        return ChunkResult(choice.chunk_id, {}, candidates, candidates)
-    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu.bf16_flops_per_s, terms, rows, caches),
-                       candidates, candidates - len(rows))
+        return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
+    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches),
+                       candidates, candidates - len(rows), None, why, econ.missing)
 
 
-def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, peak: float, terms: list[StepTerms],
+def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],
              rows: list[tuple[int, Shape, int, int, float, float]], caches: _Caches) -> dict[str, np.ndarray]:
     idx = np.array([r[0] for r in rows])
     pick = [terms[i] for i in idx]
@@ -163,6 +185,7 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, peak: fl
     step = steps.step_time_s
     tokens_per_s = (gbs * spec.seq) / step
     flops = np.array([_model_flops(model, spec, r[1].recompute, r[2], caches) for r in rows])
+    peak = np.array([mfu_peak(gpu, r[1].precision) for r in rows])  # as predict_training: the GEMMs' precision
     mfu = flops / (step * choice.gpus * peak)
     time_s = spec.tokens / tokens_per_s
     econ = economics(choice, spec.rail_optimized)

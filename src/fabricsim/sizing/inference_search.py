@@ -20,6 +20,7 @@ from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisso
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference_screen import ReplicaPlan, price, replica_step_cost, screen
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
+from fabricsim.sizing.store import check_out_file, write_parquet
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,13 +148,15 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
     import pandas as pd
 
     start = time.perf_counter()
+    if out is not None:
+        check_out_file(out)
     catalog = catalog or default_catalog()
     model = _model(spec)
     scr = screen(spec, model, catalog)
     screen_wall = time.perf_counter() - start
     frame = pd.DataFrame(scr.rows)
     if out is not None and len(frame):
-        frame.to_parquet(out, index=False)
+        write_parquet(frame, out, "size --inference")
     ok = _order(frame[frame["status"] == "ok"]) if len(frame) else frame
     candidates: list[dict[str, Any]] = ([{str(k): v for k, v in r.items()} for r in ok.to_dict("records")]
                                         if len(ok) else [])

@@ -61,7 +61,7 @@ class InferenceSizingSpec(BaseModel):
     whole_nodes: bool = False  # bill whole nodes (racks for NVL72) instead of the GPUs the replicas use
     rail_optimized: bool = True
     amortize_s: float = Field(4 * YEAR_S, gt=0)
-    gpu_hour_usd: float | None = Field(None, ge=0)
+    gpu_hour_usd: float | None = Field(None, gt=0)  # > 0: a free rental makes every cost $0
     pue: float = Field(1.3, ge=1.0)
     kwh_usd: float = Field(0.08, ge=0.0)
     top: int = Field(10, ge=1)

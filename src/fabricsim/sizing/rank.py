@@ -69,7 +69,7 @@ def best_by_system_fabric(ranked: pd.DataFrame) -> pd.DataFrame:
 def binding_note(frame: pd.DataFrame, spec: SizingSpec) -> str:
     """Why nothing qualified: no plan fits, or which constraint bound and how close the best plan came."""
     if frame.empty:
-        return "no candidate plan fits in GPU memory on any candidate cluster (try more GPUs or nodes)"
+        return "no plan was evaluated (the search's candidates say why: SizingResult.candidates)"
     masks = constraint_masks(frame, spec)
     parts = []
     for name, mask in masks.items():

@@ -28,8 +28,9 @@ def _plain(value: Any) -> Any:
     return item
 
 
-def entry(row: Mapping[Any, Any]) -> dict[str, Any]:
-    """One result as JSON: the cluster, the plan, and its metrics."""
+def entry(row: Mapping[Any, Any], unpriced: list[str] | tuple[str, ...] = ()) -> dict[str, Any]:
+    """One result as JSON: the cluster, the plan, its metrics, and the catalog figures it lacks (``unpriced``:
+    why a cost, energy or power is None)."""
     return {
         "system": row["system"], "fabric": row["fabric"],
         "oversubscription": _plain(row["oversubscription"]), "gpus": _plain(row["gpus"]),
@@ -38,12 +39,16 @@ def entry(row: Mapping[Any, Any]) -> dict[str, Any]:
         **{k: _plain(row[k]) for k in METRICS},
         "memory_headroom_bytes": _plain(row["memory_capacity_bytes"] - row["memory_per_gpu_bytes"]),
         "capex_usd": _plain(row["capex_usd"]), "power_w": _plain(row["power_w"]),
+        "unpriced": list(unpriced),
     }
 
 
-def entries(frame: pd.DataFrame, limit: int | None = None) -> list[dict[str, Any]]:
+def entries(frame: pd.DataFrame, limit: int | None = None,
+            missing: Mapping[str, list[str]] | None = None) -> list[dict[str, Any]]:
+    """Rows as JSON entries; ``missing`` (chunk -> catalog figures it lacks) fills each entry's ``unpriced``."""
     rows = frame if limit is None else frame.head(limit)
-    return [entry(r) for r in rows.to_dict("records")]
+    known = missing or {}
+    return [entry(r, known.get(str(r.get("chunk")), ())) for r in rows.to_dict("records")]
 
 
 @dataclass
@@ -61,6 +66,8 @@ class SizingResult:
     errors: dict[str, str] = field(default_factory=dict)  # chunk -> why its cluster cannot be built
     note: str | None = None
     complete: bool = True
+    candidates: list[dict[str, Any]] = field(default_factory=list)  # per system x fabric: best plan or reasons
+    missing: dict[str, list[str]] = field(default_factory=dict)  # chunk -> catalog prices or powers it lacks
 
     @classmethod
     def interrupted(cls, spec: SizingSpec) -> SizingResult:
@@ -78,9 +85,10 @@ class SizingResult:
             "objective": spec.objective,
             "constraints": {"deadline_s": spec.deadline_s, "budget_usd": spec.budget_usd,
                             "power_cap_w": spec.power_cap_w},
-            "results": entries(self.ranked, spec.top),
-            "pareto": entries(self.pareto),
-            "best_by_system_fabric": entries(self.best_by_system_fabric),
+            "results": entries(self.ranked, spec.top, self.missing),
+            "pareto": entries(self.pareto, None, self.missing),
+            "best_by_system_fabric": entries(self.best_by_system_fabric, None, self.missing),
+            "candidates": self.candidates,
             "plans_evaluated": self.plans_evaluated,
             "plans_pruned": self.plans_pruned,
             "plans_feasible": len(self.ranked),

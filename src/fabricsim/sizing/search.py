@@ -6,11 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fabricsim.catalog import default_catalog
 from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
+from fabricsim.sizing.explain import candidates, no_plan_note
 from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank
 from fabricsim.sizing.result import SizingResult
 from fabricsim.sizing.space import ClusterChoice, clusters
@@ -42,18 +43,17 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
     choices = clusters(spec, default_catalog())
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
-    counts: dict[str, tuple[int, int, str | None]] = {}
+    counts: dict[str, dict[str, Any]] = {}  # chunk -> its counts and reasons (ChunkResult.meta)
     frames: dict[str, pd.DataFrame] = {}
     if store is not None:
-        for chunk, meta in store.done().items():
-            counts[chunk] = (meta["candidates"], meta["pruned"], meta["error"])
-    plans = sum(c[0] for c in counts.values())
+        counts.update(store.done())
+    plans = sum(c["candidates"] for c in counts.values())
 
     def on_result(result: ChunkResult) -> None:
         nonlocal plans
         if stop_after is not None and len(counts) >= stop_after:
             raise _Stopped
-        counts[result.chunk] = (result.candidates, result.pruned, result.error)
+        counts[result.chunk] = result.meta()
         if store is not None:
             store.write(result)
         if result.rows:
@@ -75,22 +75,24 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
     else:
         present = [frames[c] for c in order if c in frames]
         frame = pd.concat(present, ignore_index=True) if present else pd.DataFrame()
-    return _result(spec, frame, counts, time.perf_counter() - start)
+    return _result(spec, choices, frame, counts, time.perf_counter() - start)
 
 
 class _Stopped(Exception):
     """Raised inside a search to stop it early (as an interrupt would)."""
 
 
-def _result(spec: SizingSpec, frame: pd.DataFrame, counts: dict[str, tuple[int, int, str | None]],
+def _result(spec: SizingSpec, choices: list[ClusterChoice], frame: pd.DataFrame, counts: dict[str, dict[str, Any]],
             wall_s: float) -> SizingResult:
-    evaluated = sum(c[0] - c[1] for c in counts.values())
-    pruned = sum(c[1] for c in counts.values())
-    errors = {chunk: c[2] for chunk, c in counts.items() if c[2]}
+    evaluated = sum(c["candidates"] - c["pruned"] for c in counts.values())
+    pruned = sum(c["pruned"] for c in counts.values())
+    errors = {chunk: c["error"] for chunk, c in counts.items() if c["error"]}
+    missing = {chunk: list(c.get("missing") or ()) for chunk, c in counts.items() if c.get("missing")}
+    ranked = rank(frame, spec) if len(frame) else frame
+    found = candidates(spec, default_catalog(), choices, counts, frame, ranked)
     if frame.empty:
-        return SizingResult(spec, frame, frame, frame, frame, evaluated, pruned, wall_s, errors,
-                            binding_note(frame, spec))
-    ranked = rank(frame, spec)
+        return SizingResult(spec, frame, frame, frame, frame, evaluated, pruned, wall_s, errors, no_plan_note(found),
+                            candidates=found, missing=missing)
     note = None if len(ranked) else binding_note(frame, spec)
     return SizingResult(spec, frame, ranked, pareto(ranked), best_by_system_fabric(ranked), evaluated, pruned,
-                        wall_s, errors, note)
+                        wall_s, errors, note, candidates=found, missing=missing)

@@ -58,17 +58,65 @@ def priced_systems(catalog: Catalog) -> tuple[str, ...]:
     return tuple(sid for sid, s in catalog.systems.items() if s.price_usd is not None)
 
 
+def unit_gpus(system: System) -> int:
+    """GPUs in the system's natural unit of purchase: a node, or a whole NVLink domain where one spans nodes
+    (NVL72: a 72-GPU rack)."""
+    per = system.gpus_per_node
+    domain = system.nvlink_domain_gpus
+    return math.lcm(per, domain) if domain > per else per
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _whole_units(g: int, unit: int) -> set[int]:
+    """The whole-unit counts at or next to ``g`` GPUs: ``g`` itself when it is whole, else one each side."""
+    if g % unit == 0:
+        return {g // unit}
+    return {n for n in (g // unit, g // unit + 1) if n >= 1}
+
+
+def _pow2_units(g: int, unit: int) -> int:
+    """The power-of-two unit count nearest ``g`` GPUs (lets power-of-two batches divide data parallelism)."""
+    return int(2 ** max(0, round(math.log2(max(g / unit, 1.0)))))
+
+
+def unit_counts(spec: SizingSpec, system: System) -> tuple[int, ...]:
+    """Whole units (nodes, or NVLink-domain racks) searched for a system. A list of GPU counts: each count
+    rounded to whole units (one each side when it is not whole) and, for units that are not a power of two, the
+    nearest power-of-two unit count. A range ``lo..hi``: the same for its ends and the powers of two inside it,
+    kept inside the range (its ends rounded inwards), plus every power-of-two unit count inside it; when no
+    whole unit falls inside, the nearest one each side. A handful of counts per system, however wide the range."""
+    unit = unit_gpus(system)
+    targets = spec.gpus or (1024, 2048, 4096, 8192, 16384)
+    pow2_unit = _is_power_of_two(unit)
+    counts: set[int] = set()
+    for g in targets:
+        counts |= _whole_units(g, unit)
+        if not pow2_unit:
+            counts.add(_pow2_units(g, unit))
+    if spec.gpus_range is None:
+        return tuple(sorted(counts))
+    lo, hi = spec.gpus_range
+    first, last = -(-lo // unit), hi // unit
+    if first > last:  # no whole unit inside: the nearest each side
+        return tuple(sorted({n for n in (lo // unit, first) if n >= 1}))
+    inside = {n for n in counts if first <= n <= last} | {first, last}
+    k = 1
+    while k <= last:
+        if k >= first and not pow2_unit:
+            inside.add(k)
+        k *= 2
+    return tuple(sorted(inside))
+
+
 def node_counts(spec: SizingSpec, system: System) -> tuple[int, ...]:
-    """Node counts for a system: ``nodes`` as given; else each GPU target as whole nodes, rounded down for nodes
-    of a power-of-two GPU count and to the nearest power-of-two node count otherwise (72-GPU racks: 1024 GPUs ->
-    16 racks), so data parallelism can divide power-of-two batches."""
+    """Node counts for a system: ``nodes`` as given; else `unit_counts` in nodes."""
     if spec.nodes is not None:
         return spec.nodes
-    targets = spec.gpus or (1024, 2048, 4096, 8192, 16384)
-    per = system.gpus_per_node
-    if per & (per - 1) == 0:
-        return tuple(sorted({max(1, g // per) for g in targets}))
-    return tuple(sorted({2 ** max(0, round(math.log2(max(g / per, 1.0)))) for g in targets}))
+    per_unit = unit_gpus(system) // system.gpus_per_node
+    return tuple(n * per_unit for n in unit_counts(spec, system))
 
 
 def _odd_part(n: int) -> int:
@@ -169,3 +217,39 @@ def shapes(model: ModelSpec, spec: SizingSpec, system: System, fp8: bool, gpus: 
                                 for recompute in recomputes:
                                     for mbs in mbs_values:
                                         yield Shape(tp, pp, dp, cp, ep, vpp, mbs, recompute, zero, precision)
+
+
+def _listed(values: object) -> str:
+    return ",".join(str(v) for v in values) if isinstance(values, (list, tuple)) else str(values)
+
+
+def no_shape_reason(model: ModelSpec, spec: SizingSpec, system: System, fp8: bool, gpus: int) -> str:
+    """Why `shapes` yields no plan for ``gpus`` GPUs: the first divisibility rule that rules out every plan."""
+    tps = _tp_values(model, spec, system)
+    if not tps:
+        asked = _listed(spec.knobs.tp) if spec.knobs.tp else "powers of two up to the NVLink domain"
+        return (f"no tp in {asked} divides the model's {model.heads} attention heads, {model.kv_heads} KV heads "
+                "and FFN width")
+    if spec.knobs.precision and not any(p == "bf16" or fp8 for p in spec.knobs.precision):
+        return f"{system.gpu} has no FP8 and --precision asks only for fp8"
+    cps = spec.knobs.cp or tuple(c for c in (1, 2, 4, 8) if c <= MAX_CP)
+    sp = spec.fixed.get("sequence_parallel")
+    pairs = [(tp, cp) for tp in tps for cp in cps if not (cp > 1 and spec.seq % (2 * cp))
+             and not (tp > 1 and sp is not False and (spec.seq // cp) % tp)]
+    if not pairs:
+        return f"seq {spec.seq} divides by no 2 cp (cp {_listed(cps)}) x tp (tp {_listed(tps)})"
+    pps = _pp_values(model, spec, gpus)
+    if not pps:
+        return f"no pp in {_listed(spec.knobs.pp)} is at most the model's {model.layers} layers"
+    fits = [(tp, cp, pp) for tp, cp in pairs for pp in pps if gpus % (tp * pp * cp) == 0]
+    if not fits:
+        return (f"tp x pp x cp does not divide the GPUs (tp {_listed(sorted({t for t, _ in pairs}))}, pp "
+                f"{_listed(pps) if spec.knobs.pp else 'searched'}, cp {_listed(sorted({c for _, c in pairs}))})")
+    if not any(_ep_values(model, spec, gpus // (tp * pp * cp), cp) for tp, cp, pp in fits):
+        return f"no ep divides the model's experts and dp x cp (ep {_listed(spec.knobs.ep or 'divisors')})"
+    if not any(_vpp_values(model, spec, pp) for _, _, pp in fits):
+        return f"no vpp in {_listed(spec.knobs.vpp)} splits the layers evenly at these pp (or Megatron-LM does not "\
+               "interleave them)"
+    if not any(_zero_values(spec, pp) for _, _, pp in fits):
+        return "ZeRO 3 runs only without pipeline parallelism (pp 1)"
+    return "no plan shape passes the divisibility rules"

@@ -5,13 +5,32 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.sizing.defaults import YEAR_S
+
+# Knob -> ParallelPlan field whose bounds it takes
+KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "virtual_stages", "mbs": "mbs",
+                    "zero": "zero"}
+
+
+def check_plan_value(plan_field: str, value: int, option: str) -> None:
+    """A SpecError naming ``option`` when ``value`` is outside the bounds ParallelPlan sets on ``plan_field`` (the
+    validation `train` applies to the same option)."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from fabricsim.training import ParallelPlan
+
+    info = ParallelPlan.model_fields[plan_field]
+    try:
+        TypeAdapter(Annotated[int, *info.metadata]).validate_python(value)
+    except ValidationError as exc:
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Input should be ")
+        raise SpecError(f"must be {msg}, got {value}", field=option) from None
 
 DEFAULT_FABRICS = ("hdr", "ndr", "xdr", "eth-400g")
 MAX_SIZE = 2**20  # GPUs or nodes: a 3-tier fat tree of 144-port switches reaches 746,496 ports
@@ -37,6 +56,19 @@ class Knobs(BaseModel):
     zero: tuple[int, ...] | None = None
     precision: tuple[Literal["bf16", "fp8"], ...] | None = None
 
+    @field_validator("tp", "pp", "cp", "ep", "vpp", "mbs", "zero")
+    @classmethod
+    def _in_plan_range(cls, value: tuple[int, ...] | None, info: ValidationInfo) -> tuple[int, ...] | None:
+        """Each value within the range `train` accepts for the plan field (ParallelPlan's own bounds)."""
+        if value is None:
+            return None
+        name = str(info.field_name)
+        if not value:
+            raise SpecError("no value given", field=f"--{name}")
+        for v in value:
+            check_plan_value(KNOB_PLAN_FIELDS[name], v, f"--{name}")
+        return value
+
 
 class SizingSpec(BaseModel):
     """A sizing question: train ``model`` on ``tokens`` under constraints; which cluster and plan is best."""
@@ -47,7 +79,8 @@ class SizingSpec(BaseModel):
     tokens: float = Field(gt=0)
     seq: int = Field(8192, ge=1)
     gbs: tuple[int, ...] = Field((1024,), min_length=1)
-    gpus: tuple[int, ...] | None = None  # targets; per system rounded down to whole nodes
+    gpus: tuple[int, ...] | None = None  # targets; per system rounded to whole nodes (or NVLink-domain racks)
+    gpus_range: tuple[int, int] | None = None  # --gpus lo..hi: whole units inside it are searched too
     nodes: tuple[int, ...] | None = None
 
     @field_validator("gpus", "nodes")
@@ -57,6 +90,15 @@ class SizingSpec(BaseModel):
             raise ValueError(f"at most {MAX_SIZE:,} (beyond any fabric the catalog's switches build), "
                              f"got {max(value):,}")
         return value
+
+    @model_validator(mode="after")
+    def _one_size(self) -> SizingSpec:
+        if self.gpus is not None and self.nodes is not None:
+            raise SpecError("give --gpus or --nodes, not both", field="--nodes")
+        if self.gpus_range is not None and not 1 <= self.gpus_range[0] <= self.gpus_range[1]:
+            raise SpecError(f"{self.gpus_range}: a range needs 1 <= low <= high", field="--gpus")
+        return self
+
     systems: tuple[str, ...] | None = None  # None: every catalog system with a price
     fabrics: tuple[str, ...] = DEFAULT_FABRICS
     oversubscription: tuple[float, ...] = (1.0, 2.0)
@@ -69,7 +111,7 @@ class SizingSpec(BaseModel):
     power_cap_w: float | None = Field(None, gt=0)
     objective: Objective = "cost"
     amortize_s: float = Field(4 * YEAR_S, gt=0)
-    gpu_hour_usd: float | None = None
+    gpu_hour_usd: float | None = Field(None, gt=0)  # > 0: a free rental would make every cost $0
     pue: float = Field(1.3, ge=1.0)
     kwh_usd: float = Field(0.08, ge=0.0)
     top: int = Field(10, ge=1)
@@ -108,13 +150,16 @@ def parse_int_range(text: str, field: str) -> tuple[int, ...]:
 
 
 def parse_list(text: str | None, field: str, kind: type = str) -> tuple[Any, ...] | None:
-    """``'1,2'`` -> (1, 2) (or strings); None -> None."""
+    """``'1,2'`` -> (1, 2) (or strings); None -> None; a list given empty (``''``) is a SpecError, not the default."""
     if text is None:
         return None
     try:
-        return tuple(kind(p.strip()) for p in text.split(",") if p.strip())
+        values = tuple(kind(p.strip()) for p in text.split(",") if p.strip())
     except ValueError:
         raise SpecError(f"{text!r} is not a comma-separated list", field=field) from None
+    if not values:
+        raise SpecError(f"no value given ({text!r}); leave the option out for its default", field=field)
+    return values
 
 
 def parse_years(text: str, field: str) -> float:

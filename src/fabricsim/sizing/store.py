@@ -17,6 +17,38 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MANIFEST = "manifest.json"
+MARK = b"fabricsim"  # Parquet key-value metadata of every file `size` writes (value: the search kind)
+LEGACY_COLUMNS = {"system", "fabric", "gpus"}  # what results written before MARK all have
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` is a Parquet file `size` wrote: MARK in its metadata, or (older files) its columns."""
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    try:
+        schema = pq.read_schema(path)
+    except Exception:
+        return False
+    return MARK in (schema.metadata or {}) or set(schema.names) >= LEGACY_COLUMNS
+
+
+def check_out_file(out: Path, field: str = "--out") -> None:
+    """Refuse (one line) to overwrite a file the tool did not write; it is left untouched."""
+    if out.exists() and not _ours(out):
+        raise SpecError(f"{out} exists and is not a Parquet result of `fabricsim size`; refusing to overwrite it "
+                        "(give another file name, or remove it first)", field=field)
+
+
+def write_parquet(frame: pd.DataFrame, out: Path, kind: str) -> None:
+    """``frame`` as Parquet at ``out``, marked as written by `size` (atomically: a partial file never shows)."""
+    import pyarrow as pa  # type: ignore[import-untyped,unused-ignore]
+    import pyarrow.parquet as pq  # type: ignore[import-untyped,unused-ignore]
+
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), MARK: kind.encode()})
+    tmp = out.with_name(out.name + ".tmp")
+    pq.write_table(table, tmp)
+    os.replace(tmp, out)
 
 
 def _name(chunk: str) -> str:
@@ -29,6 +61,10 @@ class ResultStore:
     def __init__(self, out: Path, digest: str, resume: bool) -> None:
         self.out = out
         self.parts = out.with_name(out.name + ".parts")
+        check_out_file(out, "--resume" if resume else "--out")
+        if self.parts.is_dir() and any(self.parts.iterdir()) and not (self.parts / MANIFEST).exists():
+            raise SpecError(f"{self.parts} exists and was not written by `fabricsim size`; refusing to replace it",
+                            field="--out")
         if resume and (self.parts / MANIFEST).exists():
             found = json.loads((self.parts / MANIFEST).read_text()).get("digest")
             if found != digest:
@@ -59,8 +95,7 @@ class ResultStore:
             tmp = self.parts / f"{name}.parquet.tmp"
             pd.DataFrame(result.columns).to_parquet(tmp, index=False)
             os.replace(tmp, self.parts / f"{name}.parquet")
-        meta = {"chunk": result.chunk, "candidates": result.candidates, "pruned": result.pruned,
-                "rows": result.rows, "error": result.error}
+        meta = result.meta()
         tmp = self.parts / f"{name}.json.tmp"
         tmp.write_text(json.dumps(meta))
         os.replace(tmp, self.parts / f"{name}.json")
@@ -74,4 +109,4 @@ class ResultStore:
 
     def finish(self, frame: pd.DataFrame) -> None:
         """Every row of the search in one Parquet file at ``out``."""
-        frame.to_parquet(self.out, index=False)
+        write_parquet(frame, self.out, "size")
