@@ -18,6 +18,7 @@ from fabricsim.cli.output import (
     new_table,
     num_column,
     output_format,
+    progress_bar,
     spec_errors,
     text_column,
 )
@@ -36,6 +37,7 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
+from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -61,12 +63,15 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
     jobs = new_table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing {data['routing']}, "
                        f"simulated in {data['wall_s']:.2f} s", header_style="bold")
     text_column(jobs, "job")
-    for col in ("GPUs", "flows", "completion", "per GPU", "of line rate", "slowdown"):
+    for col in ("GPUs", "flows", "completion", "sent/s per GPU", "scale-out/s per GPU", "% of NIC line rate",
+                "slowdown"):
         num_column(jobs, col)
     for j in data["jobs"]:
         jobs.add_row(j["name"], f"{j['gpus']:,}", f"{j['flows']:,}", units.format_duration(j["completion_time_s"]),
-                     units.format_rate(j["bytes_per_s_per_gpu"]), f"{j['fraction_of_line_rate']:.1%}",
-                     f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
+                     units.format_rate(j["bytes_per_s_per_gpu"]), units.format_rate(j["scale_out_bytes_per_s_per_gpu"]),
+                     f"{j['fraction_of_line_rate']:.1%}", f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
+    jobs.caption = ("sent/s: bytes a GPU sent per second of the job's completion time (all peers); scale-out: the "
+                    "part that left its node; % of NIC line rate: scale-out over the GPU's share of its node's NICs")
     tiers = new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
     text_column(tiers, "tier")
     for col in ("links", "mean", "p99", "max"):
@@ -74,16 +79,27 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
     for name, t in data["links"]["by_tier"].items():
         tiers.add_row(name, f"{t['links']:,}", f"{t['mean']:.1%}", f"{t['p99']:.1%}", f"{t['max']:.1%}")
     hot = new_table(title="hottest links", header_style="bold")
-    num_column(hot, "link")
+    text_column(hot, "link")
     text_column(hot, "tier")
-    text_column(hot, "endpoints")
     num_column(hot, "utilisation")
     for h in data["links"]["hottest"]:
-        hot.add_row(str(h["link"]), h["tier"], f"{h['src']} -> {h['dst']}", f"{h['utilisation']:.1%}")
+        hot.add_row(f"{h['src_name']} -> {h['dst_name']}", h["tier"], f"{h['utilisation']:.1%}")
     return [jobs, tiers, hot]
 
 
-def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
+def plot_title(inputs: dict[str, Any], gpus: int) -> str:
+    """The run's parameters for the plot's title: system, nodes, fabric, pattern (or jobs file), bytes, routing."""
+    fabric = inputs["fabric"] + "".join(f" {k} {inputs[k]}" for k in ("ib", "eth", "switch") if inputs.get(k))
+    if inputs.get("tiers"):
+        fabric += f", {inputs['tiers']} tiers"
+    if inputs.get("oversubscription", 1.0) != 1.0:
+        fabric += f", {inputs['oversubscription']:g}:1"
+    what = f"jobs {Path(inputs['jobs_file']).name}" if inputs.get("jobs_file") else \
+        f"{Path(inputs['pattern']).name} {inputs['nbytes']}B per GPU on {gpus:,} GPUs"
+    return f"{inputs['system']} x {inputs['nodes']} nodes, {fabric}: {what}, {inputs['routing']} routing"
+
+
+def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path, title: str = "") -> None:
     """Two panels for a design review: utilisation histogram per fabric tier, and per-job slowdown."""
     import matplotlib
     import numpy as np
@@ -109,6 +125,8 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path) -> None:
     right.tick_params(axis="x", labelrotation=30)
     right.axhline(1.0, color="gray", lw=0.8)
     right.set_ylabel("slowdown vs alone")
+    if title:
+        fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -144,7 +162,7 @@ def traffic_command(
 ) -> None:
     """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
     from fabricsim.catalog import load_catalog
-    from fabricsim.network import check_routing
+    from fabricsim.network import check_routing, flow_progress
     from fabricsim.topology import build_topology
     from fabricsim.traffic import JobSpec, build_traffic, check_pattern, load_jobs, run_traffic, slowdowns
 
@@ -153,6 +171,8 @@ def traffic_command(
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    if seed < 0:
+        raise SpecError(f"seed must be >= 0, got {seed}", field="--seed")
     route = check_routing(routing)
     if jobs_file is not None:
         jobs, background, storage = load_jobs(jobs_file)
@@ -167,11 +187,12 @@ def traffic_command(
         jobs = [JobSpec("traffic", topo.num_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
     traffic = build_traffic(topo, jobs, background, storage)
-    run = run_traffic(topo, traffic, route)
-    slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
+    with flow_progress(None if as_json or form != "table" else progress_bar()):
+        run = run_traffic(topo, traffic, route)
+        slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
     data = traffic_json(run, route, slow)
     if plot is not None:
-        plot_traffic(run, slow, plot)
+        plot_traffic(run, slow, plot, plot_title(inputs, sum(len(g) for g in traffic.gpus.values())))
     if emit(form, data, inputs, data["jobs"]):
         return
     for table in traffic_tables(data):

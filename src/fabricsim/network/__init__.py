@@ -2,6 +2,14 @@
 the flow-level simulator (max-min fair sharing, event-driven) behind one protocol, and the timing of collective
 schedules on them."""
 
+from fabricsim.network.budget import (
+    FlowEstimate,
+    available_memory_bytes,
+    check_memory,
+    estimate_flow_run,
+    flow_count_bound,
+    flow_progress,
+)
 from fabricsim.network.flownet import FlowSimNetwork, routed_flowset, stage_timings, time_schedule_flow
 from fabricsim.network.flowroute import check_routing
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
@@ -18,6 +26,7 @@ from fabricsim.network.models import (
 __all__ = [
     "AnalyticalNetwork",
     "FloatArray",
+    "FlowEstimate",
     "FlowResult",
     "FlowSet",
     "FlowSimNetwork",
@@ -26,7 +35,12 @@ __all__ = [
     "NetworkModel",
     "PhaseLike",
     "PhaseTiming",
+    "available_memory_bytes",
+    "check_memory",
     "check_routing",
+    "estimate_flow_run",
+    "flow_count_bound",
+    "flow_progress",
     "routed_flowset",
     "schedule_time",
     "simulate",

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from fabricsim.errors import SpecError
+from fabricsim.network.budget import guard_flows, report
 from fabricsim.network.flowroute import check_routing, route_flows
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray, IntArray
@@ -22,17 +23,29 @@ from fabricsim.topology import Topology, link_kind_name
 
 def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, nbytes: npt.ArrayLike,
                    stage: IntArray, stage_release: FloatArray, routing: str = "ecmp",
-                   dep_before: IntArray | None = None, dep_after: IntArray | None = None) -> FlowSet:
-    """Route flows (src[i] -> dst[i], nbytes[i] bytes, in stage[i]) and bundle them with their stage DAG."""
+                   dep_before: IntArray | None = None, dep_after: IntArray | None = None,
+                   memory_limit_bytes: int | None = None) -> FlowSet:
+    """Route flows (src[i] -> dst[i], nbytes[i] bytes, in stage[i]) and bundle them with their stage DAG.
+
+    Refuses (SpecError, one line) a run whose estimated peak memory (`fabricsim.network.budget`) exceeds
+    `memory_limit_bytes` (default: $FABRICSIM_MEMORY_LIMIT, else the machine's available memory).
+    """
     s = np.atleast_1d(np.asarray(src, dtype=np.int64))
+    empty = np.zeros(0, dtype=np.int64)
+    before = empty if dep_before is None else np.asarray(dep_before, dtype=np.int64)
+    after = empty if dep_after is None else np.asarray(dep_after, dtype=np.int64)
+    release = np.asarray(stage_release, dtype=np.float64)
+    stages = np.asarray(stage, dtype=np.int64)
+    if len(s) and (stages.min() < 0 or stages.max() >= len(release)):
+        raise SpecError("flow in an unknown stage", field="stage")
+    guard_flows(topology, s, dst, stages, len(release), before, after, check_routing(routing), memory_limit_bytes)
     size = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).astype(np.float64)
     if (size < 0).any():
         raise SpecError("flow sizes must be non-negative", field="bytes")
+    report("routing", 0, len(s))
     r = route_flows(topology, s, dst, routing, sizes=size)
-    empty = np.zeros(0, dtype=np.int64)
-    return FlowSet(r.indptr, r.links, r.weights, size, r.latency, np.asarray(stage, dtype=np.int64),
-                   np.asarray(stage_release, dtype=np.float64),
-                   empty if dep_before is None else dep_before, empty if dep_after is None else dep_after)
+    report("routing", len(s), len(s))
+    return FlowSet(r.indptr, r.links, r.weights, size, r.latency, stages, release, before, after)
 
 
 def stage_timings(topology: Topology, fs: FlowSet, result: FlowResult) -> list[PhaseTiming]:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fabricsim.errors import SpecError
+from fabricsim.network.budget import report
 from fabricsim.network.maxmin import FloatArray, IntArray, link_loads, max_min_rates
 
 SAME_TIME_RTOL = 1e-9
@@ -182,8 +183,10 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
     pos = np.zeros(n, dtype=np.int64)  # global flow id -> index into act
     rate = np.zeros(0)
     t, events, max_util, changed = 0.0, 0, 0.0 if check else np.nan, False
+    retired = [0]
 
     def retire(ids: IntArray, now: float) -> None:
+        retired[0] += len(ids)
         delivered[ids] += remaining[ids]
         remaining[ids] = 0.0
         drained[ids] = now
@@ -200,6 +203,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
                 max_util = max(max_util, float((load / capacity).max()))
             events += 1
             changed = False
+            report("simulating", retired[0], n)
         ttf = remaining[act] / rate if len(act) else np.zeros(0)
         t_drain = t + float(ttf.min()) if len(act) else np.inf
         t_next = min(t_drain, st.next_time())

@@ -1,7 +1,14 @@
 """Jobs and background traffic on a cluster, simulated at flow level: placements, patterns (collectives through
 their schedules), the jobs YAML, per-job metrics and link utilisation. Sits above `collectives` and `network`."""
 
-from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, Traffic, build_traffic, check_pattern
+from fabricsim.traffic.jobs import (
+    BackgroundSpec,
+    JobSpec,
+    Traffic,
+    build_traffic,
+    check_pattern,
+    pattern_flow_count,
+)
 from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns, utilisation
 from fabricsim.traffic.spec import load_jobs
 
@@ -16,6 +23,7 @@ __all__ = [
     "link_summary",
     "link_tiers",
     "load_jobs",
+    "pattern_flow_count",
     "run_traffic",
     "slowdowns",
     "utilisation",

@@ -18,7 +18,7 @@ import numpy as np
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
-from fabricsim.network import FloatArray, IntArray
+from fabricsim.network import FloatArray, IntArray, check_memory, flow_count_bound
 from fabricsim.topology import Topology
 
 PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")
@@ -127,10 +127,17 @@ def place(topology: Topology, free: IntArray, gpus: int, placement: str, seed: i
 
 def read_matrix(path: str, n: int) -> FloatArray:
     """An n x n CSV matrix of bytes (row: source rank, column: destination rank); SpecError when malformed."""
+    import warnings
+
     try:
-        m = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
+        with warnings.catch_warnings():  # numpy warns on an empty file; the SpecError below says it instead
+            warnings.simplefilter("ignore", UserWarning)
+            m = np.loadtxt(path, delimiter=",", dtype=np.float64, ndmin=2)
     except (ValueError, OSError) as exc:
         raise SpecError(f"cannot read matrix {path}: {str(exc).splitlines()[0]}", field="pattern") from exc
+    if m.size == 0:
+        raise SpecError(f"matrix {path} is empty; it needs {n} rows of {n} comma-separated byte counts",
+                        field="pattern")
     if m.shape != (n, n):
         raise SpecError(f"matrix {path} is {m.shape[0]}x{m.shape[1]}, the job has {n} GPUs", field="pattern")
     if not np.isfinite(m).all() or (m < 0).any():
@@ -167,6 +174,31 @@ def pattern_flows(topology: Topology, pattern: str, g: IntArray, nbytes: float, 
     return [(g[ph.src], g[ph.dst], np.asarray(ph.bytes, dtype=np.float64)) for ph in phases]
 
 
+TRAFFIC_FLOW_WORDS = 8
+"""8-byte words a flow costs while traffic is built and handed to the simulator: the stage's source,
+destination, size and stage arrays, and their joined copies (`Traffic.arrays`)"""
+SHRINK_HINT = "fewer --nodes or --gpus, a pattern with fewer flows such as ring or permutation, or ecmp routing"
+
+
+def pattern_flow_count(pattern: str, n: int, gpus_per_node: int) -> int:
+    """Flows `pattern_flows` makes for a job of n GPUs, counted without building them (0 for a CSV matrix: its
+    size is known once read)."""
+    if pattern.lower().endswith(".csv"):
+        return 0
+    counts = {"permutation": n, "all_to_all": n * (n - 1), "ring": n, "incast": n - 1}
+    if pattern in counts:
+        return counts[pattern]
+    steps = 2 * (n - 1) if pattern == "all_reduce" else n - 1
+    return steps * n * min(gpus_per_node, n) if n >= 2 else 0
+
+
+def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec]) -> None:
+    """Refuse in one line, before any flow is built, traffic whose flows alone would not fit in memory."""
+    flows = sum(pattern_flow_count(check_pattern(j.pattern), max(j.gpus, 0), topology.gpus_per_node) for j in jobs)
+    flows += sum(j.gpus for j in jobs for bg in background if bg.job == j.name)
+    check_memory(flow_count_bound(flows, len(jobs), TRAFFIC_FLOW_WORDS), hint=SHRINK_HINT)
+
+
 def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
                   storage_nodes: int = 0, reserved_gpus: int = 0) -> Traffic:
     """Place the jobs in order on the GPUs outside the storage nodes and the first `reserved_gpus` (a job modelled
@@ -181,7 +213,10 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise SpecError("job names must be unique", field="jobs")
+    check_traffic_size(topology, jobs, background)
     for job in jobs:
+        if job.seed < 0:
+            raise SpecError(f"seed must be >= 0, got {job.seed}")
         g = place(topology, free, job.gpus, check_choice(job.placement, PLACEMENTS, "placement"), job.seed)
         free = np.setdiff1d(free, g, assume_unique=True)
         tr.gpus[job.name] = g

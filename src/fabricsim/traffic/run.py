@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.network import FloatArray, FlowResult, FlowSet, routed_flowset, simulate
+from fabricsim.network import FloatArray, FlowResult, FlowSet, IntArray, routed_flowset, simulate
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
 
@@ -63,6 +63,22 @@ def link_tiers(topology: Topology) -> list[str]:
     return [table[k] for k in np.asarray(inv).ravel()]
 
 
+def endpoint_names(topology: Topology, endpoints: IntArray) -> list[str]:
+    """Readable names of endpoints: "leaf 12", "spine 3" (numbered within their tier), "node 5 nic 2",
+    "node 5 gpu 0" (numbered within their node)."""
+    names = topology.fabric.tier_names
+    kind, node, tier = topology.endpoint_kind, topology.endpoint_node, topology.endpoint_tier
+    out = []
+    for e in np.asarray(endpoints, dtype=np.int64).tolist():
+        if tier[e] >= 0:
+            out.append(f"{names[int(tier[e])]} {int(np.count_nonzero(tier[:e] == tier[e]))}")
+            continue
+        n = int(node[e])
+        same = np.flatnonzero((node == n) & (kind == kind[e]))
+        out.append(f"node {n} {ENDPOINT_KINDS[int(kind[e])]} {int(np.searchsorted(same, e))}")
+    return out
+
+
 def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
     """Per job: completion time from its start, bytes each GPU sent per second (all, and leaving its node), and
     the latter over the GPU's scale-out line rate (its share of the node's NICs)."""
@@ -107,9 +123,13 @@ def link_summary(run: TrafficRun, tiers: list[str] | None = None) -> dict[str, A
         x = u[used & (labels == tier)]
         by_tier[tier] = {"links": len(x), "mean": float(x.mean()), "p99": float(np.quantile(x, 0.99)),
                          "max": float(x.max())}
-    top = np.argsort(-u, kind="stable")[:HOTTEST]
-    hottest = [{"link": int(i), "tier": str(labels[i]), "src": int(run.topology.link_src[i]),
-                "dst": int(run.topology.link_dst[i]), "utilisation": float(u[i])} for i in top if u[i] > 0]
+    top = np.asarray([i for i in np.argsort(-u, kind="stable")[:HOTTEST] if u[i] > 0], dtype=np.int64)
+    topo = run.topology
+    src_names = endpoint_names(topo, topo.link_src[top])
+    dst_names = endpoint_names(topo, topo.link_dst[top])
+    hottest = [{"link": int(i), "tier": str(labels[i]), "src": int(topo.link_src[i]), "dst": int(topo.link_dst[i]),
+                "src_name": a, "dst_name": b, "utilisation": float(u[i])}
+               for i, a, b in zip(top.tolist(), src_names, dst_names, strict=True)]
     return {"by_tier": by_tier, "hottest": hottest}
 
 

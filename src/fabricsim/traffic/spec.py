@@ -40,6 +40,14 @@ def _int(value: Any, where: str) -> int:
     return value
 
 
+def _seed(value: Any, where: str) -> int:
+    """A random seed: an integer, not negative (numpy's generators take 0 and up)."""
+    number = _int(value, where)
+    if number < 0:
+        raise SpecError(f"seed must be >= 0, got {number}", field=where)
+    return number
+
+
 def _count(value: Any, where: str) -> int:
     """A GPU count: an integer, at least 1."""
     number = _int(value, where)
@@ -86,7 +94,7 @@ def _parse_jobs(data: Any, root: Path) -> tuple[list[JobSpec], list[BackgroundSp
                             pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),
-                            seed=_int(e.get("seed", i), f"{where}.seed")))
+                            seed=_seed(e.get("seed", i), f"{where}.seed")))
     background = []
     for i, raw in enumerate(doc.get("background") or []):
         where = f"background[{i}]"
