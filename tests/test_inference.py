@@ -426,7 +426,8 @@ def test_infer_cli_speculative_errors_are_one_line(args: list[str], message: str
 
 
 def test_infer_cli_speculative_json() -> None:
-    result = CliRunner().invoke(app, ["infer", "--model", "llama3-8b", "--batch", "1", "--draft-tokens", "2",
+    result = CliRunner().invoke(app, ["infer", "--model", "deepseek-v3", "--system", "dgx-b200", "--tp", "8",
+                                      "--ep", "2", "--weights", "fp4", "--batch", "1", "--draft-tokens", "2",
                                       "--acceptance", "2.2", "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)

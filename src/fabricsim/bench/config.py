@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from fabricsim.bench.rows import canonical_dtype, dtype_size
-from fabricsim.collectives import OPS, check_op
+from fabricsim.collectives import OPS, check_op, parse_op
 from fabricsim.errors import SpecError
 from fabricsim.units import format_size
 
@@ -108,14 +108,9 @@ class CollectiveConfig:
         return out
 
 
-_COMPACT_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-                  "bcast": "broadcast"}
-
-
 def parse_ops(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
-    """``--op`` values: names, comma lists, or ``all``; nccl-tests binary names are accepted too."""
-    from fabricsim.bench.nccltests import BINARY_OPS
-
+    """``--op`` values: comma lists or ``all``, each name spelled by ``collectives.parse_op`` (the rule `fabricsim
+    collective --op` uses too; nccl-tests binary names included)."""
     ops: list[str] = []
     for value in values:
         for name in (part.strip() for part in value.split(",")):
@@ -124,8 +119,7 @@ def parse_ops(values: list[str] | tuple[str, ...]) -> tuple[str, ...]:
             if name == "all":
                 ops.extend(op for op in OPS if op not in ops)
                 continue
-            name = BINARY_OPS.get(name.removesuffix("_perf"), name)
-            name = check_op(_COMPACT_NAMES.get(name, name))
+            name = parse_op(name)
             if name not in ops:
                 ops.append(name)
     if not ops:

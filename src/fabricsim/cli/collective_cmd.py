@@ -89,7 +89,7 @@ def collective_command(
     ranks_per_node: int | None = typer.Option(None, "--ranks-per-node",
                                               help="spread the group: N GPUs per node (1 = one rail across nodes)"),
     op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
-                           "all_to_all, send_recv"),
+                           "all_to_all, send_recv (also allreduce, alltoall_perf, bcast: as `bench collective`)"),
     min_size: str = typer.Option("8", "--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M"),
     max_size: str = typer.Option("8G", "--max", help="largest size (nccl-tests -e)"),
     step_factor: float = typer.Option(2.0, "--step-factor", help="size multiplier between rows (nccl-tests -f)"),
@@ -100,8 +100,11 @@ def collective_command(
     dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
     sim: str = typer.Option("analytical", "--sim", help="analytical (NCCL-style closed forms) or flow (the "
                             "algorithm's schedule on the built fat tree, max-min flow simulation)"),
-    routing: str = typer.Option("ecmp", "--routing", help="with --sim flow: ecmp, adaptive or spray"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="with --sim flow: leaf ports : uplinks"),
+    routing: str | None = typer.Option(None, "--routing", help="needs --sim flow: ecmp (default), adaptive or "
+                                       "spray"),
+    oversubscription: float = typer.Option(1.0, "--oversubscription", help="leaf ports : uplinks; slows bytes that "
+                                           "leave a leaf (analytical: the network share divided by it, as `train`; "
+                                           "flow: the built fat tree)"),
     fmt: CollectiveFormat | None = typer.Option(None, "--format", help="table (default), json (SI units), csv, or "
                                                 "nccl-tests (nccl-tests' own layout, read back by `bench parse`)"),
     as_json: JsonOpt = False,
@@ -110,7 +113,7 @@ def collective_command(
 ) -> None:
     """Predict what nccl-tests would measure for one collective across message sizes."""
     from fabricsim.catalog import load_catalog
-    from fabricsim.collectives import CollectiveModel, check_op, group_shape, size_sweep
+    from fabricsim.collectives import CollectiveModel, group_shape, parse_op, size_sweep
 
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
@@ -120,6 +123,9 @@ def collective_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     oversubscription = checks.oversubscription(oversubscription)
+    if routing is not None and sim != "flow":
+        raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
+                        "routes)", field="--routing")
     catalog = load_catalog(*calibration)
     sysm = catalog.system(system)
     if nodes < 1:
@@ -131,7 +137,7 @@ def collective_command(
     ngpus = total if gpus is None else gpus
     if not 1 <= ngpus <= total:
         raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
-    name = check_op(op)
+    name = parse_op(op)
     element = dtype_bytes(dtype)
     sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
                        checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
@@ -141,11 +147,16 @@ def collective_command(
 
         check_buildable(sysm.id, nodes, resolve_fabric_link(catalog, sysm, fabric).id, oversubscription, catalog,
                         field="--nodes")
-    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric, catalog=catalog)
+    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric,
+                        oversubscription=oversubscription, catalog=catalog)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
-        prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing, fabric,
-                                      oversubscription, dtype, catalog)
+        from fabricsim.cli.output import progress_bar
+        from fabricsim.network import flow_progress
+
+        with flow_progress(progress_bar()):  # on stderr, once a run passes 2 s
+            prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
+                                          fabric, oversubscription, dtype, catalog)
     elif sim == "analytical":
         prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
     else:

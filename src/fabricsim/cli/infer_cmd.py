@@ -138,16 +138,16 @@ def infer_command(
     plot: Plot = None,
     calibration: Calibration = None,
     rate: Rate = None,
-    duration: Duration = "600s",
+    duration: Duration = None,
     trace: Trace = None,
     slo_ttft: SloTtft = None,
     slo_tpot: SloTpot = None,
     disagg: Disagg = None,
-    replicas: Replicas = 1,
-    max_seqs: MaxSeqs = 256,
-    max_batched_tokens: MaxBatchedTokens = 8192,
-    chunked_prefill: ChunkedPrefill = True,
-    seed: Seed = 0,
+    replicas: Replicas = None,
+    max_seqs: MaxSeqs = None,
+    max_batched_tokens: MaxBatchedTokens = None,
+    chunked_prefill: ChunkedPrefill = None,
+    seed: Seed = None,
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
@@ -173,6 +173,11 @@ def infer_command(
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance)
+    if plan.draft_tokens and not spec.mtp_modules:
+        raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
+                        "own multi-token-prediction module, as deepseek-v3's; separate draft models are not "
+                        "modelled): drop --draft-tokens, or use a model spec with mtp_modules >= 1",
+                        field="--draft-tokens")
     if gpus is not None and gpus != plan.gpus:
         raise SpecError(f"{gpus} must equal tp*pp*dp = {tp}*{pp}*{dp} = {plan.gpus}", field="--gpus")
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)

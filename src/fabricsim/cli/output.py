@@ -236,3 +236,46 @@ def spec_errors(func: Callable[P, R]) -> Callable[P, R]:
             raise
 
     return wrapper
+
+
+class LazyFlowBar:
+    """A rich progress bar on stderr (transient) that appears only once a run has taken `after` seconds, and only
+    when stderr is a terminal: routing, then flows finished."""
+
+    def __init__(self, after: float = 2.0) -> None:
+        import time
+
+        self.clock = time.perf_counter
+        self.t0, self.after = self.clock(), after
+        self.progress: Any = None
+        self.task: Any = None
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if self.progress is None:
+            if self.clock() - self.t0 < self.after:
+                return
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                     TextColumn("{task.completed:,}/{task.total:,} flows"), TimeElapsedColumn(),
+                                     console=Console(stderr=True), transient=True)
+            self.progress.start()
+            self.task = self.progress.add_task(what, total=total)
+        self.progress.update(self.task, description=what, completed=done, total=total)
+        if what == "simulating" and done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self.progress is not None:
+            self.progress.stop()
+            self.progress = None
+            self.t0 = self.clock()
+
+
+def progress_bar() -> LazyFlowBar | None:
+    """A flow run's progress bar (traffic, collective and train with --sim flow) when stderr is a terminal, else
+    None."""
+    import sys
+
+    return LazyFlowBar() if sys.stderr.isatty() else None

@@ -15,21 +15,24 @@ from fabricsim.errors import SpecError
 
 Rate = Annotated[float | None, typer.Option("--rate", help="serve Poisson arrivals at this many requests/s "
                                             "(continuous batching; lengths from --prompt/--output)")]
-Duration = Annotated[str, typer.Option("--duration", help="arrival window with --rate, e.g. 600s or 10min")]
-Trace = Annotated[Path | None, typer.Option("--trace", help="JSONL requests {arrival_s, prompt_tokens, "
-                                            "output_tokens} to serve instead of Poisson arrivals")]
+Duration = Annotated[str | None, typer.Option("--duration", help="arrival window with --rate, e.g. 600s or 10min "
+                                              "(default 600s)")]
+Trace = Annotated[Path | None, typer.Option("--trace", help="input: a JSONL file of requests to serve instead of "
+                                            "--rate's Poisson arrivals, one object a line: {\"arrival_s\": 0.5, "
+                                            "\"prompt_tokens\": 1024, \"output_tokens\": 256}")]
 SloTtft = Annotated[str | None, typer.Option("--slo-ttft", help="time-to-first-token SLO for goodput, e.g. 2s")]
 SloTpot = Annotated[str | None, typer.Option("--slo-tpot", help="time-per-output-token SLO for goodput, e.g. 50ms")]
 Disagg = Annotated[str | None, typer.Option("--disagg", help="P:D prefill and decode replicas (each one "
                                             "tp*pp*dp group); the KV cache moves over NVLink or the network")]
-Replicas = Annotated[int, typer.Option("--replicas", help="co-located replicas (data parallel serving)")]
-MaxSeqs = Annotated[int, typer.Option("--max-seqs", help="scheduler: sequences per iteration (vLLM "
-                                      "max_num_seqs)")]
-MaxBatchedTokens = Annotated[int, typer.Option("--max-batched-tokens", help="scheduler: tokens per iteration "
-                                               "(vLLM max_num_batched_tokens)")]
-ChunkedPrefill = Annotated[bool, typer.Option("--chunked-prefill/--no-chunked-prefill",
-                                              help="split long prompts over iterations")]
-Seed = Annotated[int, typer.Option("--seed", help="random seed of the Poisson arrivals")]
+Replicas = Annotated[int | None, typer.Option("--replicas", help="co-located replicas (data parallel serving; "
+                                              "default 1)")]
+MaxSeqs = Annotated[int | None, typer.Option("--max-seqs", help="scheduler: sequences per iteration (vLLM "
+                                             "max_num_seqs; default 256)")]
+MaxBatchedTokens = Annotated[int | None, typer.Option("--max-batched-tokens", help="scheduler: tokens per iteration "
+                                                      "(vLLM max_num_batched_tokens; default 8192)")]
+ChunkedPrefill = Annotated[bool | None, typer.Option("--chunked-prefill/--no-chunked-prefill",
+                                                     help="split long prompts over iterations (default on)")]
+Seed = Annotated[int | None, typer.Option("--seed", help="random seed of the Poisson arrivals (default 0)")]
 
 
 @dataclass(frozen=True)
@@ -78,14 +81,39 @@ def parse_disagg(text: str | None) -> tuple[int, int] | None:
     return p, d
 
 
-def serve_request(*, rate: float | None, duration: str, trace: Path | None, slo_ttft: str | None,
-                  slo_tpot: str | None, disagg: str | None, replicas: int, max_seqs: int, max_batched_tokens: int,
-                  chunked_prefill: bool, seed: int) -> ServeRequest:
-    """Parse and check the serving options (one-line errors naming the option)."""
+DEFAULT_DURATION = "600s"
+DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs default
+DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM's max_num_batched_tokens default with chunked prefill
+
+
+def serve_request(*, rate: float | None, duration: str | None, trace: Path | None, slo_ttft: str | None,
+                  slo_tpot: str | None, disagg: str | None, replicas: int | None, max_seqs: int | None,
+                  max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None) -> ServeRequest:
+    """Parse and check the serving options (one-line errors naming the option). Every serving option acts only on
+    the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused."""
     if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_RATE_PER_S):
         raise SpecError(f"must be a finite rate in (0, {MAX_RATE_PER_S:g}] requests/s, got {rate}", field="--rate")
     if rate is not None and trace is not None:
-        raise SpecError("give --rate or --trace, not both", field="--trace")
+        raise SpecError("give --rate or --trace, not both (--trace is an input: the requests to serve)",
+                        field="--trace")
+    given = {"--slo-ttft": slo_ttft, "--slo-tpot": slo_tpot, "--disagg": disagg, "--replicas": replicas,
+             "--max-seqs": max_seqs, "--max-batched-tokens": max_batched_tokens,
+             "--chunked-prefill/--no-chunked-prefill": chunked_prefill, "--duration": duration, "--seed": seed}
+    if rate is None and trace is None:
+        for name, option in given.items():
+            if option is not None:
+                raise SpecError("acts only on the serving simulation: add --rate N (Poisson requests/s) or --trace "
+                                "FILE (a JSONL request trace)", field=name)
+    if trace is not None:
+        for name in ("--duration", "--seed"):
+            if given[name] is not None:
+                raise SpecError("sets --rate's Poisson arrivals; a --trace gives its own arrival times", field=name)
+    duration = DEFAULT_DURATION if duration is None else duration
+    replicas = 1 if replicas is None else replicas
+    max_seqs = DEFAULT_MAX_SEQS if max_seqs is None else max_seqs
+    max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS if max_batched_tokens is None else max_batched_tokens
+    chunked_prefill = True if chunked_prefill is None else chunked_prefill
+    seed = 0 if seed is None else seed
     duration_s = units.parse_duration(duration, field="--duration")
     if not 0 < duration_s <= MAX_DURATION_S:
         raise SpecError(f"must be in (0 s, 7 days], got {duration!r}", field="--duration")

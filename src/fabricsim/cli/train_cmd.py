@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -54,11 +55,20 @@ def render_training(pred: TrainingPrediction, title: str) -> Table:
     return table
 
 
+def mfu_lines(pred: TrainingPrediction) -> list[str]:
+    """MFU with its numerator and the peak it is measured against, named; the executed FLOP/s (recompute counted,
+    causal attention as run) as HFU against the same peak."""
+    return [f"MFU {pred.mfu:.1%}: {pred.model_tflops_per_gpu:.1f} model TFLOP/s per GPU of the "
+            f"{pred.peak_precision.upper()} dense peak {pred.peak_tflops_per_gpu:.1f} TFLOP/s",
+            f"HFU {pred.hfu:.1%}: {pred.tflops_per_gpu:.1f} TFLOP/s per GPU executed (recompute counted, causal "
+            "attention as run)"]
+
+
 def summary_lines(pred: TrainingPrediction) -> list[str]:
     """Step time and throughput, memory, bottleneck and warnings: the lines under the breakdown table."""
     return [
-        f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s, "
-        f"{pred.tflops_per_gpu:.1f} TFLOP/s per GPU, MFU {pred.mfu:.1%}",
+        f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s",
+        *mfu_lines(pred),
         f"memory: {pred.memory.summary()}",
         f"bottleneck: [bold]{pred.bottleneck}[/]",
         *[f"[yellow]warning:[/] {w}" for w in pred.warnings],
@@ -199,8 +209,16 @@ def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
     if cluster.fabric_nodes is not None:
         if cluster.fabric_nodes < 1:
             raise SpecError(f"must be at least 1, got {cluster.fabric_nodes}", field="--cluster-nodes")
+        _check_cluster_nodes(cluster.fabric_nodes, nodes, gpus)
         check_buildable(cluster.system.id, cluster.fabric_nodes, link, cluster.oversubscription, cluster.catalog,
                         field="--cluster-nodes")
+
+
+def _check_cluster_nodes(cluster_nodes: int, job_nodes: int, gpus: int) -> None:
+    """--cluster-nodes is the whole fabric the job shares: it must hold at least the job's own nodes."""
+    if cluster_nodes < job_nodes:
+        raise SpecError(f"{cluster_nodes} nodes cannot hold the job's {gpus} GPUs ({job_nodes} nodes); give at "
+                        f"least {job_nodes}", field="--cluster-nodes")
 
 
 def plan_json(plan: ParallelPlan) -> dict[str, Any]:
@@ -222,6 +240,16 @@ def choice_line(choice: AutoChoice) -> str:
     """The search's line for the table output: what it chose, or that nothing fits."""
     colour = "cyan" if choice.fits else "yellow"
     return f"[{colour}]{choice.note()}[/]"
+
+
+def _flow_bar(sim: str) -> AbstractContextManager[None]:
+    """A progress bar on stderr for a flow-simulated step (once it passes 2 s); nothing for the analytical model."""
+    if sim != "flow":
+        return nullcontext()
+    from fabricsim.cli.output import progress_bar
+    from fabricsim.network import flow_progress
+
+    return flow_progress(progress_bar())
 
 
 @spec_errors
@@ -267,13 +295,14 @@ def train_command(
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
-                      mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
-                      pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
-                      overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
-                      tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration, sim=sim, routing=routing, jobs=jobs, cluster_nodes=cluster_nodes,
-                      grad_dtype=grad_dtype)
+    with _flow_bar(sim):
+        run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
+                          gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,
+                          kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
+                          sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
+                          overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, fabric=fabric,
+                          oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
+                          jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report import plot_breakdown

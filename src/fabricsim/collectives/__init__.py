@@ -1,7 +1,15 @@
 """Collective operations as algorithms with NCCL-style costs; predictions in nccl-tests conventions."""
 
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
-from fabricsim.collectives.conventions import OPS, busbw_factor, check_op, dtype_bytes, in_network_busbw_factor
+from fabricsim.collectives.conventions import (
+    OP_SPELLINGS,
+    OPS,
+    busbw_factor,
+    check_op,
+    dtype_bytes,
+    in_network_busbw_factor,
+    parse_op,
+)
 from fabricsim.collectives.cost import Cost
 from fabricsim.collectives.flow import concurrent_groups_time, predict_on_flow
 from fabricsim.collectives.group import GroupShape, fabric_nic, group_shape, group_shape_on, resolve_fabric_link, scaled
@@ -12,6 +20,7 @@ from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, s
 __all__ = [
     "ALGORITHMS",
     "OPS",
+    "OP_SPELLINGS",
     "SWITCH",
     "Algorithm",
     "Choice",
@@ -31,6 +40,7 @@ __all__ = [
     "group_shape",
     "group_shape_on",
     "in_network_busbw_factor",
+    "parse_op",
     "predict_on_flow",
     "resolve_fabric_link",
     "scaled",

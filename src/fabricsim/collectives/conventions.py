@@ -18,6 +18,25 @@ DTYPE_BYTES: dict[str, int] = {
 }
 
 
+OP_SPELLINGS: dict[str, str] = {
+    "allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter", "bcast": "broadcast",
+    "alltoall": "all_to_all", "sendrecv": "send_recv",
+}
+"""Other spellings of an operation a user may type: NCCL's API names without 'nccl' (ncclAllReduce, ncclBcast) and
+nccl-tests' binary names (alltoall_perf, sendrecv_perf) -- the one spelling rule of every command's ``--op``."""
+
+
+def parse_op(text: str) -> str:
+    """An operation name as typed on a command line -> its canonical name (``OPS``). One rule for every ``--op``:
+    any case, '-' or '_', a canonical name, an ``OP_SPELLINGS`` form, or either with nccl-tests' ``_perf`` suffix
+    (``all_reduce``, ``All-Reduce``, ``allreduce``, ``all_reduce_perf``, ``alltoall_perf``, ``bcast``)."""
+    name = text.strip().lower().replace("-", "_").removesuffix("_perf")
+    name = OP_SPELLINGS.get(name, name)
+    if name not in OPS:
+        raise unknown_name_error("op", text, OPS, field="--op")
+    return name
+
+
 def check_op(op: str) -> str:
     """The canonical op name, or a SpecError listing the allowed ones."""
     name = op.strip().lower().replace("-", "_").replace("alltoall", "all_to_all").replace("sendrecv", "send_recv")

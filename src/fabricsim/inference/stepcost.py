@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, replace
-from math import ceil, sqrt
+from math import ceil
 
 import numpy as np
 
 from fabricsim.comm import Cluster
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends, _transfer
 from fabricsim.inference.draft import _draft_comm, _draft_parts
-from fabricsim.inference.experts import expert_load_terms
+from fabricsim.inference.experts import ExpertLoad, expert_load_terms
 from fabricsim.inference.memory import inference_memory, kv_bytes_per_token_gpu
 from fabricsim.inference.params import kernel_latency_s, step_overhead_s
 from fabricsim.inference.plan import ACT_BYTES, LAYERS, InferencePlan, check_inference_plan
@@ -45,9 +45,7 @@ class InferenceStepCost:
     moe_bytes_s: float  # seconds to stream one touched expert's shard (all MoE layers)
     experts: int
     top_k: int
-    load_z: float  # expert_load_terms: the most loaded EP rank carries (1 + z x sqrt(a / tokens + b)) x the mean
-    load_a: float
-    load_b: float
+    load: ExpertLoad  # expert_load_terms: how much more than the mean the most loaded EP rank carries
     pair_s: float  # seconds per causal query-key pair per rank (all layers)
     kv_flop_s: float  # seconds per cached token read per rank, compute and HBM
     kv_bytes_s: float
@@ -83,8 +81,7 @@ class InferenceStepCost:
             t += max(flop_s, bytes_s)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            peak = 1.0 + self.load_z * sqrt(self.load_a / tokens + self.load_b) if self.load_z else 1.0
-            t += max(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
+            t += max(self.moe_flop_s * tokens * self.load.peak(tokens), self.moe_bytes_s * touched)
         extra = decode_seqs * (queries - 1)  # the drafts' own keys beside the cache
         t += max(self.pair_s * prefill_attn_pairs / dp
                  + self.kv_flop_s * (queries * decode_kv_tokens + extra * queries / 2.0) / dp,
@@ -144,9 +141,7 @@ class InferenceStepCost:
         t = self.overhead_s + self.router_bytes_s + np.sum(np.maximum(flop_s, np.asarray(self.gemm_bytes_s)), axis=-1)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            peak = (1.0 + self.load_z * np.sqrt(self.load_a / np.maximum(tokens, 1e-300) + self.load_b)
-                    if self.load_z else 1.0)
-            t = t + np.maximum(self.moe_flop_s * tokens * peak, self.moe_bytes_s * touched)
+            t = t + np.maximum(self.moe_flop_s * tokens * self.load.peak_many(tokens), self.moe_bytes_s * touched)
         extra = decode * (queries - 1)
         t = t + np.maximum(self.pair_s * pairs / dp + self.kv_flop_s * (queries * kv + extra * queries / 2.0) / dp,
                            self.kv_bytes_s * (kv + extra) / dp)
@@ -233,7 +228,6 @@ def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, c
     if st.experts and st.moe_layers:
         moe_flop = pp * st.moe_layers * 2.0 * st.top_k * st.expert_share_params / st.expert_gemm_rate
         moe_bytes = pp * st.moe_layers * st.expert_share_params * st.weight_bytes / st.hbm_rate
-    load_z, load_a, load_b = expert_load_terms(st.experts, st.top_k, plan.ep)
     shapes = np.asarray(st.dense_gemms, dtype=np.float64)
     n, k, count = shapes[:, 0], shapes[:, 1], pp * shapes[:, 2]
     rates, weight_bytes = np.asarray(st.gemm_rates), np.asarray(st.gemm_bytes)
@@ -247,8 +241,8 @@ def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, c
         gemm_bytes_s=tuple((n * k * count * weight_bytes / st.hbm_rate).tolist()),
         sms=st.sms, tile_rows=rows,
         router_bytes_s=pp * st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate,
-        moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k, load_z=load_z,
-        load_a=load_a, load_b=load_b,
+        moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k,
+        load=expert_load_terms(st.experts, st.top_k, plan.ep),
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
         kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.decode_attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,

@@ -85,6 +85,10 @@ class ModelSpec(BaseModel):
     tied_embeddings: bool = Field(False, strict=True, description="LM head shares the embedding matrix")
     moe: MoESpec | None = None
     mla: MLASpec | None = Field(None, description="multi-head latent attention (replaces head_dim and kv_heads)")
+    mtp_modules: int = Field(0, ge=0, le=MAX_LAYERS, strict=True,
+                             description="multi-token-prediction modules shipped with the model (Hugging Face "
+                             "num_nextn_predict_layers); speculative decoding (infer --draft-tokens) drafts with "
+                             "them; not counted in the parameters")
 
     @model_validator(mode="before")
     @classmethod

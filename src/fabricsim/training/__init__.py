@@ -3,7 +3,7 @@ pipeline schedule and overlap, and the search over the knobs left unset.
 """
 
 from fabricsim.training.auto import AutoChoice, search_knobs
-from fabricsim.training.flops import StepFlops, stage_microbatch_flops, step_flops
+from fabricsim.training.flops import MFU_DEFINITION, StepFlops, mfu_peak, stage_microbatch_flops, step_flops
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory
 from fabricsim.training.placement import (
     Placement,
@@ -23,6 +23,7 @@ from fabricsim.training.step import plan_memory, predict_training, step_terms
 __all__ = [
     "DEFAULT_MBS",
     "LAYERS",
+    "MFU_DEFINITION",
     "AutoChoice",
     "Breakdown",
     "MemoryReport",
@@ -38,6 +39,7 @@ __all__ = [
     "leaves_nvlink",
     "megatron_runs_interleaved",
     "memory_report",
+    "mfu_peak",
     "node_of",
     "parse_extra",
     "parse_layout",

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from fabricsim.catalog import GPU
+from fabricsim.errors import SpecError
 from fabricsim.model import ForwardFlops, ModelSpec, forward_flops
 from fabricsim.training.plan import ParallelPlan, stage_layers
 
@@ -98,3 +100,20 @@ def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[
         (2 * tokens * h * up_out * copies, h, up_out),
         (2 * tokens * ffn / t * h * copies, ffn / t, h),
     ]
+
+
+MFU_DEFINITION = ("model FLOPs (forward + backward, attention unmasked, recompute not counted) per second per GPU / "
+                  "the GPU's dense tensor peak in the precision the weight GEMMs run in")
+
+
+def mfu_peak(gpu: GPU, precision: str) -> float:
+    """The peak MFU divides by: the GPU's dense tensor FLOP/s in the precision of the weight GEMMs (``bf16``, or
+    ``fp8`` as TransformerEngine runs them), the convention of PaLM and Megatron-LM's MFU (model FLOPs over the peak
+    of the math that carries them)."""
+    if precision == "bf16":
+        return gpu.bf16_flops_per_s
+    if precision == "fp8":
+        if gpu.fp8_flops_per_s is None:
+            raise SpecError(f"{gpu.id} has no FP8 tensor cores; use --precision bf16", field="--precision")
+        return gpu.fp8_flops_per_s
+    raise SpecError(f"unknown precision {precision!r}; allowed: bf16, fp8", field="--precision")

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fabricsim.training.flops import MFU_DEFINITION
 from fabricsim.training.memory import MemoryReport
 
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "pipeline_bubble")
@@ -41,13 +42,30 @@ class TrainingPrediction:
     step_time_s: float
     tokens_per_s: float
     tflops_per_gpu: float
-    mfu: float
+    """executed FLOP/s per GPU (TFLOP/s): model FLOPs with causal attention as the kernels run it, plus recompute
+    (the FLOPs Megatron-LM's 'TFLOP/s per GPU' counts)"""
+    model_tflops_per_gpu: float
+    """model FLOP/s per GPU (TFLOP/s), MFU's numerator: forward + backward, attention unmasked, no recompute"""
+    peak_tflops_per_gpu: float
+    """the dense tensor peak MFU divides by, in ``peak_precision``"""
+    peak_precision: str
+    """the precision of the weight GEMMs, whose dense peak MFU and HFU are measured against"""
     memory: MemoryReport
     breakdown: Breakdown
     bottleneck: str
     warnings: tuple[str, ...]
     gpus: int
     nodes: int
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOPs utilisation: ``model_tflops_per_gpu / peak_tflops_per_gpu`` (``MFU_DEFINITION``)."""
+        return self.model_tflops_per_gpu / self.peak_tflops_per_gpu
+
+    @property
+    def hfu(self) -> float:
+        """Hardware FLOPs utilisation: executed FLOP/s (``tflops_per_gpu``) over the same peak."""
+        return self.tflops_per_gpu / self.peak_tflops_per_gpu
 
     @property
     def breakdown_s(self) -> dict[str, float]:
@@ -59,6 +77,10 @@ class TrainingPrediction:
             "tokens_per_s": self.tokens_per_s,
             "tflops_per_gpu": self.tflops_per_gpu,
             "mfu": self.mfu,
+            "model_flops_per_s_per_gpu": self.model_tflops_per_gpu * 1e12,
+            "hfu": self.hfu,
+            "mfu_peak": {"precision": self.peak_precision, "flops_per_s": self.peak_tflops_per_gpu * 1e12,
+                         "definition": MFU_DEFINITION},
             "memory_per_gpu_bytes": self.memory.total_bytes,
             "memory": {"weights_bytes": self.memory.weights_bytes, "gradients_bytes": self.memory.gradients_bytes,
                        "optimizer_bytes": self.memory.optimizer_bytes,

@@ -34,7 +34,7 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, hbm_efficiency
 from fabricsim.training.comms import _layer_comms
 from fabricsim.training.elementwise import optimizer_bytes
-from fabricsim.training.flops import step_flops
+from fabricsim.training.flops import mfu_peak, step_flops
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.training.placement import place, placement_warnings
 from fabricsim.training.plan import ParallelPlan, check_plan
@@ -141,7 +141,9 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
         step_time_s=step_time,
         tokens_per_s=plan.tokens_per_step() / step_time,
         tflops_per_gpu=flops.hardware_flops / step_time / gpus / 1e12,
-        mfu=model_flops / (step_time * gpus * gpu.bf16_flops_per_s),
+        model_tflops_per_gpu=model_flops / step_time / gpus / 1e12,
+        peak_tflops_per_gpu=mfu_peak(gpu, plan.precision) / 1e12,
+        peak_precision=plan.precision,
         memory=mem,
         breakdown=total,
         bottleneck=bottleneck,
