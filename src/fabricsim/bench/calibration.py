@@ -259,16 +259,17 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
     rows_fit = _rows(measurements, t_before, t_fit)
     rms_before, rms_fit = _rms_log_error(t_before, measured), _rms_log_error(t_fit, measured)
     warnings: list[str] = []
-    why = _no_better(rows_fit, rms_fit, rms_before, _log_errors(measurements, rows_fit))
+    logs = _log_errors(measurements, rows_fit)
+    why = _no_better(rows_fit, rms_fit, rms_before, logs)
     kept = why is not None
     if kept:
         warnings.append(f"the fit does not beat the catalog on its own measurements ({why}): kept the catalog's "
                         "parameters, no overlay")
         after, rows = dict(before), rows_before
+        logs = _log_errors(measurements, rows)
     else:
         warnings += _bound_warnings(names, after)
         rows = rows_fit
-    logs = _log_errors(measurements, rows)
     warnings += _log_warnings(logs, kept)
     return CalibrationResult(system=sysm.id, fitted=names, before=before, after=after, rows=rows,
                              overlay={} if kept else _overlay(fitted_catalog, sysm, fabric, note), logs=logs,

@@ -37,7 +37,6 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
-from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -164,15 +163,22 @@ def traffic_command(
     from fabricsim.catalog import load_catalog
     from fabricsim.network import check_routing, flow_progress
     from fabricsim.topology import build_topology
-    from fabricsim.traffic import JobSpec, build_traffic, check_pattern, load_jobs, run_traffic, slowdowns
+    from fabricsim.traffic import (
+        JobSpec,
+        build_traffic,
+        check_pattern,
+        check_seed,
+        load_jobs,
+        run_traffic,
+        slowdowns,
+    )
 
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    if seed < 0:
-        raise SpecError(f"seed must be >= 0, got {seed}", field="--seed")
+    check_seed(seed, "--seed")
     route = check_routing(routing)
     if jobs_file is not None:
         jobs, background, storage = load_jobs(jobs_file)

@@ -7,6 +7,7 @@ from fabricsim.traffic.jobs import (
     Traffic,
     build_traffic,
     check_pattern,
+    check_seed,
     pattern_flow_count,
 )
 from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns, utilisation
@@ -19,6 +20,7 @@ __all__ = [
     "TrafficRun",
     "build_traffic",
     "check_pattern",
+    "check_seed",
     "job_metrics",
     "link_summary",
     "link_tiers",

@@ -192,6 +192,13 @@ def pattern_flow_count(pattern: str, n: int, gpus_per_node: int) -> int:
     return steps * n * min(gpus_per_node, n) if n >= 2 else 0
 
 
+def check_seed(seed: int, field: str | None = None) -> int:
+    """A random seed numpy's generators take: 0 and up (one rule for --seed, a jobs file and build_traffic)."""
+    if seed < 0:
+        raise SpecError(f"seed must be >= 0, got {seed}", field=field)
+    return seed
+
+
 def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec]) -> None:
     """Refuse in one line, before any flow is built, traffic whose flows alone would not fit in memory."""
     flows = sum(pattern_flow_count(check_pattern(j.pattern), max(j.gpus, 0), topology.gpus_per_node) for j in jobs)
@@ -215,8 +222,7 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         raise SpecError("job names must be unique", field="jobs")
     check_traffic_size(topology, jobs, background)
     for job in jobs:
-        if job.seed < 0:
-            raise SpecError(f"seed must be >= 0, got {job.seed}")
+        check_seed(job.seed)
         g = place(topology, free, job.gpus, check_choice(job.placement, PLACEMENTS, "placement"), job.seed)
         free = np.setdiff1d(free, g, assume_unique=True)
         tr.gpus[job.name] = g

@@ -16,7 +16,7 @@ from typing import Any
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.inputs import load_yaml, parse_buffer_size, read_text
-from fabricsim.traffic.jobs import BackgroundSpec, JobSpec
+from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, check_seed
 
 _JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
 _BG_KEYS = {"kind", "job", "bytes", "start"}
@@ -42,10 +42,7 @@ def _int(value: Any, where: str) -> int:
 
 def _seed(value: Any, where: str) -> int:
     """A random seed: an integer, not negative (numpy's generators take 0 and up)."""
-    number = _int(value, where)
-    if number < 0:
-        raise SpecError(f"seed must be >= 0, got {number}", field=where)
-    return number
+    return check_seed(_int(value, where), where)
 
 
 def _count(value: Any, where: str) -> int:
