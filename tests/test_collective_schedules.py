@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fabricsim.collectives import SWITCH, busbw_factor, bytes_sent_per_rank, schedule
+from fabricsim.collectives import SWITCH, busbw_factor, bytes_sent_per_rank, schedule, schedule_size
 from fabricsim.errors import SpecError
 
 
@@ -67,3 +67,22 @@ def test_unknown_schedule_raises() -> None:
         schedule("nvls", "broadcast", 8, 8, 1024.0)
     with pytest.raises(SpecError):
         schedule("halving_doubling", "all_reduce", 6, 8, 1024.0)
+
+
+ALGORITHMS = ["ring", "direct", "halving_doubling", "tree", "nvls", "hierarchical", "collnet", "nvls_tree"]
+OPS = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "all_to_all", "send_recv"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(algo=st.sampled_from(ALGORITHMS), op=st.sampled_from(OPS), n=st.integers(2, 40), p=st.integers(1, 9),
+       channels=st.integers(1, 4))
+def test_schedule_size_counts_the_built_schedule(algo: str, op: str, n: int, p: int, channels: int) -> None:
+    """The closed-form (transfers, phases) a flow run is refused on equals the schedule it would build, and both
+    refuse the same combinations."""
+    try:
+        phases = schedule(algo, op, n, p, 1e6, channels)
+    except SpecError:
+        with pytest.raises(SpecError):
+            schedule_size(algo, op, n, p, channels)
+        return
+    assert schedule_size(algo, op, n, p, channels) == (sum(len(ph.src) for ph in phases), len(phases))

@@ -15,6 +15,7 @@ from typer.testing import CliRunner
 
 from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
+from fabricsim.collectives import predict_on_flow
 from fabricsim.errors import SpecError
 from fabricsim.network import estimate_flow_run, flow_progress, routed_flowset, simulate
 from fabricsim.topology import ClusterSpec, Topology, build_topology
@@ -126,6 +127,21 @@ def test_traffic_refuses_huge_patterns_before_building_them(monkeypatch: pytest.
     try:
         with pytest.raises(SpecError, match="67,076,096 flows"):
             build_traffic(topo, [JobSpec("a", topo.num_gpus, "all_reduce", 2.0**30)], [], 0)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 50e6
+
+
+def test_collective_refuses_huge_schedules_before_building_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 4096-rank ring all-reduce (2 x 4095 steps x 4096 ranks x 8 channels) is refused from the schedule's
+    closed-form size, before its phases are spelled out."""
+    monkeypatch.setenv("FABRICSIM_MEMORY_LIMIT", "4G")
+    topo = _topology(512, 3)
+    tracemalloc.start()
+    try:
+        with pytest.raises(SpecError, match=r"268,369,920 flows .*drop --sim flow"):
+            predict_on_flow(topo, list(range(topo.num_gpus)), "all_reduce", [2**30])
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()

@@ -15,7 +15,7 @@ from fabricsim.collectives.flow import concurrent_groups_time, predict_on_flow
 from fabricsim.collectives.group import GroupShape, fabric_nic, group_shape, group_shape_on, resolve_fabric_link, scaled
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
-from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule
+from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule, schedule_size
 
 __all__ = [
     "ALGORITHMS",
@@ -45,5 +45,6 @@ __all__ = [
     "resolve_fabric_link",
     "scaled",
     "schedule",
+    "schedule_size",
     "size_sweep",
 ]

@@ -14,12 +14,23 @@ import numpy as np
 
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.result import CollectiveRow, Prediction
-from fabricsim.collectives.schedule import Phase, ring_orders, schedule
+from fabricsim.collectives.schedule import Phase, ring_orders, schedule, schedule_size
 from fabricsim.errors import SpecError
-from fabricsim.network import routed_flowset, simulate, stage_timings, time_schedule_flow
+from fabricsim.network import (
+    check_memory,
+    flow_count_bound,
+    routed_flowset,
+    simulate,
+    stage_timings,
+    time_schedule_flow,
+)
 from fabricsim.topology import Topology
 
 FLOW_ALGORITHMS = ("ring", "direct", "halving_doubling", "tree", "hierarchical")
+SCHEDULE_FLOW_WORDS = 7
+"""words a transfer holds before the flow guard sees it: the schedule's source, destination and bytes, and the
+joined source, destination, size and phase arrays the flow run is built from"""
+SHRINK_HINT = "fewer nodes or ranks per node, or the analytical model (drop --sim flow)"
 
 
 class StagedFlows(Protocol):
@@ -52,6 +63,8 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
     chosen = flow_algorithm(name, algo)
     channels = per_node if chosen == "ring" else 1  # NCCL's rail-aware rings: one per GPU of a node
     factor, elem = busbw_factor(name, len(where)), dtype_bytes(dtype)
+    transfers, phase_count = schedule_size(chosen, name, len(where), per_node, channels)
+    check_memory(flow_count_bound(transfers, phase_count, SCHEDULE_FLOW_WORDS), hint=SHRINK_HINT)
     rows = []
     for size in sizes:
         phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)

@@ -153,6 +153,44 @@ def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_byt
     raise SpecError(f"{algorithm} has no schedule for {name}", field="--algo")
 
 
+def schedule_size(algorithm: str, op: str, nranks: int, ranks_per_node: int, channels: int = 1) -> tuple[int, int]:
+    """(transfers, phases) of `schedule(algorithm, op, nranks, ranks_per_node, size, channels)` in closed form,
+    without building it: what a flow run must hold, known before a 32,768-rank ring spells out 17 billion
+    transfers. tests/test_collective_schedules.py checks it against the built schedules."""
+    name = check_op(op)
+    n, p = nranks, min(ranks_per_node, nranks)
+    if n < 2:
+        raise SpecError("a schedule needs at least 2 ranks", field="nranks")
+    if channels < 1:
+        raise SpecError(f"channels must be at least 1, got {channels}", field="channels")
+    if algorithm == "ring" and name in ("all_reduce", "all_gather", "reduce_scatter"):
+        steps = 2 * (n - 1) if name == "all_reduce" else n - 1
+        return steps * n * channels, steps
+    if algorithm == "ring" and name in ("broadcast", "reduce"):
+        return n - 1, n - 1
+    if algorithm == "direct" and name in ("all_to_all", "send_recv"):
+        return (n * (n - 1) if name == "all_to_all" else n), 1
+    if algorithm == "halving_doubling" and name in ("all_reduce", "all_gather", "reduce_scatter"):
+        if n & (n - 1):
+            raise SpecError(f"halving-doubling needs a power-of-two group, got {n}", field="nranks")
+        steps = int(math.log2(n)) * (2 if name == "all_reduce" else 1)
+        return steps * n, steps
+    if algorithm == "tree" and name == "all_reduce":
+        levels = math.ceil(math.log2(n))
+        up = sum(-(-(n - (1 << k)) // (2 << k)) for k in range(levels))
+        return 2 * up, 2 * levels
+    if algorithm == "nvls" and name in ("all_reduce", "all_gather", "reduce_scatter"):
+        steps = 4 if name == "all_reduce" else 2
+        return steps * n, steps
+    if algorithm in ("hierarchical", "collnet", "nvls_tree") and name == "all_reduce":
+        nnodes = -(-n // p)
+        intra = (n if n % p != 1 else n - 1) if p > 1 else 0  # ranks in nodes of more than one rank
+        intra_phases = p - 1 if intra else 0
+        inter_phases = 2 * (nnodes - 1) if algorithm == "hierarchical" else 2
+        return 2 * intra_phases * intra + inter_phases * n, 2 * intra_phases + inter_phases
+    raise SpecError(f"{algorithm} has no schedule for {name}", field="--algo")
+
+
 def bytes_sent_per_rank(phases: list[Phase], nranks: int) -> np.ndarray:
     """Total bytes each rank puts on the wire over the schedule (switch-sourced bytes excluded)."""
     sent = np.zeros(nranks)
