@@ -70,7 +70,7 @@ def test_mla_gemm_shapes_add_up_to_the_linear_flops() -> None:
     plan = ParallelPlan(tp=8, dp=1, gbs=8, mbs=1, seq=256)
     tokens = 256
     for index in (0, 10):  # a dense and an MoE layer
-        per_gpu = sum(f for f, _, _ in layer_gemm_shapes(m, plan, index))
+        per_gpu = sum(f for f, _, _, _ in layer_gemm_shapes(m, plan, index))
         down = m.mla_down_params() - 1536 - 512  # norms are not GEMMs
         replicated = 2 * tokens * down * (1 - 1 / 8)  # each of the 8 ranks runs the whole down-projection
         linear = forward_flops(m, 1, tokens, layers=[index], lm_head=False).linear - 2 * tokens * (

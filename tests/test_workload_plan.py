@@ -45,7 +45,7 @@ def test_dp_from_gpus() -> None:
         ({"gpus": 512}, r"gpus: 512 must equal tp\*pp\*dp\*cp = 8\*4\*32\*1 = 1024"),
         ({"gbs": 1000}, r"gbs: 1000 must be divisible by mbs\*dp = 1\*32 = 32"),
         ({"mbs": 3, "gbs": 1024}, r"mbs\*dp = 3\*32 = 96"),
-        ({"ep": 64}, r"ep: 64 must divide dp\*cp = 32\*1 = 32"),
+        ({"ep": 64}, r"ep: etp\*ep = 8\*64 = 512 must divide tp\*cp\*dp = 8\*1\*32 = 256"),
         ({"cp": 3, "dp": 32}, r"seq: 8192 must be divisible by 2\*cp = 6"),
         ({"virtual_stages": 2, "schedule": "1f1b"}, "needs schedule 'interleaved'"),
         ({"pp": 1, "virtual_stages": 2}, r"interleaved schedule needs pp >= 2"),

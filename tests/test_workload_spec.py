@@ -92,7 +92,7 @@ def test_preset_names_case_insensitive_and_listed() -> None:
     names = list_presets()
     for expected in ("gpt-1.7b", "gpt-1t", "gpt3-175b", "llama3-405b", "mixtral-8x7b", "deepseek-v3"):
         assert expected in names
-    assert len(names) == 16
+    assert len(names) == 17
 
 
 def test_every_preset_has_a_source_and_its_own_name() -> None:

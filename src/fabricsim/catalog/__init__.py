@@ -24,6 +24,7 @@ from fabricsim.catalog.models import (
     System,
     Tuning,
 )
+from fabricsim.catalog.partial import partial_system_id, partly_used, with_partial_system
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -43,8 +44,11 @@ __all__ = [
     "default_catalog",
     "load_catalog",
     "load_documents",
+    "partial_system_id",
+    "partly_used",
     "read_packaged_yaml",
     "read_spec_file",
     "read_yaml",
     "validation_message",
+    "with_partial_system",
 ]

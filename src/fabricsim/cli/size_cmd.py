@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 DAY_S = 86400.0
 DEFAULT_TOKENS = "15T"
 # options `size` reads for training only: given with --inference they are an error, not ignored
-TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "vpp", "mbs", "recompute",
+TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
                  "zero", "precision")
 MAX_SEQ = 2**24
 
@@ -57,6 +57,7 @@ def _spec(**kw: Any) -> SizingSpec:
     try:
         knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                       cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
+                      etp=parse_list(kw["etp"], "--etp", int),
                       vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
                       recompute=parse_list(kw["recompute"], "--recompute"),
                       zero=parse_list(kw["zero"], "--zero", int), precision=parse_list(kw["precision"], "--precision"))
@@ -116,6 +117,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
 def _plan(p: dict[str, Any]) -> str:
     rc = {"none": "", "selective": " rs", "full": " rf"}[p["recompute"]]
     extra = (f" c{p['cp']}" if p["cp"] > 1 else "") + (f" e{p['ep']}" if p["ep"] > 1 else "") + (
+        f" et{p['etp']}" if p.get("etp", p["tp"]) != p["tp"] else "") + (
         f" v{p['vpp']}" if p["vpp"] > 1 else "")
     fp8 = " f8" if p["precision"] == "fp8" else ""
     return f"t{p['tp']} p{p['pp']} d{p['dp']}{extra} m{p['mbs']} z{p['zero']}{rc}{fp8}"
@@ -220,6 +222,7 @@ def size_command(
     pp: Annotated[str | None, _opt("pipeline sizes to try", "--pp")] = None,
     cp: Annotated[str | None, _opt("context parallel sizes to try", "--cp")] = None,
     ep: Annotated[str | None, _opt("expert parallel sizes to try", "--ep")] = None,
+    etp: Annotated[str | None, _opt("expert tensor-parallel sizes to try (default tp and 1)", "--etp")] = None,
     vpp: Annotated[str | None, _opt("virtual stages to try", "--vpp")] = None,
     mbs: Annotated[str | None, _opt("micro-batch sizes to try", "--mbs")] = None,
     recompute: Annotated[str | None, _opt("recompute modes to try", "--recompute")] = None,

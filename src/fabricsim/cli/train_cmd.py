@@ -84,6 +84,11 @@ Pp = Annotated[int, typer.Option("--pp", help="pipeline-parallel stages")]
 Dp = Annotated[int | None, typer.Option("--dp", help="default: gpus / (tp*pp*cp)")]
 Cp = Annotated[int, typer.Option("--cp", help="context-parallel size")]
 Ep = Annotated[int, typer.Option("--ep", help="expert-parallel size (MoE)")]
+GpusPerNode = Annotated[int | None, typer.Option(
+    "--gpus-per-node", help="GPUs of each node (rack) the job uses (default all): 64 runs 128 GPUs on two GB200 "
+    "NVL72 racks; the whole node is still priced")]
+Etp = Annotated[int | None, typer.Option("--etp", help="expert tensor-parallel size (MoE; default tp): etp*ep "
+                                         "divides tp*cp*dp, so EP may span TP ranks (MoE parallel folding)")]
 Seq = Annotated[int, typer.Option("--seq", help="sequence length (tokens)")]
 Gbs = Annotated[int, typer.Option("--gbs", help="global batch (sequences)")]
 Mbs = Annotated[int | None, typer.Option("--mbs", help="micro-batch (sequences) (default: auto)")]
@@ -148,18 +153,20 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
-                jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32") -> Run:
+                jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
+                etp: int | None = None, gpus_per_node: int | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
-    from fabricsim.catalog import load_catalog
+    from fabricsim.catalog import load_catalog, with_partial_system
     from fabricsim.comm import Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import load_model
     from fabricsim.training import parse_layout, search_knobs
 
     oversubscription = checked_oversubscription(oversubscription)
-    catalog = load_catalog(*(calibration or []))
+    catalog, system = with_partial_system(load_catalog(*(calibration or [])), system, gpus_per_node)
     spec = load_model(model)
-    fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "seq": seq,
+    fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
+                              "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
                               "precision": precision, "kernels": kernels, "pp_layout": parse_layout(pp_layout),
                               "grad_dtype": grad_dtype,
@@ -223,16 +230,22 @@ def _check_cluster_nodes(cluster_nodes: int, job_nodes: int, gpus: int) -> None:
 
 def plan_json(plan: ParallelPlan) -> dict[str, Any]:
     """The plan a prediction ran, knobs under their CLI names."""
-    return {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "seq": plan.seq,
+    return {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.expert_tp,
+            "seq": plan.seq,
             "gbs": plan.gbs, "mbs": plan.mbs, "vpp": plan.virtual_stages, "recompute": plan.recompute,
             "zero": plan.zero, "precision": plan.precision, "grad_dtype": plan.grad_dtype}
+
+
+def etp_text(plan: ParallelPlan) -> str:
+    """`` etp=N`` when the experts' TP differs from the attention's, else nothing."""
+    return f" etp={plan.expert_tp}" if plan.expert_tp != plan.tp else ""
 
 
 def run_title(run: Run) -> str:
     """The table title: model, GPUs and nodes, and every knob of the plan."""
     plan, pred = run.plan, run.prediction
     return (f"{run.spec.name} on {plan.world_size} GPUs ({pred.nodes} x {run.system}): tp={plan.tp} pp={plan.pp} "
-            f"dp={plan.dp} cp={plan.cp} ep={plan.ep}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
+            f"dp={plan.dp} cp={plan.cp} ep={plan.ep}{etp_text(plan)}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
             f"vpp {plan.virtual_stages}, recompute {plan.recompute}, zero {plan.zero}, {plan.precision}")
 
 
@@ -262,6 +275,8 @@ def train_command(
     dp: Dp = None,
     cp: Cp = 1,
     ep: Ep = 1,
+    etp: Etp = None,
+    gpus_per_node: GpusPerNode = None,
     seq: Seq = 4096,
     gbs: Gbs = 512,
     mbs: Mbs = None,
@@ -302,7 +317,8 @@ def train_command(
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
-                          jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype)
+                          jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
+                          gpus_per_node=gpus_per_node)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report import plot_breakdown

@@ -25,10 +25,12 @@ from fabricsim.cli.train_cmd import (
     Cp,
     Dp,
     Ep,
+    Etp,
     Fabric,
     FlashAttn,
     Gbs,
     Gpus,
+    GpusPerNode,
     GradDtype,
     Kernels,
     Mbs,
@@ -120,6 +122,8 @@ def whatif_command(
     dp: Dp = None,
     cp: Cp = 1,
     ep: Ep = 1,
+    etp: Etp = None,
+    gpus_per_node: GpusPerNode = None,
     seq: Seq = 4096,
     gbs: Gbs = 512,
     mbs: Mbs = None,
@@ -158,7 +162,8 @@ def whatif_command(
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
-                      calibration=calibration, grad_dtype=grad_dtype)
+                      calibration=calibration, grad_dtype=grad_dtype, etp=etp,
+                      gpus_per_node=gpus_per_node)
     scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
     result = what_if(run.spec, run.plan, scenario, factor, swaps)
     data = {**result.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}

@@ -104,6 +104,23 @@ def k_efficiency(k: NDArray[np.float64], gpu: GPU, precision: str) -> NDArray[np
     return out
 
 
+def grouped_gemm_efficiency(rows: NDArray[np.float64], gpu: GPU, precision: str) -> NDArray[np.float64]:
+    """Fraction of the GEMM rate a grouped (per-expert) GEMM keeps when each group has ``rows`` tokens: every
+    expert's weights stream from HBM once per GEMM beside its 2 x rows FLOPs per weight, so the time is compute
+    plus weight traffic, rows / (rows + r0) with r0 = GEMM rate x bytes per weight / (2 x achievable HBM rate)
+    (the roofline ridge in tokens: ~290 on H100 BF16). No fitted figure: r0 comes from the catalog. Sourced check
+    (deepseek-ai/DeepGEMM README @327ec92, H800 FP8 grouped/masked GEMMs; vllm PR #23280, H100 BF16 M sweep):
+    measured efficiency follows rows / (rows + M_half) with M_half 180-200 fitted where the ridge is ~290.
+    ``inf`` rows (one dense GEMM whose rows are the whole batch) pay nothing; more rows never lower it."""
+    weight_bytes = 1.0 if precision == "fp8" else 2.0
+    ridge = gemm_flops_per_s(gpu, precision) * weight_bytes / (2.0 * gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    r = np.asarray(rows, dtype=np.float64)
+    finite = np.isfinite(r)
+    out: NDArray[np.float64] = np.ones_like(r)
+    out[finite] = r[finite] / (r[finite] + ridge)
+    return out
+
+
 def gemm_flops_per_s(gpu: GPU, precision: str) -> float:
     """FLOP/s of the weight GEMMs at ``precision`` ('bf16' or 'fp8')."""
     if precision == "fp8":

@@ -80,7 +80,8 @@ def _inline_model(text: str) -> ModelSpec:
 
 def plan_for(model: ModelSpec, spec: SizingSpec, shape: Shape, gbs: int) -> ParallelPlan:
     """The validated training plan of a shape and batch (raises SpecError where it cannot run)."""
-    plan = ParallelPlan.build(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep, mbs=shape.mbs,
+    plan = ParallelPlan.build(tp=shape.tp, pp=shape.pp, dp=shape.dp, cp=shape.cp, ep=shape.ep,
+                              etp=None if shape.etp == shape.tp else shape.etp, mbs=shape.mbs,
                               gbs=gbs, seq=spec.seq, virtual_stages=shape.vpp, recompute=shape.recompute,
                               zero=shape.zero, precision=shape.precision, **spec.fixed)
     check_plan(model, plan)

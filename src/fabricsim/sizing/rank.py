@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 OBJECTIVE_COLUMN = {"time": "time_to_train_s", "cost": "cost_usd", "energy": "energy_mwh"}
 # Ties go to the simpler, smaller plan, then to a fixed order of the remaining fields (deterministic output).
-TIE_COLUMNS = ("time_to_train_s", "cost_usd", "gpus", "tp", "pp", "cp", "ep", "vpp", "recompute_rank", "zero", "mbs",
-               "precision", "gbs", "system", "fabric", "oversubscription")
+TIE_COLUMNS = ("time_to_train_s", "cost_usd", "gpus", "tp", "pp", "cp", "ep", "etp", "vpp", "recompute_rank", "zero",
+               "mbs", "precision", "gbs", "system", "fabric", "oversubscription")
 
 
 def constraint_masks(frame: pd.DataFrame, spec: SizingSpec) -> dict[str, np.ndarray]:

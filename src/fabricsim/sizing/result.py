@@ -14,7 +14,7 @@ from fabricsim.sizing.spec import SizingSpec
 if TYPE_CHECKING:
     import pandas as pd
 
-PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "zero", "precision", "flash_attn", "gbs",
+PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "recompute", "zero", "precision", "flash_attn", "gbs",
                "seq")
 METRICS = ("tokens_per_s", "time_to_train_s", "cost_usd", "usd_per_million_tokens", "energy_mwh", "mfu",
            "memory_per_gpu_bytes", "bottleneck")

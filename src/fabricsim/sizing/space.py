@@ -46,6 +46,7 @@ class Shape:
     dp: int
     cp: int
     ep: int
+    etp: int
     vpp: int
     mbs: int
     recompute: str
@@ -180,11 +181,15 @@ def _vpp_values(model: ModelSpec, spec: SizingSpec, pp: int) -> list[int]:
     return [v for v in values if model.layers >= pp * v and (v == 1 or megatron_runs_interleaved(pp))]
 
 
-def _ep_values(model: ModelSpec, spec: SizingSpec, dp: int, cp: int) -> list[int]:
+def _ep_values(model: ModelSpec, spec: SizingSpec, tp: int, dp: int, cp: int) -> list[tuple[int, int]]:
+    """(ep, etp) pairs: ep divides the experts, etp (default candidates tp and 1: Megatron-Core's default and MoE
+    parallel folding's) the expert width, and etp * ep the stage's tp * cp * dp GPUs."""
     if model.moe is None:
-        return [1]
+        return [(1, tp)]
     values = spec.knobs.ep or tuple(_divisors(model.moe.experts, 256))
-    return [e for e in values if model.moe.experts % e == 0 and (dp * cp) % e == 0]
+    etps = spec.knobs.etp or tuple(dict.fromkeys((tp, 1)))
+    return [(e, f) for e in values for f in etps if model.moe.experts % e == 0 and model.expert_ffn_hidden % f == 0
+            and (tp * dp * cp) % (e * f) == 0]
 
 
 def _zero_values(spec: SizingSpec, pp: int) -> list[int]:
@@ -210,13 +215,14 @@ def shapes(model: ModelSpec, spec: SizingSpec, system: System, fp8: bool, gpus: 
                 if gpus % (tp * pp * cp):
                     continue
                 dp = gpus // (tp * pp * cp)
-                for ep in _ep_values(model, spec, dp, cp):
+                for ep, etp in _ep_values(model, spec, tp, dp, cp):
                     for vpp in _vpp_values(model, spec, pp):
                         for zero in _zero_values(spec, pp):
                             for precision in precisions:
                                 for recompute in recomputes:
                                     for mbs in mbs_values:
-                                        yield Shape(tp, pp, dp, cp, ep, vpp, mbs, recompute, zero, precision)
+                                        yield Shape(tp, pp, dp, cp, ep, etp, vpp, mbs, recompute, zero,
+                                                    precision)
 
 
 def _listed(values: object) -> str:
@@ -245,8 +251,9 @@ def no_shape_reason(model: ModelSpec, spec: SizingSpec, system: System, fp8: boo
     if not fits:
         return (f"tp x pp x cp does not divide the GPUs (tp {_listed(sorted({t for t, _ in pairs}))}, pp "
                 f"{_listed(pps) if spec.knobs.pp else 'searched'}, cp {_listed(sorted({c for _, c in pairs}))})")
-    if not any(_ep_values(model, spec, gpus // (tp * pp * cp), cp) for tp, cp, pp in fits):
-        return f"no ep divides the model's experts and dp x cp (ep {_listed(spec.knobs.ep or 'divisors')})"
+    if not any(_ep_values(model, spec, tp, gpus // (tp * pp * cp), cp) for tp, cp, pp in fits):
+        return (f"no ep divides the model's experts with etp x ep dividing tp x cp x dp (ep "
+                f"{_listed(spec.knobs.ep or 'divisors')}, etp {_listed(spec.knobs.etp or 'tp and 1')})")
     if not any(_vpp_values(model, spec, pp) for _, _, pp in fits):
         return f"no vpp in {_listed(spec.knobs.vpp)} splits the layers evenly at these pp (or Megatron-LM does not "\
                "interleave them)"

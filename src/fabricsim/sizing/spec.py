@@ -14,7 +14,7 @@ from fabricsim.errors import SpecError
 from fabricsim.sizing.defaults import YEAR_S
 
 # Knob -> ParallelPlan field whose bounds it takes
-KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "vpp": "virtual_stages", "mbs": "mbs",
+KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "etp": "etp", "vpp": "virtual_stages", "mbs": "mbs",
                     "zero": "zero"}
 
 
@@ -50,13 +50,14 @@ class Knobs(BaseModel):
     pp: tuple[int, ...] | None = None
     cp: tuple[int, ...] | None = None
     ep: tuple[int, ...] | None = None
+    etp: tuple[int, ...] | None = None
     vpp: tuple[int, ...] | None = None
     mbs: tuple[int, ...] | None = None
     recompute: tuple[Literal["none", "selective", "full"], ...] | None = None
     zero: tuple[int, ...] | None = None
     precision: tuple[Literal["bf16", "fp8"], ...] | None = None
 
-    @field_validator("tp", "pp", "cp", "ep", "vpp", "mbs", "zero")
+    @field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "mbs", "zero")
     @classmethod
     def _in_plan_range(cls, value: tuple[int, ...] | None, info: ValidationInfo) -> tuple[int, ...] | None:
         """Each value within the range `train` accepts for the plan field (ParallelPlan's own bounds)."""

@@ -44,14 +44,15 @@ def _fabric_comm(cluster: Cluster, plan: ParallelPlan, kind: str, shape: GroupSh
     cross nodes, else one group alone by the analytical model."""
     if cluster.sim != "flow" or shape is None or shape.nnodes < 2 or size <= 0:
         return collective_time(shape, op, size, cluster.catalog)
-    return _flow_comm(ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.order, kind, op, size)
+    return _flow_comm(ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.etp, plan.dp, plan.pp, plan.order, kind,
+                      op, size)
 
 
 @lru_cache(maxsize=4096)
-def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, dp: int, pp: int, order: str,
-               kind: str, op: str, size: float) -> tuple[float, str]:
+def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, etp: int | None, dp: int, pp: int,
+               order: str, kind: str, op: str, size: float) -> tuple[float, str]:
     """``groups_comm`` for the groups of ``kind`` of a plan layout (cached: only the layout matters)."""
-    plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
+    plan = ParallelPlan.build(tp=tp, cp=cp, ep=ep, etp=etp, dp=dp, pp=pp, order=order, seq=2 * cp * tp, gbs=dp)
     return groups_comm(cluster_ref.value, place(plan).groups(kind), plan.world_size, op, size)
 
 
@@ -70,7 +71,8 @@ class _LayerComms:
 def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
     """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
     interleaving or batch share their layer collectives)."""
-    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.dp, plan.pp, plan.mbs, plan.seq,
+    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.etp, plan.dp, plan.pp, plan.mbs,
+           plan.seq,
            plan.precision, plan.sequence_parallel, plan.order)
     found = _COMMS_CACHE.get(key)
     if found is None:
@@ -104,9 +106,19 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
     tp = tp_pass(FP8_BYTES) if plan.precision == "fp8" else tp_bf16
     ep = (0.0, "nvlink")
     if model.moe is not None and plan.ep > 1:
-        t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all",
-                                   act / plan.tp * model.moe.top_k)
-        ep = (2 * t_a2a, kind)
+        # Megatron-Core's all-to-all dispatcher: each rank sends its sequence-parallel shard's top_k copies over
+        # the EP group, then the expert-TP group all-gathers what its ranks received (and reduce-scatters it back
+        # before the combine all-to-all), so every ETP rank runs its slice of the experts on all their tokens.
+        routed = act / plan.tp * model.moe.top_k
+        t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all", routed)
+        t_etp = 0.0
+        etp_shape = widest("etp")
+        if etp_shape is not None:
+            t_ag, etp_kind = collective_time(etp_shape, "all_gather", routed * plan.expert_tp, cat)
+            t_rs, _ = collective_time(etp_shape, "reduce_scatter", routed * plan.expert_tp, cat)
+            t_etp = t_ag + t_rs
+            kind = kind if t_a2a >= t_etp else etp_kind
+        ep = (2 * t_a2a + t_etp, kind)
     cp = (0.0, "nvlink")
     if plan.cp > 1:
         kv_block = 2 * plan.mbs * plan.seq / plan.cp * model.kv_dim * ACT_BYTES / plan.tp

@@ -69,37 +69,51 @@ def kv_replication_flops(model: ModelSpec, plan: ParallelPlan, layers: int) -> f
     return extra * 2.0 * plan.mbs * plan.seq * 2 * model.hidden * model.kv_dim * layers / (plan.tp * plan.cp)
 
 
-def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[tuple[float, float, float]]:
-    """The weight GEMMs of layer ``index`` on one GPU, as (forward FLOPs, forward K, backward-data K); the
-    weight-gradient GEMMs reduce over the tokens. Column-parallel GEMMs (QKV, first MLP) split their output over
-    tp, row-parallel ones (projection, second MLP) their input, so tp shortens the K of the latter."""
+def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[tuple[float, float, float, float]]:
+    """The weight GEMMs of layer ``index`` on one GPU, as (forward FLOPs, forward K, backward-data K, rows per
+    group). The weight-gradient GEMMs reduce over the rows: the tokens for dense GEMMs (rows = inf: one group, no
+    padding), the tokens each local expert received for the routed experts' grouped GEMMs. Column-parallel GEMMs
+    (QKV, first MLP) split their output over tp, row-parallel ones (projection, second MLP) their input, so tp
+    shortens the K of the latter; routed experts split over the expert TP size instead.
+
+    Routed experts (Megatron-Core MoE parallel folding): a GPU's EP rank holds experts / ep experts and, after its
+    expert-TP group gathers, receives etp x ep x (its tokens) x top_k / experts tokens per expert on average, so
+    the per-GPU FLOPs are the same under any ep or etp while each expert GEMM gets fewer rows as experts multiply.
+    """
     tokens = plan.mbs * plan.seq / plan.cp
     h, t = model.hidden, plan.tp
+    dense_rows = float("inf")
     if model.mla is not None:  # MLA: a replicated down-projection, then head-split Q and KV up-projections
         mla = model.mla
         down = (mla.q_lora_rank or 0) + model.kv_dim
         q_in = mla.q_lora_rank or h
         q_out, kv_out = model.q_dim / t, model.heads * (mla.qk_nope_head_dim + mla.v_head_dim) / t
-        qkv: list[tuple[float, float, float]] = [
-            (2 * tokens * h * down, h, down),
-            (2 * tokens * q_in * q_out, q_in, q_out),
-            (2 * tokens * mla.kv_lora_rank * kv_out, mla.kv_lora_rank, kv_out),
+        qkv: list[tuple[float, float, float, float]] = [
+            (2 * tokens * h * down, h, down, dense_rows),
+            (2 * tokens * q_in * q_out, q_in, q_out, dense_rows),
+            (2 * tokens * mla.kv_lora_rank * kv_out, mla.kv_lora_rank, kv_out, dense_rows),
         ]
     else:
         qkv_out = (model.q_dim + 2 * model.kv_dim * model.kv_replication(t)) / t
-        qkv = [(2 * tokens * h * qkv_out, h, qkv_out)]
-    if model.is_moe_layer(index):
-        assert model.moe is not None
-        ffn, copies = model.expert_ffn_hidden, model.moe.top_k + model.moe.shared_experts
-    else:
-        ffn, copies = model.ffn_hidden, 1
-    up_out = ffn * (2 if model.gated_mlp else 1) / t
-    return [
-        *qkv,
-        (2 * tokens * model.o_dim / t * h, model.o_dim / t, h),
-        (2 * tokens * h * up_out * copies, h, up_out),
-        (2 * tokens * ffn / t * h * copies, ffn / t, h),
-    ]
+        qkv = [(2 * tokens * h * qkv_out, h, qkv_out, dense_rows)]
+    gates = 2 if model.gated_mlp else 1
+    out = [*qkv, (2 * tokens * model.o_dim / t * h, model.o_dim / t, h, dense_rows)]
+    if not model.is_moe_layer(index):
+        ffn = model.ffn_hidden
+        return [*out, (2 * tokens * h * ffn * gates / t, h, ffn * gates / t, dense_rows),
+                (2 * tokens * ffn / t * h, ffn / t, h, dense_rows)]
+    assert model.moe is not None
+    ffn, moe = model.expert_ffn_hidden, model.moe
+    if moe.shared_experts:
+        out += [(2 * tokens * h * ffn * gates / t * moe.shared_experts, h, ffn * gates / t, dense_rows),
+                (2 * tokens * ffn / t * h * moe.shared_experts, ffn / t, h, dense_rows)]
+    sp = plan.sequence_parallel and t > 1
+    own = tokens / t if sp else tokens  # tokens a GPU dispatches (its sequence-parallel shard)
+    received = own * moe.top_k * (plan.expert_tp if sp else 1)  # after the expert-TP all-gather
+    rows = received / (moe.experts / plan.ep)
+    e = plan.expert_tp
+    return [*out, (2 * received * h * ffn * gates / e, h, ffn * gates / e, rows),
+            (2 * received * ffn / e * h, ffn / e, h, rows)]
 
 
 MFU_DEFINITION = ("model FLOPs (forward + backward, attention unmasked, recompute not counted) per second per GPU / "

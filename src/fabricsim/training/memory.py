@@ -6,8 +6,9 @@ main-grad buffer in ``plan.grad_dtype`` (fp32: 4, Megatron-LM's default with bf1
 plus fp32 master weights, momentum and variance (12). ZeRO-1 shards the optimizer state over the
 data-parallel GPUs, ZeRO-2 also the gradients, ZeRO-3 (FSDP) also the weights, keeping a gathered copy of up to two
 layers (the one computing and the one prefetched). Dense weights shard over dp * cp (Megatron's distributed
-optimizer), expert weights over the expert data-parallel size dp * cp / ep. TP splits every weight matrix (expert
-TP = tp); each EP rank holds experts / ep experts; stage 0 holds the embedding, the last stage the LM head (also
+optimizer), expert weights over the expert data-parallel size tp * cp * dp / (etp * ep). TP splits every weight
+matrix, expert TP (etp, default tp) the routed experts'; each EP rank holds experts / ep experts; stage 0 holds
+the embedding, the last stage the LM head (also
 a copy of it with tied embeddings when pp > 1, as Megatron does).
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models",
@@ -55,11 +56,12 @@ class StageParams:
 
 def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> StageParams:
     """Parameters on one GPU of pipeline ``stage`` (after TP and EP splits, before ZeRO)."""
-    return _stage_params(model, plan.tp, plan.ep, stage_layout(model, plan), plan.virtual_stages, stage)
+    return _stage_params(model, plan.tp, plan.expert_tp, plan.ep, stage_layout(model, plan), plan.virtual_stages,
+                         stage)
 
 
 @lru_cache(maxsize=8192)
-def _stage_params(model: ModelSpec, tp: int, ep: int, layout: tuple[int, ...], virtual_stages: int,
+def _stage_params(model: ModelSpec, tp: int, etp: int, ep: int, layout: tuple[int, ...], virtual_stages: int,
                   stage: int) -> StageParams:
     """Cached on the only plan fields the result depends on (a sizing search varies the others)."""
     t, h = tp, model.hidden
@@ -72,7 +74,7 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, layout: tuple[int, ...], v
         if model.is_moe_layer(i):
             assert model.moe is not None
             layer += model.moe.shared_experts * model.expert_params() / t + model.router_params()
-            experts = model.moe.experts / ep * model.expert_params() / t
+            experts = model.moe.experts / ep * model.expert_params() / etp
         else:
             layer += model.mlp_params() / t
         dense += layer
@@ -116,7 +118,9 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int, rec
         assert model.moe is not None
         per_token_experts = model.moe.top_k + model.moe.shared_experts
         split += per_token_experts * mlp_coeff * model.expert_ffn_hidden / h
-        replicated += 2 * model.moe.top_k  # each token's copy dispatched to its top_k experts
+        # the first expert GEMM's input: each token's top_k dispatched copies, which the expert-TP group
+        # all-gathers (with sequence parallelism a GPU then holds etp shards' worth)
+        replicated += gemm_in * model.moe.top_k * (plan.expert_tp if sp else 1)
     else:
         split += mlp_coeff * model.ffn_hidden / h
     if recompute == "selective":

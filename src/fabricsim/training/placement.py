@@ -4,7 +4,8 @@ Ranks are GPU indices 0..G-1, node-major: GPU g is local GPU g % gpus_per_node o
 NVLink domain g // nvlink_domain_gpus. A rank's coordinates follow the plan's order string (Megatron-Core's
 ``--order``, default "tp-cp-ep-dp-pp"): the first dimension varies fastest, so TP groups are runs of consecutive
 GPUs inside a node. As in Megatron-Core's RankGenerator, dense layers use sizes (tp, cp, dp, pp) and expert layers
-re-fold the same GPUs as (expert tp = tp, ep, expert dp = dp * cp / ep, pp) under the same order.
+re-fold the same GPUs as (expert tp = etp, ep, expert dp = tp * cp * dp / (etp * ep), pp) under the same order
+(MoE parallel folding: with etp < tp an EP group spans the attention's TP ranks).
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from fabricsim.errors import SpecError
 from fabricsim.training.plan import ParallelPlan, parse_order
 
 GroupKind = str
-GROUP_KINDS: tuple[GroupKind, ...] = ("tp", "cp", "dp", "dp_cp", "pp", "ep", "edp")
-_LATENCY_BOUND = ("tp", "cp", "ep")  # groups that talk inside every layer: leaving NVLink is worth a warning
+GROUP_KINDS: tuple[GroupKind, ...] = ("tp", "cp", "dp", "dp_cp", "pp", "ep", "etp", "edp")
+_EXPERT_VARY = {"ep": ("ep",), "etp": ("tp",), "edp": ("dp",)}
+_LATENCY_BOUND = ("tp", "cp", "ep", "etp")  # groups that talk inside every layer: leaving NVLink is worth a warning
 
 
 def rank_groups(sizes: dict[str, int], order: tuple[str, ...], vary: tuple[str, ...]) -> NDArray[np.int64]:
@@ -55,15 +57,16 @@ class Placement:
     @property
     def expert_sizes(self) -> dict[str, int]:
         p = self.plan
-        return {"tp": p.tp, "cp": 1, "ep": p.ep, "dp": p.expert_dp, "pp": p.pp}
+        return {"tp": p.expert_tp, "cp": 1, "ep": p.ep, "dp": p.expert_dp, "pp": p.pp}
 
     def groups(self, kind: GroupKind) -> NDArray[np.int64]:
         """GPU indices of every group of ``kind`` as an (n_groups, group_size) array.
 
-        kinds: tp, cp, dp, pp; dp_cp (dense gradient reduction: dp x cp); ep and edp (expert data parallel).
+        kinds: tp, cp, dp, pp; dp_cp (dense gradient reduction: dp x cp); ep, etp (expert tensor parallel) and edp
+        (expert data parallel).
         """
-        if kind in ("ep", "edp"):
-            return rank_groups(self.expert_sizes, self.order, ("ep",) if kind == "ep" else ("dp",))
+        if kind in _EXPERT_VARY:
+            return rank_groups(self.expert_sizes, self.order, _EXPERT_VARY[kind])
         vary = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp",), "dp_cp": ("dp", "cp"), "pp": ("pp",)}.get(kind)
         if vary is None:
             raise SpecError(f"unknown group kind {kind!r}; allowed: {', '.join(GROUP_KINDS)}", field="group")
@@ -76,8 +79,8 @@ class Placement:
         size) instead of O(world size).
         """
         vary: tuple[str, ...]
-        if kind in ("ep", "edp"):
-            sizes, vary = self.expert_sizes, ("ep",) if kind == "ep" else ("dp",)
+        if kind in _EXPERT_VARY:
+            sizes, vary = self.expert_sizes, _EXPERT_VARY[kind]
         else:
             lookup = {"tp": ("tp",), "cp": ("cp",), "dp": ("dp",), "dp_cp": ("dp", "cp"), "pp": ("pp",)}
             if kind not in lookup:
@@ -130,10 +133,11 @@ def groups_aligned(placement: Placement, kind: GroupKind, block_gpus: int) -> bo
     ``block_gpus`` GPUs (an NVLink domain, a node): its groups are runs base + k * stride (k < size) inside
     aligned blocks of stride * size GPUs, so when such a block divides ``block_gpus`` every group stays in one.
     False means "look at every group"."""
-    sizes = placement.expert_sizes if kind == "ep" else placement.dense_sizes
+    sizes = placement.expert_sizes if kind in ("ep", "etp") else placement.dense_sizes
+    dim_of = "tp" if kind == "etp" else kind
     stride = 1
     for dim in placement.order:
-        if dim == kind:
+        if dim == dim_of:
             return block_gpus % (stride * sizes.get(dim, 1)) == 0
         stride *= sizes.get(dim, 1)
     return False
@@ -142,7 +146,7 @@ def groups_aligned(placement: Placement, kind: GroupKind, block_gpus: int) -> bo
 def widest_group(placement: Placement, kind: GroupKind, gpus_per_node: int) -> NDArray[np.int64]:
     """The group of ``kind`` that spans the most nodes (the one that sets the pace of a layer's collectives);
     the first group when the layout is aligned to nodes, so this stays O(group size) in the common case."""
-    if kind in ("tp", "cp", "ep") and not groups_aligned(placement, kind, gpus_per_node):
+    if kind in ("tp", "cp", "ep", "etp") and not groups_aligned(placement, kind, gpus_per_node):
         groups = placement.groups(kind)
         spans = domains_spanned(groups, gpus_per_node)
         widest: NDArray[np.int64] = groups[int(np.argmax(spans))]
@@ -160,6 +164,8 @@ def _placement_warnings(plan: ParallelPlan, order: tuple[str, ...], nvlink_domai
     placement = Placement(plan=plan, order=order)
     out = []
     for kind in _LATENCY_BOUND:
+        if kind == "etp" and plan.expert_tp == plan.tp:  # the TP groups themselves: warned about once
+            continue
         if groups_aligned(placement, kind, nvlink_domain_gpus):
             continue
         groups = placement.groups(kind)

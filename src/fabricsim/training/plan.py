@@ -1,7 +1,9 @@
 """Parallelism plan: how a training step is split over GPUs (TP, PP, DP/ZeRO, CP, EP), batch and schedule.
 
-GPUs = tp * pp * dp * cp. Expert parallelism does not add GPUs: as in Megatron-Core, expert layers re-fold the
-tp * cp * dp GPUs of a pipeline stage into expert-TP (= tp) x ep x expert-DP, so ep must divide dp * cp.
+GPUs = tp * pp * dp * cp. Expert parallelism does not add GPUs: as in Megatron-Core's MoE parallel folding
+(Liu et al. 2025, arXiv:2504.14960; ``--expert-tensor-parallel-size``), expert layers re-fold the tp * cp * dp GPUs
+of a pipeline stage into expert-TP (etp, default tp) x ep x expert-DP, so etp * ep must divide tp * cp * dp: EP may
+span the attention's TP ranks (etp = 1, ep = tp * dp: DeepSeek-V3 with TP 2 and EP 64 on 1,024 GPUs).
 Micro-batches per step: m = gbs / (mbs * dp).
 
 Defaults (each the framework's own default or documented practice, nothing tuned per case):
@@ -101,7 +103,9 @@ class ParallelPlan(BaseModel):
     dp: int = Field(ge=1, le=MAX_COUNT, description="data parallel size (set it, or set gpus)")
     cp: int = Field(1, ge=1, le=MAX_COUNT,
                     description="context parallel size (sequence split across GPUs in attention)")
-    ep: int = Field(1, ge=1, le=MAX_COUNT, description="expert parallel size (divides dp*cp)")
+    ep: int = Field(1, ge=1, le=MAX_COUNT, description="expert parallel size (etp*ep divides tp*cp*dp)")
+    etp: int | None = Field(None, ge=1, le=MAX_COUNT,
+                            description="expert tensor parallel size (default tp; Megatron-Core MoE parallel folding)")
     mbs: int = Field(ge=1, le=MAX_COUNT, description=f"micro-batch size in sequences; default {DEFAULT_MBS}")
     gbs: int = Field(ge=1, le=MAX_COUNT, description="global batch size in sequences per step")
     seq: int = Field(ge=1, le=MAX_SEQ, description="sequence length in tokens")
@@ -165,9 +169,12 @@ class ParallelPlan(BaseModel):
         if self.schedule == "interleaved" and (self.virtual_stages < 2 or self.pp < 2):
             raise SpecError(f"the interleaved schedule needs pp >= 2 and virtual_stages >= 2 "
                             f"(got pp={self.pp}, virtual_stages={self.virtual_stages})", field="schedule")
-        if (self.dp * self.cp) % self.ep:
-            raise SpecError(f"{self.ep} must divide dp*cp = {self.dp}*{self.cp} = {self.dp * self.cp} "
-                            "(expert layers re-fold the data-parallel GPUs)", field="ep")
+        folded = self.tp * self.cp * self.dp
+        if folded % (self.expert_tp * self.ep):
+            field = "ep" if self.etp is None else "etp"
+            raise SpecError(f"etp*ep = {self.expert_tp}*{self.ep} = {self.expert_tp * self.ep} must divide tp*cp*dp = "
+                            f"{self.tp}*{self.cp}*{self.dp} = {folded} (expert layers re-fold a stage's GPUs)",
+                            field=field)
         if self.cp > 1 and self.seq % (2 * self.cp):
             raise SpecError(f"{self.seq} must be divisible by 2*cp = {2 * self.cp} "
                             "(load-balanced causal context parallelism)", field="seq")
@@ -211,9 +218,14 @@ class ParallelPlan(BaseModel):
         return self.gbs // (self.mbs * self.dp)
 
     @property
+    def expert_tp(self) -> int:
+        """Tensor-parallel size of expert weights: etp, else tp."""
+        return self.tp if self.etp is None else self.etp
+
+    @property
     def expert_dp(self) -> int:
-        """Data-parallel size of expert weights: dp * cp / ep (expert TP = tp)."""
-        return self.dp * self.cp // self.ep
+        """Data-parallel size of expert weights: tp * cp * dp / (etp * ep) (dp * cp / ep when etp = tp)."""
+        return self.tp * self.cp * self.dp // (self.expert_tp * self.ep)
 
     @property
     def chunks(self) -> int:
@@ -321,9 +333,12 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
                         f"{t // model.kv_heads} GPUs")
     if model.dense_layers and model.ffn_hidden % t:
         raise SpecError(f"ffn_hidden ({model.ffn_hidden}) must be divisible by tp ({t})", field="tp")
-    if model.moe is not None and model.expert_ffn_hidden % t:
-        raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by tp ({t}) "
-                        "(expert tensor parallelism = tp)", field="tp")
+    if model.moe is not None and model.expert_ffn_hidden % plan.expert_tp:
+        field = "tp" if plan.etp is None else "etp"
+        raise SpecError(f"moe ffn_hidden ({model.expert_ffn_hidden}) must be divisible by the expert tensor-parallel "
+                        f"size ({plan.expert_tp}{', = tp' if plan.etp is None else ''})", field=field)
+    if plan.etp is not None and plan.etp != t and model.moe is None:
+        raise SpecError(f"etp ({plan.etp}) differs from tp ({t}) but {model.name!r} has no experts", field="etp")
     if plan.ep > 1:
         if model.moe is None:
             raise SpecError(f"ep ({plan.ep}) > 1 needs an MoE model; {model.name!r} is dense", field="ep")

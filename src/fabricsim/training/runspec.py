@@ -30,6 +30,7 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--zero": ("zero", int),
     "--cp": ("cp", int),
     "--ep": ("ep", int),
+    "--etp": ("etp", int),
     "--vpp": ("virtual_stages", int),
     "--order": ("order", str),
     "--precision": ("precision", str),

@@ -17,6 +17,7 @@ from fabricsim.model import (
     attention_flops_per_s,
     forward_flops,
     gemm_flops_per_s,
+    grouped_gemm_efficiency,
     hbm_efficiency,
     k_efficiency,
     kernel_gap_s,
@@ -93,10 +94,13 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
                          (next((i for i in layers if not model.is_moe_layer(i)), -1), len(layers) - moe)):
         if count == 0:
             continue
-        shapes = np.array(layer_gemm_shapes(model, plan, index))  # rows: (forward FLOPs, forward K, dgrad K)
-        ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.full(len(shapes), tokens)])
+        shapes = np.array(layer_gemm_shapes(model, plan, index))  # (forward FLOPs, forward K, dgrad K, rows)
+        rows = shapes[:, 3]
+        ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.minimum(rows, tokens)])
+        streaming = grouped_gemm_efficiency(rows, gpu, precision)  # experts' weights read per group; wgrad: K
+        eff = k_efficiency(ks, gpu, precision) * np.column_stack([streaming, streaming, np.ones(len(rows))])
         flops += count * 3 * float(shapes[:, 0].sum())
-        slowed += count * float((shapes[:, 0, None] / k_efficiency(ks, gpu, precision)).sum())
+        slowed += count * float((shapes[:, 0, None] / eff).sum())
     return flops / slowed if slowed > 0 else 1.0
 
 

@@ -1,0 +1,52 @@
+"""Nodes a job uses only in part: NVIDIA runs 64-, 128- or 512-GPU jobs on GB200 NVL72 racks using 64 GPUs of each
+rack (or fewer), so the job's GPU count need not be a multiple of 72. The partly used node is a system of its own
+(its GPUs, NVLink domain and NICs cut to what the job uses) at the whole node's price and power: the rack is paid
+for whether or not every GPU runs."""
+
+from __future__ import annotations
+
+from fabricsim.catalog.catalog import Catalog
+from fabricsim.catalog.models import System
+from fabricsim.errors import SpecError
+
+
+def partial_system_id(system_id: str, used: int) -> str:
+    """The id of ``system_id`` with ``used`` GPUs of each node in use (e.g. gb200-nvl72/64)."""
+    return f"{system_id}/{used}"
+
+
+def partly_used(system: System, used: int, field: str = "--gpus-per-node") -> System:
+    """``system`` with ``used`` of its GPUs per node running the job: the NVLink domain is cut to the GPUs used
+    (a domain of 72 of which 64 run is a domain of 64), each GPU keeps its share of the NICs, and the price and
+    power stay the whole node's."""
+    gpn = system.gpus_per_node
+    if not 1 <= used <= gpn:
+        raise SpecError(f"must be between 1 and the {gpn} GPUs of a {system.id} node, got {used}", field=field)
+    if used == gpn:
+        return system
+    domain = system.nvlink_domain_gpus
+    if used > domain and used % domain:
+        raise SpecError(f"{used} GPUs per node do not fill whole NVLink domains of {domain} GPUs on {system.id}; "
+                        f"use a multiple of {domain} or at most {domain}", field=field)
+    nics = max(1, system.nics_per_node * used // gpn)
+    return system.model_copy(update={
+        "id": partial_system_id(system.id, used),
+        "name": f"{system.name}, {used} of {gpn} GPUs per node used",
+        "gpus_per_node": used,
+        "nvlink_domain_gpus": min(domain, used),
+        "nics_per_node": nics,
+        "rails": None if system.rails is None else min(system.rails, nics),
+    })
+
+
+def with_partial_system(catalog: Catalog, system_id: str, used: int | None,
+                        field: str = "--gpus-per-node") -> tuple[Catalog, str]:
+    """The catalog with the partly used system added, and the id to run on (``system_id`` itself when ``used``
+    is None or the whole node)."""
+    if used is None:
+        return catalog, system_id
+    system = catalog.system(system_id)
+    part = partly_used(system, used, field)
+    if part is system:
+        return catalog, system.id
+    return catalog.model_copy(update={"systems": {**catalog.systems, part.id: part}}), part.id
