@@ -74,7 +74,7 @@ def test_gb200_found_at_whole_racks_and_every_candidate_answered() -> None:
     assert ((gb["gpus"] % 72 == 0) & (gb["gpus"] >= 1024) & (gb["gpus"] <= 4096)).all()
     data = result.to_json()
     pairs = {(c["system"], c["fabric"]) for c in data["candidates"]}
-    assert pairs == {(s, f) for s in ("dgx-h100", "gb200-nvl72") for f in ("ndr", "xdr")}
+    assert pairs == {(s, f) for s in ("dgx-h100", "gb200-nvl72", "gb200-nvl72/64") for f in ("ndr", "xdr")}
     for c in data["candidates"]:
         assert c["best"] is not None or c["reasons"], c
 
@@ -85,7 +85,7 @@ def test_readme_case_lists_gb200_with_its_reasons() -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     by_pair = {(c["system"], c["fabric"]): c for c in data["candidates"]}
-    assert set(by_pair) == {(s, f) for s in ("dgx-h100", "gb200-nvl72") for f in ("ndr", "xdr")}
+    assert set(by_pair) == {(s, f) for s in ("dgx-h100", "gb200-nvl72", "gb200-nvl72/64") for f in ("ndr", "xdr")}
     gb = by_pair["gb200-nvl72", "ndr"]
     assert gb["best"] is None and all(g % 72 == 0 and 1024 <= g <= 4096 for g in gb["gpus_searched"])
     text = " ".join(gb["reasons"])

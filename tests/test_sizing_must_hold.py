@@ -86,6 +86,7 @@ def test_moe_prefers_an_nvl72_rack_when_not_priced_out() -> None:
                       systems=("dgx-b200", "gb200-nvl72"), fabrics=("ndr",), oversubscription=(1.0,),
                       knobs=Knobs(precision=("bf16",), cp=(1,), mbs=(1, 2), recompute=("none", "selective")))
     result = size(spec, engine="local", workers=2)
-    assert result.ranked["system"].iloc[0] == "gb200-nvl72"
+    assert str(result.ranked["system"].iloc[0]).startswith("gb200-nvl72")  # whole racks or 64 GPUs of each
     best = result.best_by_system_fabric.set_index("system")
-    assert best.loc["gb200-nvl72", "cost_usd"] < best.loc["dgx-b200", "cost_usd"]
+    rack = best.loc[[s for s in best.index if s.startswith("gb200-nvl72")], "cost_usd"].min()
+    assert rack < best.loc["dgx-b200", "cost_usd"]

@@ -24,7 +24,7 @@ from fabricsim.catalog.models import (
     System,
     Tuning,
 )
-from fabricsim.catalog.partial import partial_system_id, partly_used, with_partial_system
+from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -46,9 +46,10 @@ __all__ = [
     "load_documents",
     "partial_system_id",
     "partly_used",
+    "power_of_two_part",
     "read_packaged_yaml",
     "read_spec_file",
     "read_yaml",
+    "split_partial_id",
     "validation_message",
-    "with_partial_system",
 ]

@@ -49,8 +49,12 @@ class Catalog(BaseModel):
         return result
 
     def system(self, system_id: str) -> System:
-        result: System = self._get("systems", "system", system_id)
-        return result
+        """A system by id; ``id/N`` is that system with N GPUs of each node used (`partly_used`)."""
+        from fabricsim.catalog.partial import partly_used, split_partial_id
+
+        base, used = split_partial_id(system_id.strip().lower())
+        result: System = self._get("systems", "system", base)
+        return result if used is None else partly_used(result, used, field="system")
 
     def tuning(self, tuning_id: str = "default") -> Tuning:
         result: Tuning = self._get("tunings", "tuning", tuning_id)

@@ -5,14 +5,34 @@ for whether or not every GPU runs."""
 
 from __future__ import annotations
 
-from fabricsim.catalog.catalog import Catalog
 from fabricsim.catalog.models import System
 from fabricsim.errors import SpecError
 
 
-def partial_system_id(system_id: str, used: int) -> str:
-    """The id of ``system_id`` with ``used`` GPUs of each node in use (e.g. gb200-nvl72/64)."""
-    return f"{system_id}/{used}"
+def partial_system_id(system_id: str, used: int | None) -> str:
+    """The id of ``system_id`` with ``used`` GPUs of each node in use (e.g. gb200-nvl72/64; ``system_id`` itself
+    when ``used`` is None). `Catalog.system` resolves such ids."""
+    return system_id if used is None else f"{system_id}/{used}"
+
+
+def split_partial_id(system_id: str) -> tuple[str, int | None]:
+    """``gb200-nvl72/64`` -> ('gb200-nvl72', 64); an id without ``/N`` -> (id, None)."""
+    base, sep, used = system_id.rpartition("/")
+    if not sep:
+        return system_id, None
+    if not used.strip().isdigit():
+        raise SpecError(f"{system_id!r}: after '/' give the GPUs of each node used, e.g. gb200-nvl72/64",
+                        field="system")
+    return base, int(used)
+
+
+def power_of_two_part(system: System) -> int | None:
+    """GPUs per node a power-of-two job uses on a rack-scale node whose GPU count is not a power of two (64 of an
+    NVL72 rack, as NVIDIA runs 64- to 512-GPU jobs on them); None for other systems."""
+    gpn = system.gpus_per_node
+    if gpn <= 8 or gpn & (gpn - 1) == 0:
+        return None
+    return 1 << (gpn.bit_length() - 1)
 
 
 def partly_used(system: System, used: int, field: str = "--gpus-per-node") -> System:
@@ -37,16 +57,3 @@ def partly_used(system: System, used: int, field: str = "--gpus-per-node") -> Sy
         "nics_per_node": nics,
         "rails": None if system.rails is None else min(system.rails, nics),
     })
-
-
-def with_partial_system(catalog: Catalog, system_id: str, used: int | None,
-                        field: str = "--gpus-per-node") -> tuple[Catalog, str]:
-    """The catalog with the partly used system added, and the id to run on (``system_id`` itself when ``used``
-    is None or the whole node)."""
-    if used is None:
-        return catalog, system_id
-    system = catalog.system(system_id)
-    part = partly_used(system, used, field)
-    if part is system:
-        return catalog, system.id
-    return catalog.model_copy(update={"systems": {**catalog.systems, part.id: part}}), part.id

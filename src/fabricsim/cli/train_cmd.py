@@ -112,6 +112,10 @@ OverlapGradReduce = Annotated[bool, typer.Option("--overlap-grad-reduce/--no-ove
                                                  help="reduce gradients during the backward pass")]
 OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-overlap-param-gather",
                                                   help="gather updated parameters during the next forward")]
+EpCommOverlap = Annotated[bool, typer.Option(
+    "--ep-comm-overlap/--no-ep-comm-overlap",
+    help="overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core "
+    "--overlap-moe-expert-parallel-comm)")]
 TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
 Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
@@ -152,18 +156,20 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
+                ep_comm_overlap: bool = False,
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
                 etp: int | None = None, gpus_per_node: int | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
-    from fabricsim.catalog import load_catalog, with_partial_system
+    from fabricsim.catalog import load_catalog, partial_system_id
     from fabricsim.comm import Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import load_model
     from fabricsim.training import parse_layout, search_knobs
 
     oversubscription = checked_oversubscription(oversubscription)
-    catalog, system = with_partial_system(load_catalog(*(calibration or [])), system, gpus_per_node)
+    catalog = load_catalog(*(calibration or []))
+    system = partial_system_id(system, gpus_per_node)
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
                               "seq": seq,
@@ -172,7 +178,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "grad_dtype": grad_dtype,
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
-                              "tp_comm_overlap": tp_comm_overlap}
+                              "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap}
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -198,6 +204,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
                 "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
                 "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
+                "ep_comm_overlap": "ep-comm-overlap",
                 "grad_dtype": "grad-dtype"}
 
 
@@ -292,6 +299,7 @@ def train_command(
     overlap_grad_reduce: OverlapGradReduce = True,
     overlap_param_gather: OverlapParamGather = True,
     tp_comm_overlap: TpCommOverlap = False,
+    ep_comm_overlap: EpCommOverlap = False,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fmt: FormatOpt = None,
@@ -315,7 +323,8 @@ def train_command(
                           gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,
                           kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
-                          overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap, fabric=fabric,
+                          overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
+                          ep_comm_overlap=ep_comm_overlap, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
                           gpus_per_node=gpus_per_node)

@@ -25,6 +25,7 @@ from fabricsim.cli.train_cmd import (
     Cp,
     Dp,
     Ep,
+    EpCommOverlap,
     Etp,
     Fabric,
     FlashAttn,
@@ -139,6 +140,7 @@ def whatif_command(
     overlap_grad_reduce: OverlapGradReduce = True,
     overlap_param_gather: OverlapParamGather = True,
     tp_comm_overlap: TpCommOverlap = False,
+    ep_comm_overlap: EpCommOverlap = False,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
@@ -161,7 +163,8 @@ def whatif_command(
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
                       pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
-                      tp_comm_overlap=tp_comm_overlap, fabric=fabric, oversubscription=oversubscription,
+                      tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap, fabric=fabric,
+                      oversubscription=oversubscription,
                       calibration=calibration, grad_dtype=grad_dtype, etp=etp,
                       gpus_per_node=gpus_per_node)
     scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)

@@ -7,7 +7,7 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from fabricsim.catalog import Catalog, System
+from fabricsim.catalog import Catalog, System, partial_system_id, power_of_two_part, split_partial_id
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
@@ -127,19 +127,24 @@ def _odd_part(n: int) -> int:
 
 
 def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
-    """Every candidate cluster, in a fixed order; unknown systems or fabrics are a SpecError."""
+    """Every candidate cluster, in a fixed order; unknown systems or fabrics are a SpecError. A rack-scale system
+    whose nodes are not a power of two GPUs (NVL72) is also searched at a power of two GPUs per node (``/64``),
+    as NVIDIA runs 64- to 512-GPU jobs on such racks: power-of-two jobs then need no whole 72-GPU racks."""
     systems = spec.systems if spec.systems is not None else priced_systems(catalog)
     out = []
     for sid in systems:
-        if sid not in catalog.systems:
+        base, used = split_partial_id(sid)
+        if base not in catalog.systems:
             raise SpecError(f"unknown system {sid!r}; allowed: {', '.join(sorted(catalog.systems))}",
                             field="--systems")
-        system = catalog.system(sid)
-        for fabric in spec.fabrics:
-            link = resolve_fabric_link(catalog, system, fabric).id
-            for os in spec.oversubscription:
-                for n in node_counts(spec, system):
-                    out.append(ClusterChoice(sid, fabric, link, float(os), n, n * system.gpus_per_node))
+        whole = catalog.system(base)
+        part = power_of_two_part(whole) if used is None else None
+        for system in (catalog.system(sid), *([catalog.system(partial_system_id(base, part))] if part else [])):
+            for fabric in spec.fabrics:
+                link = resolve_fabric_link(catalog, system, fabric).id
+                for os in spec.oversubscription:
+                    for n in node_counts(spec, system):
+                        out.append(ClusterChoice(system.id, fabric, link, float(os), n, n * system.gpus_per_node))
     return out
 
 

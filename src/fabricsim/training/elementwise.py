@@ -4,8 +4,15 @@ Per layer and micro-batch, forward, one GPU (bf16 = 2 bytes per element; T token
 - norms: read + write T*h twice (input norm, post-attention norm): 8 T h bytes;
 - fused bias-dropout-add after attention and after the MLP: read input and residual, write output, 1-byte
   mask: 7 T h bytes each, 14 T h;
+  without dropout (``plan.dropout`` off: the Llama, DeepSeek, Qwen and GPT-OSS recipes run hidden_dropout 0)
+  no mask: 12 T h;
 - MLP activation on the f-wide tensor: read + write (GeLU, 4 f T bytes), or read two and write one (SwiGLU,
   6 f T bytes); for MoE f is the active expert width times top_k (+ shared experts);
+- MoE token permutation (Megatron-Core's all-to-all dispatcher, moe_utils.permute / unpermute): before the
+  dispatch each token is copied to its k experts' order (read h, write k h), after it the received copies are
+  sorted by local expert (read and write k h); the combine undoes both (read and write k h, then read k h and
+  write the weighted sum h): 2 (2 h + 6 k h) bytes per token; without expert parallelism only the first
+  permutation and its inverse: 2 (2 h + 2 k h);
 - attention scores when the kernel materialises them (no FlashAttention): write QK^T, softmax read + write,
   dropout read + write + 1-byte mask, AV reads them: 13 bytes per score, B * heads * s_q * s_kv scores.
 With ``kernels: eager`` (PyTorch eager mode, e.g. torchtitan without torch.compile) every element-wise op is its
@@ -29,6 +36,10 @@ from fabricsim.training.plan import ParallelPlan
 
 NORM_BYTES_PER_TH = 8.0
 BIAS_DROPOUT_ADD_BYTES_PER_TH = 14.0
+DROPOUT_MASK_BYTES_PER_TH = 2.0  # the two 1-byte masks inside BIAS_DROPOUT_ADD_BYTES_PER_TH
+MOE_PERMUTE_BYTES_PER_H = 4.0  # 2 bytes x (read h + write h) around the two permutations, per token
+MOE_PERMUTE_BYTES_PER_KH = 12.0  # 2 bytes x 6 k h: the routed copies written, re-sorted and read back
+MOE_LOCAL_PERMUTE_BYTES_PER_KH = 4.0  # ep = 1: no dispatch, so no re-sort: written once, read once
 SCORE_BYTES = 13.0
 ADAM_BYTES_PER_PARAM = 30.0
 MAIN_GRAD_ACCUMULATE_BYTES_PER_PARAM = 8.0
@@ -49,7 +60,12 @@ def layer_forward_bytes(model: ModelSpec, plan: ParallelPlan, index: int) -> flo
         per_token = (EAGER_NORM_BYTES_PER_TH + EAGER_RESIDUAL_BYTES_PER_TH) * h + rope + mlp_act
     else:
         mlp_act = (6.0 if model.gated_mlp else 4.0) * _active_ffn(model, index)
-        per_token = (NORM_BYTES_PER_TH + BIAS_DROPOUT_ADD_BYTES_PER_TH) * h + mlp_act
+        bda = BIAS_DROPOUT_ADD_BYTES_PER_TH - (0.0 if plan.dropout else DROPOUT_MASK_BYTES_PER_TH)
+        per_token = (NORM_BYTES_PER_TH + bda) * h + mlp_act
+    if model.is_moe_layer(index):
+        assert model.moe is not None
+        per_kh = MOE_PERMUTE_BYTES_PER_KH if plan.ep > 1 else MOE_LOCAL_PERMUTE_BYTES_PER_KH
+        per_token += (MOE_PERMUTE_BYTES_PER_H + per_kh * model.moe.top_k) * h
     scores = 0.0 if plan.flash_attention else SCORE_BYTES * plan.mbs * model.heads * (plan.seq / plan.cp) * plan.seq
     return (tokens * per_token + scores) / plan.tp
 

@@ -112,7 +112,8 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int, rec
     r = model.kv_dim / h if model.mla is None else (model.q_dim + model.o_dim) / (2 * h)
     gemm_in = 1 if plan.precision == "fp8" else 2  # bytes of a saved weight-GEMM input
     mlp_coeff = (4 if model.gated_mlp else 2) + gemm_in  # activation input (bf16) + second GEMM's input, x f/h
-    replicated = 2 * gemm_in + 1 + 4 + 1  # QKV and MLP inputs, attention dropout mask, two norm inputs, MLP mask
+    masks = 2 if plan.dropout else 0  # 1-byte dropout masks after attention and after the MLP
+    replicated = 2 * gemm_in + 4 + masks  # QKV and MLP inputs, two norm inputs, the dropout masks
     split = 2 + gemm_in + 4 * r * model.kv_replication(t)  # Q, projection input, K and V (replicated if tp > kv)
     if model.is_moe_layer(index):
         assert model.moe is not None
@@ -145,7 +146,7 @@ def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> 
     recompute_working = (max(layer_activation_bytes(model, plan, i, "none") for i in layers)
                          if plan.recompute == "full" and layers else 0.0)
     if stage == 0:
-        per_microbatch += sbh / (t if sp else 1)  # embedding dropout mask
+        per_microbatch += sbh / (t if sp else 1) if plan.dropout else 0.0  # embedding dropout mask
     if stage == plan.pp - 1:
         logits_fp32 = 4 * plan.seq / plan.cp * plan.mbs * model.vocab / t
         per_microbatch += 4 * sbh / (t if sp else 1) + logits_fp32  # final norm and LM head inputs, fp32 logits

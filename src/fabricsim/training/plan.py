@@ -122,6 +122,10 @@ class ParallelPlan(BaseModel):
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     tp_comm_overlap: bool = Field(False, description="overlap TP collectives with the GEMMs (TE userbuffers)")
+    dropout: bool = Field(True, description="hidden dropout on (Megatron-LM's default hidden_dropout 0.1: 1-byte "
+                          "masks kept for the backward); off as Llama/DeepSeek/Qwen/GPT-OSS recipes run it")
+    ep_comm_overlap: bool = Field(False, description="overlap the MoE all-to-all of one micro-batch with another's "
+                                  "compute (Megatron-Core --overlap-moe-expert-parallel-comm)")
     pp_layout: tuple[int, ...] | None = Field(None, description="layers per pipeline stage (sums to the layers)")
     order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
 

@@ -45,6 +45,8 @@ SWITCHES: dict[str, str] = {
     "overlap-grad-reduce": "overlap_grad_reduce",
     "overlap-param-gather": "overlap_param_gather",
     "tp-comm-overlap": "tp_comm_overlap",
+    "ep-comm-overlap": "ep_comm_overlap",
+    "dropout": "dropout",
 }
 SWITCH_FLAGS: dict[str, tuple[str, bool]] = {
     **{f"--{flag}": (name, True) for flag, name in SWITCHES.items()},

@@ -41,7 +41,15 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
         out.add(kind, (per_layer_pass - hidden) * len(layers) * passes, hidden * len(layers) * passes)
     if model.moe is not None and plan.ep > 1:
         t_ep, kind = comms.ep_per_layer_pass
-        out.add(kind, t_ep * sum(1 for i in layers if model.is_moe_layer(i)) * passes)
+        moe_layers = sum(1 for i in layers if model.is_moe_layer(i))
+        hidden = 0.0
+        if plan.ep_comm_overlap:
+            # Megatron-Core's 1F1B all-to-all overlap runs one micro-batch's dispatch/combine beside another's
+            # attention and expert compute, so a layer pass hides up to that layer pass's matmul time.
+            matmul_per_layer_pass = (work.gemm_fwd_s + work.attention_fwd_s) / len(layers) \
+                * (3.0 + recompute_passes) / passes
+            hidden = min(t_ep, matmul_per_layer_pass)
+        out.add(kind, (t_ep - hidden) * moe_layers * passes, hidden * moe_layers * passes)
     if plan.cp > 1:
         t_step, kind = comms.cp_per_layer_step
         t_cp = t_step * (plan.cp - 1) * len(layers) * (passes + 1.0)  # backward also returns dK, dV

@@ -1,0 +1,137 @@
+"""Issue 22's layouts and MoE physics: expert parallelism folded over TP ranks (Megatron-Core's MoE parallel
+folding, --etp), jobs on part of each GB200 NVL72 rack, and the invariants of the MoE step model."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fabricsim.catalog import default_catalog, partly_used
+from fabricsim.comm import Cluster
+from fabricsim.errors import SpecError
+from fabricsim.model import ModelSpec, grouped_gemm_efficiency, load_model
+from fabricsim.sizing import SizingSpec, size
+from fabricsim.training import ParallelPlan, check_plan, memory_report, place, predict_training
+
+GIB = 2**30
+
+
+@cache
+def _cluster(system: str) -> Cluster:
+    catalog = default_catalog()
+    return Cluster(catalog.system(system), catalog=catalog)
+
+
+def test_ep_may_span_tp_ranks_when_experts_are_not_tensor_parallel() -> None:
+    """DeepSeek-V3 as Megatron-Core runs it on 1,024 H100: TP 2, PP 16, EP 64 > dp x cp = 32, ETP 1."""
+    with pytest.raises(SpecError, match=r"etp\*ep = 2\*64 = 128 must divide tp\*cp\*dp = 2\*1\*32 = 64"):
+        ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, seq=4096, gbs=8192)
+    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192)
+    assert (plan.expert_tp, plan.expert_dp) == (1, 1)
+    groups = place(plan).groups("ep")
+    assert groups.shape == (16, 64)  # one EP group per pipeline stage, over both TP ranks
+    assert (np.diff(groups[0]) == 1).all()
+    model = load_model("deepseek-v3")
+    check_plan(model, plan)
+    pred = predict_training(model, plan, _cluster("dgx-h100"))
+    assert pred.memory.fits and pred.step_time_s > 0
+
+
+def test_expert_tensor_parallel_shards_experts_and_adds_its_gathers() -> None:
+    """Grok-1 on 1,024 H100: ETP 4 vs ETP 1 at the same EP holds 4x fewer expert weights per GPU and pays the
+    expert-TP all-gather / reduce-scatter of the routed tokens."""
+    model = load_model("grok-1")
+    base = dict(gpus=1024, tp=4, pp=8, ep=8, seq=8192, gbs=1024, mbs=1, virtual_stages=1, recompute="none", zero=2)
+    folded = ParallelPlan.build(**base, etp=1)
+    sharded = ParallelPlan.build(**base)
+    assert sharded.expert_tp == 4 and folded.expert_tp == 1
+    for plan in (folded, sharded):
+        check_plan(model, plan)
+        pred = predict_training(model, plan, _cluster("dgx-h100"))
+        assert pred.memory.fits, pred.memory.summary()
+    m_folded = memory_report(model, folded, 80 * GIB)
+    m_sharded = memory_report(model, sharded, 80 * GIB)
+    assert m_sharded.weights_bytes < m_folded.weights_bytes
+
+
+def test_128_gpus_on_two_gb200_racks_of_64() -> None:
+    catalog = default_catalog()
+    rack = catalog.system("gb200-nvl72")
+    half = catalog.system("gb200-nvl72/64")
+    assert half == partly_used(rack, 64)
+    assert (half.gpus_per_node, half.nvlink_domain_gpus, half.nics_per_node) == (64, 64, 64)
+    assert half.price_usd == rack.price_usd and half.power_w == rack.power_w  # the whole rack is paid for
+    with pytest.raises(SpecError, match="between 1 and the 72 GPUs"):
+        catalog.system("gb200-nvl72/80")
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(gpus=128, tp=4, pp=4, seq=8192, gbs=256, mbs=1)
+    pred = predict_training(model, plan, Cluster(half, catalog=catalog))
+    assert pred.nodes == 2 and pred.memory.fits
+
+
+def test_size_prices_power_of_two_jobs_on_partly_used_racks() -> None:
+    spec = SizingSpec.model_validate({
+        "model": "llama3-70b", "tokens": 1e12, "gpus": (128,), "gbs": (256,), "seq": 8192,
+        "systems": ("gb200-nvl72",), "fabrics": ("ndr",), "oversubscription": (1.0,),
+        "knobs": {"tp": (4,), "pp": (4,), "recompute": ("none",), "zero": (1,), "precision": ("bf16",)}})
+    result = size(spec)
+    rows = result.ranked
+    half = rows[rows["system"] == "gb200-nvl72/64"]
+    assert len(half) and (half["gpus"] == 128).all() and (half["nodes"] == 2).all()
+    assert half["cost_usd"].notna().all()
+
+
+def test_llama3_405b_plan_meta_ran_fits_in_80_gb() -> None:
+    """Dubey et al. 2024 sec. 3.3.2 / Table 4: 16,384 H100, TP 8, CP 1, PP 16, DP 128 at 8K, the first and last
+    stages one layer lighter, FSDP sharding optimizer state and gradients (ZeRO-2), BF16."""
+    model = load_model("llama3-405b")
+    plan = ParallelPlan.build(gpus=16384, tp=8, pp=16, cp=1, seq=8192, gbs=2048, mbs=1, zero=2,
+                              pp_layout=(7, *([8] * 14), 7))
+    report = memory_report(model, plan, 80 * GIB)
+    assert report.fits, report.summary()
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.floats(1.0, 1e6), more=st.floats(0.0, 1e6), gpu=st.sampled_from(["h100-sxm", "b200", "gb200"]),
+       precision=st.sampled_from(["bf16", "fp8"]))
+def test_more_tokens_per_expert_never_lower_grouped_gemm_efficiency(rows: float, more: float, gpu: str,
+                                                                    precision: str) -> None:
+    g = default_catalog().gpu(gpu)
+    low, high = grouped_gemm_efficiency(np.array([rows, rows + more]), g, precision)
+    assert 0 < low <= high <= 1
+
+
+def _moe(experts: int, top_k: int, ffn: int) -> ModelSpec:
+    return ModelSpec.from_data({"name": f"moe-{experts}x{ffn}", "layers": 16, "hidden": 4096, "heads": 32,
+                                "kv_heads": 8, "ffn_hidden": 14336, "gated_mlp": True, "vocab": 32000,
+                                "moe": {"experts": experts, "top_k": top_k, "ffn_hidden": ffn}})
+
+
+@settings(max_examples=20, deadline=None)
+@given(split=st.sampled_from([2, 4, 8]), ep=st.sampled_from([1, 2, 8]), tp=st.sampled_from([1, 2]))
+def test_more_smaller_experts_with_the_same_active_parameters_are_never_faster(split: int, ep: int, tp: int) -> None:
+    """8 experts of 4096 top-2 vs 8*split experts of 4096/split top-2*split: the same active FLOPs, more and
+    smaller expert GEMMs with fewer tokens each."""
+    coarse, fine = _moe(8, 2, 4096), _moe(8 * split, 2 * split, 4096 // split)
+    plan = ParallelPlan.build(gpus=16, tp=tp, ep=ep, seq=4096, gbs=64, mbs=1, recompute="none", zero=1)
+    cluster = _cluster("dgx-h100")
+    assert predict_training(fine, plan, cluster).step_time_s >= predict_training(coarse, plan, cluster).step_time_s
+
+
+@settings(max_examples=15, deadline=None)
+@given(ep=st.sampled_from([2, 4, 8]), nodes_apart=st.booleans())
+def test_ep_all_to_all_inside_nvlink_is_never_slower_than_across_nodes(ep: int, nodes_apart: bool) -> None:
+    """The same EP size with its group inside one node (order tp-cp-ep-dp-pp) vs spread one GPU a node
+    (ep outermost): the NVLink layout never takes longer."""
+    model = _moe(16, 2, 2048)
+    inside = ParallelPlan.build(gpus=64, ep=ep, seq=4096, gbs=64, mbs=1, recompute="none", zero=1)
+    across = inside.model_copy(update={"order": "tp-cp-dp-pp-ep"}) if nodes_apart else \
+        ParallelPlan.build(gpus=64, ep=ep, seq=4096, gbs=64, mbs=1, recompute="none", zero=1, order="tp-cp-dp-ep-pp")
+    cluster = _cluster("dgx-h100")
+    t_in = predict_training(model, inside, cluster)
+    t_across = predict_training(model, across, cluster)
+    assert t_in.step_time_s <= t_across.step_time_s * (1 + 1e-9)
