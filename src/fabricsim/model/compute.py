@@ -46,7 +46,7 @@ def default_hbm_efficiency() -> Efficiency:
 
 
 def default_fp8_matmul_efficiency() -> Efficiency:
-    """The fallback FP8 GEMM efficiency for FP8 GPUs without their own (``data/compute.yaml``)."""
+    """FP8 GEMM efficiency relative to the BF16 one, for FP8 GPUs without an FP8 figure (``data/compute.yaml``)."""
     return _packaged_default("default_fp8_matmul_efficiency")
 
 
@@ -72,7 +72,12 @@ def fp8_matmul_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its FP8 peak on training GEMMs (or the default)."""
     if gpu.fp8_flops_per_s is None:
         raise SpecError(f"{gpu.id} has no FP8 tensor cores; use --precision bf16", field="--precision")
-    return gpu.fp8_matmul_efficiency if gpu.fp8_matmul_efficiency is not None else default_fp8_matmul_efficiency()
+    if gpu.fp8_matmul_efficiency is not None:
+        return gpu.fp8_matmul_efficiency
+    ratio = default_fp8_matmul_efficiency()
+    bf16 = matmul_efficiency(gpu)
+    return Efficiency(value=bf16.value * ratio.value, source=f"{bf16.source}; x {ratio.source}",
+                      verified=False, notes="derived: this GPU's BF16 matmul efficiency x the H100 FP8/BF16 ratio")
 
 
 def fp4_matmul_efficiency(gpu: GPU) -> Efficiency:
