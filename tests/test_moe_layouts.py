@@ -135,3 +135,40 @@ def test_ep_all_to_all_inside_nvlink_is_never_slower_than_across_nodes(ep: int, 
     t_in = predict_training(model, inside, cluster)
     t_across = predict_training(model, across, cluster)
     assert t_in.step_time_s <= t_across.step_time_s * (1 + 1e-9)
+
+
+def test_ep_comm_overlap_hides_all_to_all_behind_compute_and_never_slows() -> None:
+    model = load_model("deepseek-v3")
+    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none")
+    cluster = _cluster("dgx-h100")
+    base = predict_training(model, plan, cluster)
+    over = predict_training(model, plan.model_copy(update={"ep_comm_overlap": True}), cluster)
+    assert over.step_time_s < base.step_time_s
+    assert sum(over.breakdown.overlapped.values()) > sum(base.breakdown.overlapped.values())
+
+
+def test_no_dropout_keeps_no_masks() -> None:
+    model = load_model("llama3-405b")
+    plan = ParallelPlan.build(gpus=256, tp=4, pp=16, seq=8192, gbs=1536, mbs=1, virtual_stages=4, zero=1)
+    with_masks = memory_report(model, plan, 186 * GIB)
+    without = memory_report(model, plan.model_copy(update={"dropout": False}), 186 * GIB)
+    assert without.activations_bytes < with_masks.activations_bytes
+    assert without.weights_bytes == with_masks.weights_bytes
+
+
+def test_train_cli_takes_the_layout_options() -> None:
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    result = CliRunner().invoke(app, ["train", "--model", "llama3-70b", "--system", "gb200-nvl72", "--gpus", "128",
+                                      "--gpus-per-node", "64", "--tp", "4", "--pp", "4", "--seq", "8192", "--gbs",
+                                      "256", "--no-dropout", "--json"])
+    assert result.exit_code == 0, result.output
+    import json
+
+    data = json.loads(result.output)
+    assert data["nodes"] == 2 and data["plan"]["dropout"] is False
+    bad = CliRunner().invoke(app, ["train", "--model", "deepseek-v3", "--gpus", "1024", "--tp", "2", "--pp", "16",
+                                   "--ep", "64", "--etp", "3", "--seq", "4096", "--gbs", "8192"])
+    assert bad.exit_code == 2 and "etp" in bad.output and "Traceback" not in bad.output

@@ -112,6 +112,9 @@ OverlapGradReduce = Annotated[bool, typer.Option("--overlap-grad-reduce/--no-ove
                                                  help="reduce gradients during the backward pass")]
 OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-overlap-param-gather",
                                                   help="gather updated parameters during the next forward")]
+Dropout = Annotated[bool, typer.Option(
+    "--dropout/--no-dropout", help="hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the "
+    "backward); --no-dropout as today's Llama/DeepSeek/Qwen recipes run")]
 EpCommOverlap = Annotated[bool, typer.Option(
     "--ep-comm-overlap/--no-ep-comm-overlap",
     help="overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core "
@@ -156,7 +159,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                ep_comm_overlap: bool = False,
+                ep_comm_overlap: bool = False, dropout: bool = True,
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
                 etp: int | None = None, gpus_per_node: int | None = None) -> Run:
@@ -178,7 +181,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "grad_dtype": grad_dtype,
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
-                              "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap}
+                              "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap,
+                              "dropout": dropout}
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -240,7 +244,8 @@ def plan_json(plan: ParallelPlan) -> dict[str, Any]:
     return {"tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "cp": plan.cp, "ep": plan.ep, "etp": plan.expert_tp,
             "seq": plan.seq,
             "gbs": plan.gbs, "mbs": plan.mbs, "vpp": plan.virtual_stages, "recompute": plan.recompute,
-            "zero": plan.zero, "precision": plan.precision, "grad_dtype": plan.grad_dtype}
+            "zero": plan.zero, "precision": plan.precision, "grad_dtype": plan.grad_dtype, "dropout": plan.dropout,
+            "ep_comm_overlap": plan.ep_comm_overlap}
 
 
 def etp_text(plan: ParallelPlan) -> str:
@@ -300,6 +305,7 @@ def train_command(
     overlap_param_gather: OverlapParamGather = True,
     tp_comm_overlap: TpCommOverlap = False,
     ep_comm_overlap: EpCommOverlap = False,
+    dropout: Dropout = True,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fmt: FormatOpt = None,
@@ -324,7 +330,7 @@ def train_command(
                           kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                          ep_comm_overlap=ep_comm_overlap, fabric=fabric,
+                          ep_comm_overlap=ep_comm_overlap, dropout=dropout, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
                           gpus_per_node=gpus_per_node)
