@@ -172,3 +172,23 @@ def test_train_cli_takes_the_layout_options() -> None:
     bad = CliRunner().invoke(app, ["train", "--model", "deepseek-v3", "--gpus", "1024", "--tp", "2", "--pp", "16",
                                    "--ep", "64", "--etp", "3", "--seq", "4096", "--gbs", "8192"])
     assert bad.exit_code == 2 and "etp" in bad.output and "Traceback" not in bad.output
+
+
+@settings(max_examples=20, deadline=None)
+@given(capacity=st.floats(0.5, 4.0), balance=st.sampled_from(["random", "skewed"]), ep=st.sampled_from([2, 4, 8]))
+def test_a_capacity_factor_never_makes_a_step_slower(capacity: float, balance: str, ep: int) -> None:
+    model = _moe(64, 4, 1024)
+    plan = ParallelPlan.build(gpus=16, ep=ep, seq=4096, gbs=64, mbs=1, recompute="none", zero=1, moe_balance=balance)
+    cluster = _cluster("dgx-h100")
+    dropless = predict_training(model, plan, cluster).step_time_s
+    capped = predict_training(model, plan.model_copy(update={"capacity_factor": capacity}), cluster).step_time_s
+    assert capped <= dropless * (1 + 1e-12)
+
+
+def test_skewed_routing_is_slower_than_random_and_forced_is_fastest() -> None:
+    model = load_model("deepseek-v3")
+    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none")
+    cluster = _cluster("dgx-h100")
+    times = {b: predict_training(model, plan.model_copy(update={"moe_balance": b}), cluster).step_time_s
+             for b in ("forced", "random", "skewed")}
+    assert times["forced"] <= times["random"] < times["skewed"]

@@ -112,6 +112,12 @@ OverlapGradReduce = Annotated[bool, typer.Option("--overlap-grad-reduce/--no-ove
                                                  help="reduce gradients during the backward pass")]
 OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-overlap-param-gather",
                                                   help="gather updated parameters during the next forward")]
+MoEBalance = Annotated[str, typer.Option(
+    "--moe-balance", help="expert load: forced (Megatron's force-balanced benchmarks), random (balanced top-k "
+    "routing) or skewed (a trained router's measured skew)")]
+CapacityFactor = Annotated[float | None, typer.Option(
+    "--capacity-factor", help="expert capacity as a multiple of the mean load; tokens beyond it are dropped "
+    "(default: dropless)")]
 Dropout = Annotated[bool, typer.Option(
     "--dropout/--no-dropout", help="hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the "
     "backward); --no-dropout as today's Llama/DeepSeek/Qwen recipes run")]
@@ -159,7 +165,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                ep_comm_overlap: bool = False, dropout: bool = True,
+                ep_comm_overlap: bool = False, dropout: bool = True, moe_balance: str = "random",
+                capacity_factor: float | None = None,
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
                 etp: int | None = None, gpus_per_node: int | None = None) -> Run:
@@ -182,7 +189,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap,
-                              "dropout": dropout}
+                              "dropout": dropout, "moe_balance": moe_balance, "capacity_factor": capacity_factor}
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -209,7 +216,8 @@ PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attent
                 "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
                 "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
                 "ep_comm_overlap": "ep-comm-overlap",
-                "grad_dtype": "grad-dtype"}
+                "grad_dtype": "grad-dtype",
+                "moe_balance": "moe-balance", "capacity_factor": "capacity-factor"}
 
 
 def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
@@ -306,6 +314,8 @@ def train_command(
     tp_comm_overlap: TpCommOverlap = False,
     ep_comm_overlap: EpCommOverlap = False,
     dropout: Dropout = True,
+    moe_balance: MoEBalance = "random",
+    capacity_factor: CapacityFactor = None,
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fmt: FormatOpt = None,
@@ -330,7 +340,8 @@ def train_command(
                           kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                          ep_comm_overlap=ep_comm_overlap, dropout=dropout, fabric=fabric,
+                          ep_comm_overlap=ep_comm_overlap, dropout=dropout,
+                          moe_balance=moe_balance, capacity_factor=capacity_factor, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
                           gpus_per_node=gpus_per_node)

@@ -55,8 +55,9 @@ def serving_max_batch() -> int:
     return int(inference_defaults()["serving_max_batch"]["sequences"])
 
 
-@lru_cache(maxsize=1)
 def expert_load_dispersion() -> float:
-    """Coefficient of variation of one routed expert's load beyond balanced routing
-    (``inference.expert_load_dispersion``)."""
-    return float(inference_defaults()["expert_load_dispersion"]["value"])
+    """Coefficient of variation of one routed expert's load beyond balanced routing (``fabricsim.model``'s
+    ``data/routing.yaml``, shared with training)."""
+    from fabricsim.model import expert_load_dispersion as dispersion
+
+    return dispersion()

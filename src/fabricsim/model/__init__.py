@@ -21,6 +21,14 @@ from fabricsim.model.compute import (
     matmul_efficiency,
     sm80_kernel_fraction,
 )
+from fabricsim.model.experts import (
+    ExpertLoad,
+    expected_max_normal,
+    expert_load_dispersion,
+    expert_load_peak,
+    expert_load_terms,
+    touched_experts,
+)
 from fabricsim.model.flops import ForwardFlops, forward_flops, layer_linear_params, megatron_step_flops
 from fabricsim.model.formats import (
     KV_BYTES,
@@ -35,6 +43,7 @@ from fabricsim.model.spec import MLASpec, ModelSpec, MoESpec, ParameterCount
 __all__ = [
     "KV_BYTES",
     "WEIGHT_BYTES",
+    "ExpertLoad",
     "ForwardFlops",
     "MLASpec",
     "MoESpec",
@@ -45,6 +54,10 @@ __all__ = [
     "attention_flops_per_s",
     "compute_time",
     "default_matmul_efficiency",
+    "expected_max_normal",
+    "expert_load_dispersion",
+    "expert_load_peak",
+    "expert_load_terms",
     "flops_utilization",
     "forward_flops",
     "fp4_matmul_efficiency",
@@ -68,4 +81,5 @@ __all__ = [
     "megatron_step_flops",
     "preset",
     "sm80_kernel_fraction",
+    "touched_experts",
 ]

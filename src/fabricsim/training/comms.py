@@ -12,6 +12,7 @@ import numpy as np
 from fabricsim.caching import ByIdentity
 from fabricsim.comm import Cluster, GroupShape, cached_group_shape, collective_time, groups_comm
 from fabricsim.model import ModelSpec
+from fabricsim.training.experts import routed_load_peak
 from fabricsim.training.placement import Placement, place, widest_group
 from fabricsim.training.plan import ParallelPlan
 
@@ -72,7 +73,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
     """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
     interleaving or batch share their layer collectives)."""
     key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.etp, plan.dp, plan.pp, plan.mbs,
-           plan.seq,
+           plan.seq, plan.moe_balance, plan.capacity_factor,
            plan.precision, plan.sequence_parallel, plan.order)
     found = _COMMS_CACHE.get(key)
     if found is None:
@@ -109,7 +110,7 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
         # Megatron-Core's all-to-all dispatcher: each rank sends its sequence-parallel shard's top_k copies over
         # the EP group, then the expert-TP group all-gathers what its ranks received (and reduce-scatters it back
         # before the combine all-to-all), so every ETP rank runs its slice of the experts on all their tokens.
-        routed = act / plan.tp * model.moe.top_k
+        routed = act / plan.tp * model.moe.top_k * routed_load_peak(model, plan)  # the hottest rank's share
         t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all", routed)
         t_etp = 0.0
         etp_shape = widest("etp")

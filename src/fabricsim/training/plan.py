@@ -57,6 +57,7 @@ Schedule = Literal["1f1b", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Kernels = Literal["fused", "eager"]
+MoEBalance = Literal["forced", "random", "skewed"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
 # bytes per gradient element in the main-grad buffer and its reduction
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -124,6 +125,11 @@ class ParallelPlan(BaseModel):
     tp_comm_overlap: bool = Field(False, description="overlap TP collectives with the GEMMs (TE userbuffers)")
     dropout: bool = Field(True, description="hidden dropout on (Megatron-LM's default hidden_dropout 0.1: 1-byte "
                           "masks kept for the backward); off as Llama/DeepSeek/Qwen/GPT-OSS recipes run it")
+    moe_balance: MoEBalance = Field(
+        "random", description="expert load: forced (Megatron's moe_router_force_load_balancing, as benchmarks run), "
+        "random (balanced top-k routing, its sampling noise only) or skewed (a trained router's measured skew)")
+    capacity_factor: float | None = Field(None, gt=0, le=MAX_COUNT, description="expert capacity as a multiple of the "
+                                          "mean load; tokens beyond it are dropped (default: dropless)")
     ep_comm_overlap: bool = Field(False, description="overlap the MoE all-to-all of one micro-batch with another's "
                                   "compute (Megatron-Core --overlap-moe-expert-parallel-comm)")
     pp_layout: tuple[int, ...] | None = Field(None, description="layers per pipeline stage (sums to the layers)")

@@ -31,6 +31,8 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--cp": ("cp", int),
     "--ep": ("ep", int),
     "--etp": ("etp", int),
+    "--moe-balance": ("moe_balance", str),
+    "--capacity-factor": ("capacity_factor", float),
     "--vpp": ("virtual_stages", int),
     "--order": ("order", str),
     "--precision": ("precision", str),

@@ -23,6 +23,7 @@ from fabricsim.model import (
     kernel_gap_s,
 )
 from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_bytes, layer_forward_bytes
+from fabricsim.training.experts import routed_load_peak
 from fabricsim.training.flops import kv_replication_flops, layer_gemm_shapes
 from fabricsim.training.memory import stage_params
 from fabricsim.training.plan import ParallelPlan, stage_layers
@@ -89,6 +90,7 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
     Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
     tokens = plan.mbs * plan.seq / plan.cp
     flops = slowed = 0.0
+    load = routed_load_peak(model, plan)
     moe = sum(1 for i in layers if model.is_moe_layer(i))
     for index, count in ((next((i for i in layers if model.is_moe_layer(i)), -1), moe),
                          (next((i for i in layers if not model.is_moe_layer(i)), -1), len(layers) - moe)):
@@ -98,6 +100,7 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
         rows = shapes[:, 3]
         ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.minimum(rows, tokens)])
         streaming = grouped_gemm_efficiency(rows, gpu, precision)  # experts' weights read per group; wgrad: K
+        streaming = streaming / np.where(np.isfinite(rows), load, 1.0)  # the most loaded EP rank sets the pace
         eff = k_efficiency(ks, gpu, precision) * np.column_stack([streaming, streaming, np.ones(len(rows))])
         flops += count * 3 * float(shapes[:, 0].sum())
         slowed += count * float((shapes[:, 0, None] / eff).sum())
