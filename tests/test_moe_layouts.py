@@ -3,6 +3,7 @@ folding, --etp), jobs on part of each GB200 NVL72 rack, and the invariants of th
 
 from __future__ import annotations
 
+import math
 from functools import cache
 
 import numpy as np
@@ -192,3 +193,23 @@ def test_skewed_routing_is_slower_than_random_and_forced_is_fastest() -> None:
     times = {b: predict_training(model, plan.model_copy(update={"moe_balance": b}), cluster).step_time_s
              for b in ("forced", "random", "skewed")}
     assert times["forced"] <= times["random"] < times["skewed"]
+
+
+def test_node_aware_dispatch_sends_a_token_once_per_remote_node() -> None:
+    from fabricsim.model import expected_remote_nodes
+
+    assert expected_remote_nodes(128, 8, 1) == 0.0
+    assert expected_remote_nodes(128, 8, 2) == pytest.approx(1 - math.comb(64, 8) / math.comb(128, 8))
+    assert expected_remote_nodes(256, 8, 64) <= 8  # never more nodes than picks
+    model = _moe(128, 8, 768)
+    cluster = _cluster("dgx-h100")
+    for ep in (8, 16, 32):  # inside one node, then across 2 and 4
+        plan = ParallelPlan.build(gpus=32, ep=ep, seq=4096, gbs=64, mbs=1, recompute="none", zero=1,
+                                  moe_balance="forced")
+        nccl = predict_training(model, plan, cluster).step_time_s
+        deepep = predict_training(model, plan.model_copy(update={"moe_dispatcher": "deepep"}), cluster).step_time_s
+        assert deepep <= nccl * (1 + 1e-12)
+        if ep == 8:
+            assert deepep == pytest.approx(nccl)
+        else:
+            assert deepep < nccl

@@ -115,6 +115,9 @@ OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-o
 MoEBalance = Annotated[str, typer.Option(
     "--moe-balance", help="expert load: forced (Megatron's force-balanced benchmarks), random (balanced top-k "
     "routing) or skewed (a trained router's measured skew)")]
+MoEDispatcher = Annotated[str, typer.Option(
+    "--moe-dispatcher", help="token dispatch: alltoall (NCCL, a copy per routed expert) or deepep (DeepEP/HybridEP: "
+    "one copy per destination node over the network, fanned out over NVLink)")]
 CapacityFactor = Annotated[float | None, typer.Option(
     "--capacity-factor", help="expert capacity as a multiple of the mean load; tokens beyond it are dropped "
     "(default: dropless)")]
@@ -166,7 +169,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
                 ep_comm_overlap: bool = False, dropout: bool = True, moe_balance: str = "random",
-                capacity_factor: float | None = None,
+                capacity_factor: float | None = None, moe_dispatcher: str = "alltoall",
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
                 etp: int | None = None, gpus_per_node: int | None = None) -> Run:
@@ -189,7 +192,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap,
-                              "dropout": dropout, "moe_balance": moe_balance, "capacity_factor": capacity_factor}
+                              "dropout": dropout, "moe_balance": moe_balance, "capacity_factor": capacity_factor,
+                              "moe_dispatcher": moe_dispatcher}
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -217,7 +221,8 @@ PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attent
                 "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
                 "ep_comm_overlap": "ep-comm-overlap",
                 "grad_dtype": "grad-dtype",
-                "moe_balance": "moe-balance", "capacity_factor": "capacity-factor"}
+                "moe_balance": "moe-balance", "capacity_factor": "capacity-factor",
+                "moe_dispatcher": "moe-dispatcher"}
 
 
 def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
@@ -316,6 +321,7 @@ def train_command(
     dropout: Dropout = True,
     moe_balance: MoEBalance = "random",
     capacity_factor: CapacityFactor = None,
+    moe_dispatcher: MoEDispatcher = "alltoall",
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fmt: FormatOpt = None,
@@ -341,7 +347,8 @@ def train_command(
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
                           ep_comm_overlap=ep_comm_overlap, dropout=dropout,
-                          moe_balance=moe_balance, capacity_factor=capacity_factor, fabric=fabric,
+                          moe_balance=moe_balance, capacity_factor=capacity_factor,
+                          moe_dispatcher=moe_dispatcher, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
                           gpus_per_node=gpus_per_node)

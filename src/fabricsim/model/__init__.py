@@ -24,6 +24,7 @@ from fabricsim.model.compute import (
 from fabricsim.model.experts import (
     ExpertLoad,
     expected_max_normal,
+    expected_remote_nodes,
     expert_load_dispersion,
     expert_load_peak,
     expert_load_terms,
@@ -55,6 +56,7 @@ __all__ = [
     "compute_time",
     "default_matmul_efficiency",
     "expected_max_normal",
+    "expected_remote_nodes",
     "expert_load_dispersion",
     "expert_load_peak",
     "expert_load_terms",

@@ -89,3 +89,19 @@ def touched_experts(experts: int, top_k: int, tokens: float) -> float:
     if experts == 0 or tokens <= 0:
         return 0.0
     return float(experts * (1.0 - (1.0 - top_k / experts) ** tokens))
+
+
+def expected_remote_nodes(experts: int, top_k: int, nodes: int) -> float:
+    """Expected distinct OTHER nodes a token's top_k experts sit on, experts spread evenly over ``nodes`` nodes and
+    picked uniformly: (nodes - 1) x (1 - C(E - E/n, k) / C(E, k)). A node-aware dispatcher (DeepEP, HybridEP)
+    sends a token over the network once per such node and fans it out over NVLink there."""
+    if nodes <= 1 or experts < 1 or top_k < 1:
+        return 0.0
+    k = min(top_k, experts)
+    off = experts - experts / nodes  # experts not on one given node
+    if off < k:
+        return float(nodes - 1)
+    from math import lgamma
+
+    log_none = lgamma(off + 1) - lgamma(off - k + 1) - (lgamma(experts + 1) - lgamma(experts - k + 1))
+    return float((nodes - 1) * (1.0 - np.exp(log_none)))

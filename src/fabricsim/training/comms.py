@@ -11,7 +11,7 @@ import numpy as np
 
 from fabricsim.caching import ByIdentity
 from fabricsim.comm import Cluster, GroupShape, cached_group_shape, collective_time, groups_comm
-from fabricsim.model import ModelSpec
+from fabricsim.model import ModelSpec, expected_remote_nodes
 from fabricsim.training.experts import routed_load_peak
 from fabricsim.training.placement import Placement, place, widest_group
 from fabricsim.training.plan import ParallelPlan
@@ -57,6 +57,24 @@ def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, etp:
     return groups_comm(cluster_ref.value, place(plan).groups(kind), plan.world_size, op, size)
 
 
+def _node_aware_dispatch(cluster: Cluster, plan: ParallelPlan, model: ModelSpec, ep_shape: GroupShape,
+                         routed: float, t_nccl: float, kind_nccl: str) -> tuple[float, str]:
+    """DeepEP's normal kernels (deepseek-ai/DeepEP README: NVLink forwarding for intranode, RDMA for internode,
+    each token sent once per destination node): the network carries a token's hidden state once per remote node
+    its experts sit on (``expected_remote_nodes``) and NVLink fans the copies out there; the two run pipelined,
+    so the slower sets the time. Never slower than NCCL's all-to-all of a copy per expert."""
+    assert model.moe is not None
+    n, p = ep_shape.nranks, ep_shape.ranks_per_node
+    own = routed / model.moe.top_k  # the rank's tokens, one copy
+    remote = expected_remote_nodes(model.moe.experts, model.moe.top_k, ep_shape.nnodes)
+    # an all-to-all of size S sends S (n - p) / n off the node: choose S so that is own x remote
+    t_net, kind = collective_time(ep_shape, "all_to_all", own * remote * n / max(n - p, 1), cluster.catalog)
+    node = cached_group_shape(cluster, p, p) if p > 1 else None
+    t_fan, _ = collective_time(node, "all_to_all", routed, cluster.catalog)
+    t = max(t_net, t_fan)
+    return (t, kind) if t < t_nccl else (t_nccl, kind_nccl)
+
+
 @dataclass(frozen=True)
 class _LayerComms:
     """Per-layer and per-micro-batch communication costs of a plan, priced once on its real groups."""
@@ -73,7 +91,7 @@ def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placeme
     """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
     interleaving or batch share their layer collectives)."""
     key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.etp, plan.dp, plan.pp, plan.mbs,
-           plan.seq, plan.moe_balance, plan.capacity_factor,
+           plan.seq, plan.moe_balance, plan.capacity_factor, plan.moe_dispatcher,
            plan.precision, plan.sequence_parallel, plan.order)
     found = _COMMS_CACHE.get(key)
     if found is None:
@@ -111,7 +129,10 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
         # the EP group, then the expert-TP group all-gathers what its ranks received (and reduce-scatters it back
         # before the combine all-to-all), so every ETP rank runs its slice of the experts on all their tokens.
         routed = act / plan.tp * model.moe.top_k * routed_load_peak(model, plan)  # the hottest rank's share
-        t_a2a, kind = _fabric_comm(cluster, plan, "ep", widest("ep"), "all_to_all", routed)
+        ep_shape = widest("ep")
+        t_a2a, kind = _fabric_comm(cluster, plan, "ep", ep_shape, "all_to_all", routed)
+        if plan.moe_dispatcher == "deepep" and ep_shape is not None and ep_shape.nnodes > 1:
+            t_a2a, kind = _node_aware_dispatch(cluster, plan, model, ep_shape, routed, t_a2a, kind)
         t_etp = 0.0
         etp_shape = widest("etp")
         if etp_shape is not None:

@@ -58,6 +58,7 @@ Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Kernels = Literal["fused", "eager"]
 MoEBalance = Literal["forced", "random", "skewed"]
+MoEDispatcher = Literal["alltoall", "deepep"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
 # bytes per gradient element in the main-grad buffer and its reduction
 GRAD_DTYPE_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2}
@@ -128,6 +129,9 @@ class ParallelPlan(BaseModel):
     moe_balance: MoEBalance = Field(
         "random", description="expert load: forced (Megatron's moe_router_force_load_balancing, as benchmarks run), "
         "random (balanced top-k routing, its sampling noise only) or skewed (a trained router's measured skew)")
+    moe_dispatcher: MoEDispatcher = Field(
+        "alltoall", description="token dispatch: alltoall (NCCL all-to-all, a copy per routed expert) or deepep "
+        "(DeepEP/HybridEP: a copy per destination node over the network, fanned out over NVLink)")
     capacity_factor: float | None = Field(None, gt=0, le=MAX_COUNT, description="expert capacity as a multiple of the "
                                           "mean load; tokens beyond it are dropped (default: dropless)")
     ep_comm_overlap: bool = Field(False, description="overlap the MoE all-to-all of one micro-batch with another's "

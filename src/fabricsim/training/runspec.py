@@ -33,6 +33,7 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--etp": ("etp", int),
     "--moe-balance": ("moe_balance", str),
     "--capacity-factor": ("capacity_factor", float),
+    "--moe-dispatcher": ("moe_dispatcher", str),
     "--vpp": ("virtual_stages", int),
     "--order": ("order", str),
     "--precision": ("precision", str),
