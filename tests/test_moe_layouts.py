@@ -213,3 +213,22 @@ def test_node_aware_dispatch_sends_a_token_once_per_remote_node() -> None:
             assert deepep == pytest.approx(nccl)
         else:
             assert deepep < nccl
+
+
+def test_size_holds_the_moe_options_fixed_and_refuses_bad_ones() -> None:
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    base = ["size", "--model", "deepseek-v3", "--systems", "dgx-h100", "--gpus", "1024", "--tp", "2", "--pp", "16",
+            "--ep", "64", "--etp", "1", "--seq", "4096", "--gbs", "8192", "--tokens", "1e12", "--fabrics", "ndr",
+            "--oversubscription", "1"]
+    fast = CliRunner().invoke(app, [*base, "--moe-balance", "forced", "--moe-dispatcher", "deepep",
+                                    "--ep-comm-overlap", "--json"])
+    slow = CliRunner().invoke(app, [*base, "--moe-balance", "skewed", "--json"])
+    assert fast.exit_code == 0 and slow.exit_code == 0, fast.output + slow.output
+    import json
+
+    assert json.loads(fast.output)["results"][0]["tokens_per_s"] > json.loads(slow.output)["results"][0]["tokens_per_s"]
+    bad = CliRunner().invoke(app, [*base, "--moe-balance", "bogus"])
+    assert bad.exit_code == 2 and "--moe-balance" in bad.output and len(bad.output.strip().splitlines()) == 1

@@ -34,8 +34,11 @@ if TYPE_CHECKING:
 DAY_S = 86400.0
 DEFAULT_TOKENS = "15T"
 # options `size` reads for training only: given with --inference they are an error, not ignored
+# size options held fixed in every plan, and the plan field each sets
+MOE_FIXED = {"dropout": "dropout", "ep_comm_overlap": "ep_comm_overlap", "moe_balance": "moe_balance",
+             "moe_dispatcher": "moe_dispatcher", "capacity_factor": "capacity_factor"}
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "zero", "precision")
+                 "zero", "precision", *MOE_FIXED)
 MAX_SEQ = 2**24
 
 
@@ -49,11 +52,16 @@ def _spec(**kw: Any) -> SizingSpec:
 
     from fabricsim.errors import cli_field, spec_error
     from fabricsim.sizing import Knobs, parse_list, sizing_defaults
+    from fabricsim.sizing.spec import check_fixed_value
 
     defaults = sizing_defaults()
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
     if not kw["overlap"]:
         fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
+    for option, field in MOE_FIXED.items():  # held as given in every plan (only when given: resumable digests)
+        if kw.get(option) is not None:
+            check_fixed_value(field, kw[option], f"--{option.replace('_', '-')}")
+            fixed[field] = kw[option]
     try:
         knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                       cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
@@ -230,6 +238,15 @@ def size_command(
     precision: Annotated[str | None, _opt("precisions to try (bf16,fp8)", "--precision")] = None,
     flash_attn: Annotated[bool, _opt("fused attention", "--flash-attn/--no-flash-attn")] = True,
     overlap: Annotated[bool, _opt("overlap gradient reduce / param gather", "--overlap/--no-overlap")] = True,
+    dropout: Annotated[bool | None, _opt("hidden dropout masks [default: on]", "--dropout/--no-dropout")] = None,
+    ep_comm_overlap: Annotated[bool | None, _opt("overlap the MoE all-to-all with compute [default: off]",
+                                                 "--ep-comm-overlap/--no-ep-comm-overlap")] = None,
+    moe_balance: Annotated[str | None, _opt("expert load: forced, random or skewed [default: random]",
+                                            "--moe-balance")] = None,
+    moe_dispatcher: Annotated[str | None, _opt("token dispatch: alltoall or deepep [default: alltoall]",
+                                               "--moe-dispatcher")] = None,
+    capacity_factor: Annotated[float | None, _opt("expert capacity x mean load [default: dropless]",
+                                                  "--capacity-factor")] = None,
     objective: Annotated[str, _opt("rank by time, cost or energy", "--objective")] = "cost",
     amortize: Annotated[str | None, _opt("capex amortisation period [default: 4y]", "--amortize")] = None,
     gpu_hour: Annotated[str | None, _opt("rent at this USD per GPU-hour instead", "--gpu-hour")] = None,

@@ -32,6 +32,22 @@ def check_plan_value(plan_field: str, value: int, option: str) -> None:
         msg = str(exc.errors()[0]["msg"]).removeprefix("Input should be ")
         raise SpecError(f"must be {msg}, got {value}", field=option) from None
 
+def check_fixed_value(plan_field: str, value: Any, option: str) -> None:
+    """A SpecError naming ``option`` when ``value`` is not what ParallelPlan accepts for ``plan_field`` (its type
+    and bounds), so a bad fixed option fails before the search, not in every plan."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from fabricsim.training import ParallelPlan
+
+    info = ParallelPlan.model_fields[plan_field]
+    try:
+        kind: Any = Annotated[info.annotation, *info.metadata] if info.metadata else info.annotation
+        TypeAdapter(kind).validate_python(value)
+    except ValidationError as exc:
+        msg = str(exc.errors()[0]["msg"]).removeprefix("Input should be ")
+        raise SpecError(f"must be {msg}, got {value!r}", field=option) from None
+
+
 DEFAULT_FABRICS = ("hdr", "ndr", "xdr", "eth-400g")
 MAX_SIZE = 2**20  # GPUs or nodes: a 3-tier fat tree of 144-port switches reaches 746,496 ports
 RECOMPUTE = ("none", "selective", "full")
