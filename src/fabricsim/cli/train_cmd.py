@@ -174,7 +174,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
                 etp: int | None = None, gpus_per_node: int | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
-    from fabricsim.catalog import load_catalog, partial_system_id
+    from fabricsim.catalog import load_catalog, partial_system_id, partly_used
     from fabricsim.comm import Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import load_model
@@ -182,6 +182,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 
     oversubscription = checked_oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
+    if gpus_per_node is not None:  # checked here so the error names the option
+        partly_used(catalog.system(system), gpus_per_node, field="--gpus-per-node")
     system = partial_system_id(system, gpus_per_node)
     spec = load_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
