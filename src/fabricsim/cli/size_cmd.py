@@ -51,8 +51,7 @@ def _spec(**kw: Any) -> SizingSpec:
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
-    from fabricsim.sizing import Knobs, parse_list, sizing_defaults
-    from fabricsim.sizing.spec import check_fixed_value
+    from fabricsim.sizing import Knobs, check_fixed_value, parse_list, sizing_defaults
 
     defaults = sizing_defaults()
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
