@@ -27,10 +27,10 @@ def split_partial_id(system_id: str) -> tuple[str, int | None]:
 
 
 def power_of_two_part(system: System) -> int | None:
-    """GPUs per node a power-of-two job uses on a rack-scale node whose GPU count is not a power of two (64 of an
-    NVL72 rack, as NVIDIA runs 64- to 512-GPU jobs on them); None for other systems."""
+    """GPUs per node a power-of-two job uses on a node whose GPU count is not a power of two (64 of an NVL72
+    rack, as NVIDIA runs 64- to 512-GPU jobs on them); None where the node already is a power of two."""
     gpn = system.gpus_per_node
-    if gpn <= 8 or gpn & (gpn - 1) == 0:
+    if gpn & (gpn - 1) == 0:
         return None
     return 1 << (gpn.bit_length() - 1)
 

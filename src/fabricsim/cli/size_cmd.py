@@ -34,9 +34,8 @@ if TYPE_CHECKING:
 DAY_S = 86400.0
 DEFAULT_TOKENS = "15T"
 # options `size` reads for training only: given with --inference they are an error, not ignored
-# size options held fixed in every plan, and the plan field each sets
-MOE_FIXED = {"dropout": "dropout", "ep_comm_overlap": "ep_comm_overlap", "moe_balance": "moe_balance",
-             "moe_dispatcher": "moe_dispatcher", "capacity_factor": "capacity_factor"}
+# size options held fixed in every plan, each named as the plan field it sets
+MOE_FIXED = ("dropout", "ep_comm_overlap", "moe_balance", "moe_dispatcher", "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
                  "zero", "precision", *MOE_FIXED)
 MAX_SEQ = 2**24
@@ -51,16 +50,16 @@ def _spec(**kw: Any) -> SizingSpec:
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
-    from fabricsim.sizing import Knobs, check_fixed_value, parse_list, sizing_defaults
+    from fabricsim.sizing import Knobs, check_plan_value, parse_list, sizing_defaults
 
     defaults = sizing_defaults()
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
     if not kw["overlap"]:
         fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
-    for option, field in MOE_FIXED.items():  # held as given in every plan (only when given: resumable digests)
-        if kw.get(option) is not None:
-            check_fixed_value(field, kw[option], f"--{option.replace('_', '-')}")
-            fixed[field] = kw[option]
+    for field in MOE_FIXED:  # held as given in every plan (only when given: resumable digests)
+        if kw.get(field) is not None:
+            check_plan_value(field, kw[field], f"--{field.replace('_', '-')}")
+            fixed[field] = kw[field]
     try:
         knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                       cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),

@@ -18,23 +18,10 @@ KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "etp": "etp"
                     "zero": "zero"}
 
 
-def check_plan_value(plan_field: str, value: int, option: str) -> None:
-    """A SpecError naming ``option`` when ``value`` is outside the bounds ParallelPlan sets on ``plan_field`` (the
-    validation `train` applies to the same option)."""
-    from pydantic import TypeAdapter, ValidationError
-
-    from fabricsim.training import ParallelPlan
-
-    info = ParallelPlan.model_fields[plan_field]
-    try:
-        TypeAdapter(Annotated[int, *info.metadata]).validate_python(value)
-    except ValidationError as exc:
-        msg = str(exc.errors()[0]["msg"]).removeprefix("Input should be ")
-        raise SpecError(f"must be {msg}, got {value}", field=option) from None
-
-def check_fixed_value(plan_field: str, value: Any, option: str) -> None:
+def check_plan_value(plan_field: str, value: Any, option: str) -> None:
     """A SpecError naming ``option`` when ``value`` is not what ParallelPlan accepts for ``plan_field`` (its type
-    and bounds), so a bad fixed option fails before the search, not in every plan."""
+    and bounds: the validation `train` applies to the same option), so a bad knob or fixed option fails before
+    the search, not in every plan."""
     from pydantic import TypeAdapter, ValidationError
 
     from fabricsim.training import ParallelPlan

@@ -57,8 +57,8 @@ def _flow_comm(cluster_ref: ByIdentity[Cluster], tp: int, cp: int, ep: int, etp:
     return groups_comm(cluster_ref.value, place(plan).groups(kind), plan.world_size, op, size)
 
 
-def _node_aware_dispatch(cluster: Cluster, plan: ParallelPlan, model: ModelSpec, ep_shape: GroupShape,
-                         routed: float, t_nccl: float, kind_nccl: str) -> tuple[float, str]:
+def _node_aware_dispatch(cluster: Cluster, model: ModelSpec, ep_shape: GroupShape, routed: float, t_nccl: float,
+                         kind_nccl: str) -> tuple[float, str]:
     """DeepEP's normal kernels (deepseek-ai/DeepEP README: NVLink forwarding for intranode, RDMA for internode,
     each token sent once per destination node): the network carries a token's hidden state once per remote node
     its experts sit on (``expected_remote_nodes``) and NVLink fans the copies out there; the two run pipelined,
@@ -132,7 +132,7 @@ def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, p
         ep_shape = widest("ep")
         t_a2a, kind = _fabric_comm(cluster, plan, "ep", ep_shape, "all_to_all", routed)
         if plan.moe_dispatcher == "deepep" and ep_shape is not None and ep_shape.nnodes > 1:
-            t_a2a, kind = _node_aware_dispatch(cluster, plan, model, ep_shape, routed, t_a2a, kind)
+            t_a2a, kind = _node_aware_dispatch(cluster, model, ep_shape, routed, t_a2a, kind)
         t_etp = 0.0
         etp_shape = widest("etp")
         if etp_shape is not None:

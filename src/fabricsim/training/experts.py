@@ -8,13 +8,19 @@ from fabricsim.model import ModelSpec, expert_load_terms
 from fabricsim.training.plan import ParallelPlan
 
 
+def dispatched_tokens(plan: ParallelPlan) -> float:
+    """Tokens of one micro-batch a GPU dispatches to the experts: its sequence-parallel shard (all its tokens
+    without sequence parallelism)."""
+    sp = plan.sequence_parallel and plan.tp > 1
+    return plan.mbs * plan.seq / plan.cp / (plan.tp if sp else 1)
+
+
 def routed_load_peak(model: ModelSpec, plan: ParallelPlan) -> float:
     """The most loaded EP rank's routed tokens over the mean rank's, for one micro-batch (1 when forced-balanced,
     without EP or without experts); at most ``capacity_factor``, never below 1."""
     if model.moe is None or plan.ep <= 1 or plan.moe_balance == "forced":
         return 1.0
-    sp = plan.sequence_parallel and plan.tp > 1
-    own = plan.mbs * plan.seq / plan.cp / (plan.tp if sp else 1)  # tokens a rank dispatches
+    own = dispatched_tokens(plan)
     dispersion = 0.0 if plan.moe_balance == "random" else None  # None: the measured skew (data/routing.yaml)
     peak = expert_load_terms(model.moe.experts, model.moe.top_k, plan.ep, dispersion).peak(own * plan.ep)
     if plan.capacity_factor is not None:

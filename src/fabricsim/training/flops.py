@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fabricsim.catalog import GPU
 from fabricsim.errors import SpecError
 from fabricsim.model import ForwardFlops, ModelSpec, forward_flops
+from fabricsim.training.experts import dispatched_tokens
 from fabricsim.training.plan import ParallelPlan, stage_layers
 
 
@@ -108,8 +109,7 @@ def layer_gemm_shapes(model: ModelSpec, plan: ParallelPlan, index: int) -> list[
         out += [(2 * tokens * h * ffn * gates / t * moe.shared_experts, h, ffn * gates / t, dense_rows),
                 (2 * tokens * ffn / t * h * moe.shared_experts, ffn / t, h, dense_rows)]
     sp = plan.sequence_parallel and t > 1
-    own = tokens / t if sp else tokens  # tokens a GPU dispatches (its sequence-parallel shard)
-    received = own * moe.top_k * (plan.expert_tp if sp else 1)  # after the expert-TP all-gather
+    received = dispatched_tokens(plan) * moe.top_k * (plan.expert_tp if sp else 1)  # after the expert-TP gather
     rows = received / (moe.experts / plan.ep)
     e = plan.expert_tp
     return [*out, (2 * received * h * ffn * gates / e, h, ffn * gates / e, rows),
