@@ -7,7 +7,7 @@ import pytest
 
 from fabricsim.catalog import default_catalog
 from fabricsim.collectives import CollectiveModel, group_shape
-from fabricsim.collectives.algorithms import ALGORITHMS, dtree_bytes_per_direction, launch_floor
+from fabricsim.collectives.algorithms import ALGORITHMS, dtree_bytes_per_direction, launch_floor, nvls_efficiency
 
 
 def test_dtree_bytes_per_direction_by_node_count() -> None:
@@ -77,3 +77,21 @@ def test_two_racks_use_nvls_tree_between_racks() -> None:
     assert (shape.nnodes, shape.ranks_per_node, shape.nics_used_per_node) == (2, 72, 72)
     row = CollectiveModel(shape, catalog=cat).predict("all_reduce", [8 * 2**30]).rows[0]
     assert row.algorithm == "nvls_tree"
+
+
+def test_blackwell_baseboard_runs_nvls_and_the_rack_keeps_its_own_figure() -> None:
+    """8x B200 (NVSwitch baseboard): NCCL's Blackwell NVLS figure, so auto picks NVLS over the ring at 8 GB, near
+    the ~830 GB/s busbw users measure; the NVL72 rack (each GPU link on its own switch chip) keeps its figure."""
+    cat = default_catalog()
+    tuning = cat.tuning("default")
+    b200 = group_shape("dgx-b200", 8, catalog=cat)
+    rack = group_shape("gb200-nvl72", 72, catalog=cat)
+    partial = group_shape("gb200-nvl72/64", 64, catalog=cat)
+    assert (b200.switch_system, rack.switch_system, partial.switch_system) == (False, True, True)
+    assert nvls_efficiency(b200, tuning) == pytest.approx(0.74)
+    assert nvls_efficiency(rack, tuning) < nvls_efficiency(b200, tuning)
+    row = CollectiveModel(b200, catalog=cat).predict("all_reduce", [8 * 2**30]).rows[0]
+    assert row.algorithm == "nvls"
+    assert 750 < row.busbw_GBps < 900
+    ring = CollectiveModel(b200, catalog=cat).predict("all_reduce", [8 * 2**30], algo="ring").rows[0]
+    assert ring.busbw_GBps < row.busbw_GBps

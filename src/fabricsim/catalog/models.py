@@ -211,6 +211,10 @@ class Tuning(Entry):
     nvls_efficiency_by_nvlink: dict[str, Fraction] = Field(
         default_factory=dict, description="NVLS throughput relative to the NVLink rate per NVLink generation (link"
         " id); nvls_efficiency where absent")
+    nvls_efficiency_switch_system_by_nvlink: dict[str, Fraction] = Field(
+        default_factory=dict, description="NVLS throughput relative to the NVLink rate on a rack-scale NVLink Switch"
+        " System (every NVLink link of a GPU on its own switch chip: NVL72), per NVLink generation;"
+        " nvls_efficiency_by_nvlink where absent")
     nvls_fill_per_rank_s: Seconds = Field(
         0.0, description="NVLS pipeline fill per rank of the NVLink domain: the cap of the exposed second phase"
         " (multicast after reduce) of a pipeline that is not yet full")

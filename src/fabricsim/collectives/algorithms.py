@@ -65,9 +65,15 @@ def _proto_rate(rate: float, proto: str, tuning: Tuning, link_id: str | None = N
 
 
 def nvls_efficiency(shape: GroupShape, tuning: Tuning) -> float:
-    """NVLS throughput relative to the NVLink rate for this NVLink generation (NCCL's per-architecture figure)."""
+    """NVLS throughput relative to the NVLink rate for this NVLink generation (NCCL's per-architecture figure, for
+    NVSwitch baseboards), or the rack-scale NVLink Switch System's figure where the domain is one (NVL72)."""
+    link = shape.intra_link_id or ""
     table: dict[str, float] = tuning.nvls_efficiency_by_nvlink
-    return table.get(shape.intra_link_id or "", tuning.nvls_efficiency)
+    baseboard = table.get(link, tuning.nvls_efficiency)
+    if shape.switch_system:
+        rack: dict[str, float] = tuning.nvls_efficiency_switch_system_by_nvlink
+        return rack.get(link, baseboard)
+    return baseboard
 
 
 def launch_floor(shape: GroupShape, tuning: Tuning) -> float:

@@ -49,6 +49,8 @@ class GroupShape:
     min_nics_per_node: int = 0
     net_path_latency_s: float = 0.0
     net_switch_hops: int = 0
+    switch_system: bool = False
+    """the NVLink domain is a rack-scale NVLink Switch System: each of a GPU's links lands on its own switch chip"""
 
     @property
     def emptiest_ranks(self) -> int:
@@ -198,6 +200,7 @@ def group_shape(
         min_nics_per_node=min_nics,
         net_path_latency_s=path_latency(net_link, switch, hops),
         net_switch_hops=hops,
+        switch_system=bool(intra_kind == "nvlink" and gpu.nvlink_links and sysm.nvswitch_chips >= gpu.nvlink_links),
     )
 
 
