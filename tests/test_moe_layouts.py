@@ -232,3 +232,22 @@ def test_size_holds_the_moe_options_fixed_and_refuses_bad_ones() -> None:
     assert json.loads(fast.output)["results"][0]["tokens_per_s"] > json.loads(slow.output)["results"][0]["tokens_per_s"]
     bad = CliRunner().invoke(app, [*base, "--moe-balance", "bogus"])
     assert bad.exit_code == 2 and "--moe-balance" in bad.output and len(bad.output.strip().splitlines()) == 1
+
+
+def test_overlapped_dispatch_costs_the_sms_it_holds() -> None:
+    """Hiding the all-to-all behind compute is not free: the dispatch kernels hold their SMs (32 of H100's 132:
+    NCCL's maxCTAs, HybridEP in NVIDIA's recipes), so the compute beside them slows by that share of the hidden
+    time. With no SM held it is the plain overlap; more SMs held never make the step faster."""
+    from fabricsim.training.schedule import dispatch_sm_share
+    model = load_model("deepseek-v3")
+    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none",
+                              ep_comm_overlap=True)
+    catalog = default_catalog()
+    gpu = catalog.gpu("h100-sxm")
+    assert dispatch_sm_share(gpu, plan, _cluster("dgx-h100")) == pytest.approx(32 / 132)
+    steps = []
+    for held in (0, 16, 32, 64):
+        tuning = catalog.tuning("default").model_copy(update={"dispatch_kernel_sms": {"alltoall": held}})
+        tuned = catalog.model_copy(update={"tunings": {**catalog.tunings, "default": tuning}})
+        steps.append(predict_training(model, plan, Cluster(tuned.system("dgx-h100"), catalog=tuned)).step_time_s)
+    assert steps == sorted(steps) and steps[0] < steps[-1]

@@ -225,6 +225,9 @@ class Tuning(Entry):
         0.0, description="latency of one NIC-switch link of the fabric the NET hop figures were measured on")
     net_reference_switch_latency_s: Seconds = Field(
         0.0, description="port-to-port latency of one switch of that reference fabric")
+    dispatch_kernel_sms: dict[str, int] = Field(
+        default_factory=dict, description="SMs the MoE token dispatch/combine kernels occupy while they run beside"
+        " compute (EP communication overlap), per dispatcher (alltoall, deepep); 0 where absent")
     tree_net_channels_by_nvlink: dict[str, int] = Field(
         default_factory=dict, description="NICs per node that the tree and NVLS-tree cross the network with (one"
         " head rank per channel, each on its own NIC), per NVLink generation (link id); every NIC of the group"

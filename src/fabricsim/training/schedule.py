@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
 from fabricsim.model import ModelSpec
 from fabricsim.training.comms import _fabric_comm, _group_shape_of, _LayerComms
@@ -42,14 +43,15 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
     if model.moe is not None and plan.ep > 1:
         t_ep, kind = comms.ep_per_layer_pass
         moe_layers = sum(1 for i in layers if model.is_moe_layer(i))
-        hidden = 0.0
+        hidden = slowed = 0.0
         if plan.ep_comm_overlap:
             # Megatron-Core's 1F1B all-to-all overlap runs one micro-batch's dispatch/combine beside another's
             # attention and expert compute, so a layer pass hides up to that layer pass's matmul time.
             matmul_per_layer_pass = (work.gemm_fwd_s + work.attention_fwd_s) / len(layers) \
                 * (3.0 + recompute_passes) / passes
             hidden = min(t_ep, matmul_per_layer_pass)
-        out.add(kind, (t_ep - hidden) * moe_layers * passes, hidden * moe_layers * passes)
+            slowed = hidden * dispatch_sm_share(gpu, plan, cluster)
+        out.add(kind, (t_ep - hidden + slowed) * moe_layers * passes, (hidden - slowed) * moe_layers * passes)
     if plan.cp > 1:
         t_step, kind = comms.cp_per_layer_step
         t_cp = t_step * (plan.cp - 1) * len(layers) * (passes + 1.0)  # backward also returns dK, dV
@@ -69,6 +71,15 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
                                     work.forward_s + other_s * forward_share,
                                     work.backward_s + other_s * (1.0 - forward_share)))
     return out, work
+
+
+def dispatch_sm_share(gpu: GPU, plan: ParallelPlan, cluster: Cluster) -> float:
+    """Share of the GPU's SMs the dispatch/combine kernels hold while they overlap compute: the compute beside
+    them runs on the rest, so hiding t seconds of all-to-all still costs share x t (0 where the catalog has no
+    SM count for the GPU)."""
+    sms = gpu.sms.value if gpu.sms is not None else 0
+    held = cluster.catalog.tuning("default").dispatch_kernel_sms.get(plan.moe_dispatcher, 0)
+    return min(1.0, held / sms) if sms > 0 else 0.0
 
 
 def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int, layers: list[int],
