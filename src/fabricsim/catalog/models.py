@@ -54,6 +54,17 @@ class Count(BaseModel):
     notes: str = ""
 
 
+class SourcedRate(BaseModel):
+    """A hardware rate (operations per second) with where the figure comes from."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float = Field(gt=0)
+    source: str = Field(min_length=1, description="datasheet, paper or derivation the figure comes from")
+    verified: bool = Field(True, description="false where the figure is derived or from a secondary source")
+    notes: str = ""
+
+
 class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -75,7 +86,8 @@ class GPU(Priced):
         None, description="achievable fraction of fp4_flops_per_s on best-shape NVFP4/MXFP4 GEMMs; None: the FP8 one"
     )
     attention_efficiency: Efficiency | None = Field(
-        None, description="achievable fraction of bf16_flops_per_s in fused attention (fwd+bwd); None: default"
+        None, description="achievable fraction of bf16_flops_per_s in fused attention's matmuls (fwd+bwd; the"
+        " softmax exponentials priced apart at exp_per_s where the GPU has one); None: default"
     )
     hbm_efficiency: Efficiency | None = Field(
         None, description="achievable fraction of hbm_bytes_per_s for streaming kernels; None: the model default"
@@ -86,6 +98,10 @@ class GPU(Priced):
     )
     sms: Count | None = Field(
         None, description="streaming multiprocessors: GEMM output tiles run one per SM per wave; None: no wave model"
+    )
+    exp_per_s: SourcedRate | None = Field(
+        None, description="exponentials per second on the special-function units (MUFU.EX2): fused attention pays"
+        " one per score and pass beside its tensor-core work; None: folded into attention_efficiency"
     )
 
     def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:

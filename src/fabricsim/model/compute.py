@@ -134,9 +134,19 @@ def gemm_flops_per_s(gpu: GPU, precision: str) -> float:
     return achievable_flops_per_s(gpu)
 
 
-def attention_flops_per_s(gpu: GPU) -> float:
-    """FLOP/s of fused attention kernels (BF16 in every precision recipe)."""
-    return gpu.bf16_flops_per_s * attention_efficiency(gpu).value
+def attention_flops_per_s(gpu: GPU, flops_per_exp: float | None = None) -> float:
+    """FLOP/s of fused attention kernels (BF16 in every precision recipe): their matmuls at the attention
+    efficiency, plus, where the GPU's special-function rate is known, one exponential per score and pass
+    (``flops_per_exp``: matmul FLOPs the kernel does per exponential, 2 x (qk + v head widths) forward). The
+    softmax waits on the exponentials (FlashAttention-3, arXiv:2407.08608: H100 has 989 TFLOP/s of matmul but
+    3.9 TFLOP/s of special functions), so narrow heads run below wide ones: FA3's forward reaches 476 TFLOP/s at
+    head dim 64 against 638 at 128 (H100, 4K, no mask; ratio 0.75), what matmuls near peak in series with the
+    exponentials give (0.76);
+    Blackwell Ultra doubles the exponential rate (NVIDIA, 'Making Softmax More Efficient with Blackwell Ultra')."""
+    matmul = gpu.bf16_flops_per_s * attention_efficiency(gpu).value
+    if gpu.exp_per_s is None or flops_per_exp is None:
+        return matmul
+    return 1.0 / (1.0 / matmul + 1.0 / (flops_per_exp * gpu.exp_per_s.value))
 
 
 def sm80_kernel_fraction(gpu: GPU) -> float:
