@@ -32,37 +32,33 @@ class Priced(Entry):
     power_w: Watts | None = None
 
 
-class Efficiency(BaseModel):
+class SourcedFigure(BaseModel):
+    """A figure with where it comes from: the shape every sourced catalog quantity shares."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    value: float
+    source: str = Field(min_length=1, description="measurement, datasheet, paper or derivation the figure comes from")
+    verified: bool = Field(True, description="false where the figure is assumed, derived or from a secondary source")
+    notes: str = ""
+
+
+class Efficiency(SourcedFigure):
     """A free parameter in (0, 1]: an achievable fraction of a peak rate, with where the figure comes from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     value: Fraction
-    source: str = Field(min_length=1, description="measurement, paper or calibration the figure comes from")
-    verified: bool = Field(True, description="false where the figure is assumed or carried over from another part")
-    notes: str = ""
 
 
-class Count(BaseModel):
+class Count(SourcedFigure):
     """A hardware count (streaming multiprocessors, ...) with where the figure comes from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     value: int = Field(ge=1)
-    source: str = Field(min_length=1, description="datasheet, whitepaper or device query the figure comes from")
-    verified: bool = Field(True, description="false where the figure is from a secondary source")
-    notes: str = ""
 
 
-class SourcedRate(BaseModel):
+class SourcedRate(SourcedFigure):
     """A hardware rate (operations per second) with where the figure comes from."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     value: float = Field(gt=0)
-    source: str = Field(min_length=1, description="datasheet, paper or derivation the figure comes from")
-    verified: bool = Field(True, description="false where the figure is derived or from a secondary source")
-    notes: str = ""
 
 
 class GPU(Priced):
