@@ -58,6 +58,9 @@ Kv = Annotated[str, typer.Option("--kv", help="KV-cache format: bf16 or fp8")]
 Plot = Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")]
 DraftTokens = Annotated[int, typer.Option("--draft-tokens", help="speculative decoding: draft tokens per sequence and "
                                           "step from the model's MTP module (one layer + shared head); 0: none")]
+EngineOpt = Annotated[str, typer.Option("--engine", help="serving engine as NAME[@VERSION]: trtllm, vllm or sglang "
+                                        "(e.g. vllm@0.6.3): the KV-cache memory, batch, prefill chunk and host time "
+                                        "per step of that release")]
 Acceptance = Annotated[float | None, typer.Option("--acceptance", help="speculative decoding: mean tokens a step "
                                                   "yields per sequence, 1 + expected accepted drafts (1 to 1 + "
                                                   "--draft-tokens); required with --draft-tokens")]
@@ -148,6 +151,7 @@ def infer_command(
     max_batched_tokens: MaxBatchedTokens = None,
     chunked_prefill: ChunkedPrefill = None,
     seed: Seed = None,
+    engine: EngineOpt = "trtllm",
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
@@ -162,17 +166,24 @@ def infer_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     oversubscription = checked_oversubscription(oversubscription)
+    from fabricsim.inference import engine_profile
+
+    profile = engine_profile(engine)  # an unknown engine is a one-line error naming the known ones
+    catalog = load_catalog(*(calibration or []))
+    gpu = catalog.gpu(catalog.system(system).gpu)
     serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                           disagg=disagg, replicas=replicas, max_seqs=max_seqs,
-                          max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed)
-    catalog = load_catalog(*(calibration or []))
+                          max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed,
+                          engine_max_seqs=profile.max_batch(gpu),
+                          engine_max_batched_tokens=profile.max_batched_tokens(gpu))
     spec = load_model(model)
     if draft_tokens and acceptance is None:
         raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
                         f"drafts, 1 to {1 + draft_tokens})", field="--acceptance")
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
-                         draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance)
+                         draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
+                         engine=engine.strip())
     if plan.draft_tokens and not spec.mtp_modules:
         raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
                         "own multi-token-prediction module, as deepseek-v3's; separate draft models are not "
@@ -198,7 +209,7 @@ def infer_command(
     if emit(form, data, inputs):
         return
     title = (f"{spec.name} on {plan.gpus} x {system} GPUs: tp={tp} pp={pp} ep={ep} dp={dp}, batch {batch}, prompt "
-             f"{prompt}, output {output}, weights {plan.weights}, KV {plan.kv}")
+             f"{prompt}, output {output}, weights {plan.weights}, KV {plan.kv}, engine {plan.engine_profile.label}")
     console.print(render_inference(pred, title))
     for line in summary_lines(pred, plan):
         console.print(line)

@@ -88,9 +88,12 @@ DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM's max_num_batched_tokens default with 
 
 def serve_request(*, rate: float | None, duration: str | None, trace: Path | None, slo_ttft: str | None,
                   slo_tpot: str | None, disagg: str | None, replicas: int | None, max_seqs: int | None,
-                  max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None) -> ServeRequest:
+                  max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None,
+                  engine_max_seqs: int = DEFAULT_MAX_SEQS,
+                  engine_max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS) -> ServeRequest:
     """Parse and check the serving options (one-line errors naming the option). Every serving option acts only on
-    the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused."""
+    the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused.
+    --max-seqs and --max-batched-tokens default to the engine's scheduler (``engine_*``; --engine's profile)."""
     if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_RATE_PER_S):
         raise SpecError(f"must be a finite rate in (0, {MAX_RATE_PER_S:g}] requests/s, got {rate}", field="--rate")
     if rate is not None and trace is not None:
@@ -110,8 +113,8 @@ def serve_request(*, rate: float | None, duration: str | None, trace: Path | Non
                 raise SpecError("sets --rate's Poisson arrivals; a --trace gives its own arrival times", field=name)
     duration = DEFAULT_DURATION if duration is None else duration
     replicas = 1 if replicas is None else replicas
-    max_seqs = DEFAULT_MAX_SEQS if max_seqs is None else max_seqs
-    max_batched_tokens = DEFAULT_MAX_BATCHED_TOKENS if max_batched_tokens is None else max_batched_tokens
+    max_seqs = engine_max_seqs if max_seqs is None else max_seqs
+    max_batched_tokens = engine_max_batched_tokens if max_batched_tokens is None else max_batched_tokens
     chunked_prefill = True if chunked_prefill is None else chunked_prefill
     seed = 0 if seed is None else seed
     duration_s = units.parse_duration(duration, field="--duration")

@@ -2,6 +2,7 @@
 the serving simulator prices its batches with.
 """
 
+from fabricsim.inference.engines import DEFAULT_ENGINE, EngineProfile, engine_profile, known_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
 from fabricsim.inference.memory import (
     InferenceMemory,
@@ -12,27 +13,30 @@ from fabricsim.inference.memory import (
     max_context,
     weight_bytes_per_gpu,
 )
-from fabricsim.inference.params import inference_defaults, serving_max_batch
+from fabricsim.inference.params import inference_defaults
 from fabricsim.inference.plan import LAYERS, InferencePlan, check_inference_plan
 from fabricsim.inference.predict import InferencePrediction, predict_inference
 from fabricsim.inference.stepcost import InferenceStepCost, step_cost
 
 __all__ = [
+    "DEFAULT_ENGINE",
     "LAYERS",
+    "EngineProfile",
     "InferenceMemory",
     "InferencePlan",
     "InferencePrediction",
     "InferenceStepCost",
     "check_inference_plan",
     "decode_step_floor_s",
+    "engine_profile",
     "expert_load_peak",
     "inference_defaults",
     "inference_memory",
+    "known_engines",
     "kv_cache_table",
     "max_batch",
     "max_context",
     "predict_inference",
-    "serving_max_batch",
     "step_cost",
     "touched_experts",
     "weight_bytes_per_gpu",

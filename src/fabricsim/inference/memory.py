@@ -11,7 +11,6 @@ import numpy as np
 from fabricsim.catalog import GPU
 from fabricsim.inference.draft import _draft_parts
 from fabricsim.inference.experts import touched_experts
-from fabricsim.inference.params import max_num_tokens, memory_utilization
 from fabricsim.inference.plan import ACT_BYTES, InferencePlan
 from fabricsim.inference.stage import _Stage, _stage
 from fabricsim.model import ModelSpec, kv_bytes_per_token_layer
@@ -76,24 +75,23 @@ def _layer_weight_bytes(st: _Stage) -> float:
     return _dense_weight_bytes(st) + experts + st.moe_layers * st.router_params * ACT_BYTES
 
 
-def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan) -> float:
-    """The engine's activation workspace for one prefill chunk of ``max_num_tokens`` tokens: residual, QKV, attention
-    output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32)."""
+def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> float:
+    """The engine's activation workspace for one prefill chunk of its max batched tokens (on ``gpu``): residual, QKV,
+    attention output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32)."""
     widest_mlp = max(model.ffn_hidden / plan.tp, (model.moe.top_k if model.moe else 0) * model.expert_ffn_hidden
                      * plan.ep / (plan.tp * plan.dp))
     per_token = (4 * model.hidden + (model.q_dim + model.o_dim) / plan.tp + 2 * widest_mlp) * ACT_BYTES
     logits = plan.batch / plan.dp * model.vocab / plan.tp * 4.0
-    return min(max_num_tokens(), plan.batch * plan.prompt_tokens // plan.dp) * per_token + logits
+    chunk = plan.engine_profile.max_batched_tokens(gpu)
+    return min(chunk, plan.batch * plan.prompt_tokens // plan.dp) * per_token + logits
 
 
 def inference_memory(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> InferenceMemory:
     weights = weight_bytes_per_gpu(model, plan, gpu)
     st = _stage(model, plan, gpu)
     kv = plan.batch / plan.dp * plan.context * (st.layers + (1 if plan.draft_tokens else 0)) * st.kv_bytes_token_layer
-    act = activation_bytes_per_gpu(model, plan)
-    left = max(0.0, gpu.hbm_bytes - weights - act)
-    return InferenceMemory(weights, kv, act, gpu.hbm_bytes, min(gpu.hbm_bytes, weights + act)
-                           + left * memory_utilization())
+    act = activation_bytes_per_gpu(model, plan, gpu)
+    return InferenceMemory(weights, kv, act, gpu.hbm_bytes, plan.engine_profile.kv_usable_bytes(gpu, weights, act))
 
 
 def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:

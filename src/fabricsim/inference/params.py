@@ -1,5 +1,6 @@
-"""Free parameters of the inference model and the engines, read from the packaged ``data/inference.yaml`` (each
-entry carries its source): kernel latency and inventory, step overhead, memory and scheduler defaults, routing skew."""
+"""Free parameters of the inference model, read from the packaged ``data/inference.yaml`` (each entry carries its
+source): kernel latency and inventory, engine features by version, routing skew. The engines' memory, scheduler
+and host figures are ``data/engines.yaml``."""
 
 from __future__ import annotations
 
@@ -29,30 +30,6 @@ def layer_kernels() -> dict[str, int]:
     """Kernels of a decoder layer beside the weight GEMMs of its shapes, by component (``inference.layer_kernels``)."""
     spec = inference_defaults()["layer_kernels"]
     return {k: int(spec[k]) for k in ("norms", "attention", "mla_gemms", "mla_norms", "mlp_activation", "moe")}
-
-
-@lru_cache(maxsize=1)
-def step_overhead_s() -> float:
-    """Seconds of host work per forward pass of the replica (``inference.step_overhead``)."""
-    return units.parse_duration(str(inference_defaults()["step_overhead"]["seconds"]))
-
-
-@lru_cache(maxsize=1)
-def memory_utilization() -> float:
-    """Fraction of HBM an inference engine uses (``inference.memory_utilization``)."""
-    return float(inference_defaults()["memory_utilization"]["value"])
-
-
-@lru_cache(maxsize=1)
-def max_num_tokens() -> int:
-    """Prefill tokens per forward pass the activation workspace is sized for (``inference.max_num_tokens``)."""
-    return int(inference_defaults()["max_num_tokens"]["tokens"])
-
-
-@lru_cache(maxsize=1)
-def serving_max_batch() -> int:
-    """Largest batch an engine schedules when every request is queued (``inference.serving_max_batch``)."""
-    return int(inference_defaults()["serving_max_batch"]["sequences"])
 
 
 def expert_load_dispersion() -> float:

@@ -8,6 +8,7 @@ from math import isfinite
 
 from fabricsim.catalog import GPU
 from fabricsim.errors import SpecError
+from fabricsim.inference.engines import DEFAULT_ENGINE, EngineProfile, engine_profile
 from fabricsim.model import KV_BYTES, WEIGHT_BYTES, ModelSpec
 
 LAYERS = ("compute", "hbm", "nvlink", "pcie", "infiniband", "ethernet", "other")
@@ -59,6 +60,9 @@ class InferencePlan:
     fp8_mla_decode: bool = False
     """with an FP8 KV cache an MLA model's decode attention quantises Q to FP8 and runs its math on FP8 tensor
     cores (TensorRT-LLM's FP8 MLA generation kernels); no effect on other attention or a BF16 cache"""
+    engine: str = DEFAULT_ENGINE
+    """the serving engine as ``NAME[@VERSION]`` (``data/engines.yaml``): the memory it gives the KV cache, the prefill
+    tokens per pass its workspace holds, its host time per step and the batch its scheduler runs"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
@@ -88,6 +92,7 @@ class InferencePlan:
         if self.max_context is not None and self.context > self.max_context:
             raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
                             f"exceeds the model's context window of {self.max_context}", field="--prompt")
+        engine_profile(self.engine)  # an unknown engine or release is a one-line error naming the known ones
         if self.batch % self.dp:
             raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
 
@@ -116,7 +121,13 @@ class InferencePlan:
                 "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
                 "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
-                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode}
+                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode,
+                "engine": engine_profile(self.engine).label}
+
+    @property
+    def engine_profile(self) -> EngineProfile:
+        """The serving engine's profile (``engine``, resolved to its release)."""
+        return engine_profile(self.engine)
 
 
 def _flag(name: str) -> str:

@@ -55,7 +55,6 @@ from fabricsim.errors import SpecError
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends
 from fabricsim.inference.draft import _draft_parts, _eh_proj_comm
 from fabricsim.inference.memory import InferenceMemory, inference_memory, max_batch, max_context
-from fabricsim.inference.params import step_overhead_s
 from fabricsim.inference.plan import LAYERS, InferencePlan, check_inference_plan
 from fabricsim.inference.stage import _Stage, _stage, _stage_work
 from fabricsim.model import ModelSpec
@@ -131,8 +130,10 @@ def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage
     passes = micro + plan.pp - 1 if prefill else micro  # prefill fills the pipeline; decode keeps it full
     out = {k: v * passes for k, v in stage.items()}
     _pipeline_sends(model, plan, cluster, tokens_rank, out)
-    if overhead:
-        out["other"] += step_overhead_s()
+    if overhead:  # the engine's host work per step: added, or only what exceeds the GPU's pass when overlapped
+        engine = plan.engine_profile
+        gpu_s = sum(out.values())
+        out["other"] += max(0.0, engine.host_step_s - gpu_s) if engine.host_overlapped else engine.host_step_s
     return out
 
 

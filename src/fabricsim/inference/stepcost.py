@@ -15,7 +15,7 @@ from fabricsim.inference.comms import _layer_comm, _pipeline_sends, _transfer
 from fabricsim.inference.draft import _draft_comm, _draft_parts
 from fabricsim.inference.experts import ExpertLoad, expert_load_terms
 from fabricsim.inference.memory import inference_memory, kv_bytes_per_token_gpu
-from fabricsim.inference.params import kernel_latency_s, step_overhead_s
+from fabricsim.inference.params import kernel_latency_s
 from fabricsim.inference.plan import ACT_BYTES, LAYERS, InferencePlan, check_inference_plan
 from fabricsim.inference.stage import _Stage, _stage
 from fabricsim.model import ModelSpec, gemm_tile, kv_bytes_per_token_model
@@ -59,6 +59,8 @@ class InferenceStepCost:
     draft_tokens: int = 0
     acceptance_length: float = 1.0
     draft: InferenceStepCost | None = None  # one forward of the MTP draft module (no step overhead)
+    host_s: float = 0.0  # the engine's host work per iteration
+    host_overlapped: bool = False  # run beside the GPU's work (only what exceeds it shows), else added to it
 
     def _pass_s(self, prefill_tokens: float, prefill_attn_pairs: float, decode_seqs: float, decode_kv_tokens: float,
                 queries: int = 1) -> float:
@@ -98,7 +100,7 @@ class InferenceStepCost:
             x0, x1 = grid[i - 1], grid[i]
             y0, y1 = self.comm_s[i - 1], self.comm_s[i]
             t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
-        return t
+        return max(t, self.host_s) if self.host_overlapped else t + self.host_s
 
     def iteration_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
                     decode_kv_tokens: int) -> float:
@@ -151,6 +153,7 @@ class InferenceStepCost:
         comm = np.asarray(self.comm_s)
         inside = np.interp(tokens, grid, comm)
         t = t + np.where(tokens > grid[-1], comm[-1] * tokens / grid[-1], inside)
+        t = np.maximum(t, self.host_s) if self.host_overlapped else t + self.host_s
         out: np.ndarray = np.where(tokens > 0, t, 0.0)
         return out
 
@@ -216,9 +219,11 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
             _draft_comm(model, plan, cluster, tokens / plan.dp, tokens, layers)
             draft_comm.append(sum(layers.values()))
         draft = _coefficients(ds, plan, 1, ds.kernels * kernel_latency_s(), tuple(draft_comm), 0, transfers)
-    return replace(_coefficients(st, plan, pp, step_overhead_s() + pp * st.kernels * kernel_latency_s(),
-                                 tuple(comm_s), capacity, transfers),
-                   draft_tokens=plan.draft_tokens, acceptance_length=plan.acceptance_length, draft=draft)
+    engine = plan.engine_profile
+    return replace(_coefficients(st, plan, pp, pp * st.kernels * kernel_latency_s(), tuple(comm_s), capacity,
+                                 transfers),
+                   draft_tokens=plan.draft_tokens, acceptance_length=plan.acceptance_length, draft=draft,
+                   host_s=engine.host_step_s, host_overlapped=engine.host_overlapped)
 
 
 def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, comm_s: tuple[float, ...],

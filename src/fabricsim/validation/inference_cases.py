@@ -16,7 +16,6 @@ from fabricsim.inference import (
     inference_defaults,
     max_batch,
     predict_inference,
-    serving_max_batch,
 )
 from fabricsim.model import ModelSpec
 from fabricsim.validation.collective_cases import CaseResult
@@ -302,7 +301,8 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     elif config.get("concurrency") is None or "unbounded" in str(config.get("concurrency")):
         # every request queued: the engine runs the largest batch that fits
         probe = _plan(case, model, _parallel(config)[3], prompt, output)
-        batch = min(max_batch(model, probe, cat.gpu(system.gpu)), serving_max_batch())
+        gpu = cat.gpu(system.gpu)
+        batch = min(max_batch(model, probe, gpu), probe.engine_profile.max_batch(gpu))
         if batch < 1:
             raise SpecError("the model does not fit on the case's GPUs")
     else:

@@ -1,0 +1,172 @@
+"""Serving engines as profiles (``data/engines.yaml``): how much memory an engine hands the KV cache, the batch and
+prefill tokens it schedules, and its host time per step, by engine and release; ``--engine NAME[@VERSION]``."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fabricsim import units
+from fabricsim.catalog import GPU, read_packaged_yaml
+from fabricsim.errors import SpecError, spec_error
+
+ENGINES_FILE = "engines.yaml"
+DEFAULT_ENGINE = "trtllm"
+
+
+class _Figure(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1)
+    verified: bool = True
+
+
+class KvMemory(_Figure):
+    """The memory an engine gives its KV cache: ``fraction`` of the memory left after weights and activations
+    (``free``: TensorRT-LLM) or of the whole GPU for everything (``total``: vLLM, SGLang)."""
+
+    fraction: float = Field(gt=0, le=1)
+    of: Literal["free", "total"]
+
+
+class _BySize(_Figure):
+    """A default an engine lowers on GPUs under ``large_gpu_bytes`` of memory, or whose catalog id starts with one
+    of ``small_gpus`` (vLLM from 0.9 treats A100 as small whatever its memory)."""
+
+    large_gpu_bytes: str | None = None
+    small_gpus: list[str] = Field(default_factory=list)
+
+    def small(self, gpu: GPU) -> bool:
+        if any(gpu.id.startswith(prefix) for prefix in self.small_gpus):
+            return True
+        return self.large_gpu_bytes is not None and gpu.hbm_bytes < units.parse_size(self.large_gpu_bytes)
+
+
+class MaxBatch(_BySize):
+    """Sequences the scheduler runs at once (``small_gpu_sequences`` on small GPUs)."""
+
+    sequences: int = Field(ge=1)
+    small_gpu_sequences: int | None = Field(None, ge=1)
+
+
+class MaxBatchedTokens(_BySize):
+    """Prompt tokens per forward pass, chunked prefill (``small_gpu_tokens`` on small GPUs)."""
+
+    tokens: int = Field(ge=1)
+    small_gpu_tokens: int | None = Field(None, ge=1)
+
+
+class Host(_Figure):
+    """Host work per engine step (scheduling, sampling, output processing): added to the step, or run beside the
+    previous step's GPU work (``overlapped``: only what exceeds it shows)."""
+
+    step_s: str
+    overlapped: bool
+
+
+class EngineVersion(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    since: str
+    label: str = ""
+    kv_memory: KvMemory
+    max_batch: MaxBatch
+    max_batched_tokens: MaxBatchedTokens
+    host: Host
+
+
+class Engine(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    id: str
+    name: str
+    default_version: str
+    versions: list[EngineVersion] = Field(min_length=1)
+
+
+class EngineProfile(BaseModel):
+    """One engine at one release: the figures the inference model reads."""
+
+    model_config = ConfigDict(frozen=True)
+
+    engine: str
+    name: str
+    version: str
+    settings: EngineVersion
+
+    @property
+    def label(self) -> str:
+        return f"{self.engine}@{self.version}"
+
+    @property
+    def host_step_s(self) -> float:
+        return units.parse_duration(self.settings.host.step_s)
+
+    @property
+    def host_overlapped(self) -> bool:
+        return self.settings.host.overlapped
+
+    def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float) -> float:
+        """Memory the instance may fill (weights + activations + KV cache) on ``gpu``."""
+        kv = self.settings.kv_memory
+        if kv.of == "total":
+            return kv.fraction * gpu.hbm_bytes
+        left = max(0.0, gpu.hbm_bytes - weights_bytes - activations_bytes)
+        return min(gpu.hbm_bytes, weights_bytes + activations_bytes) + left * kv.fraction
+
+    def max_batch(self, gpu: GPU) -> int:
+        """Sequences the engine's scheduler runs at once on ``gpu`` (the KV cache may allow fewer)."""
+        mb = self.settings.max_batch
+        return mb.small_gpu_sequences if mb.small_gpu_sequences is not None and mb.small(gpu) else mb.sequences
+
+    def max_batched_tokens(self, gpu: GPU) -> int:
+        """Prompt tokens per forward pass on ``gpu`` (what the activation workspace is sized for)."""
+        mt = self.settings.max_batched_tokens
+        return mt.small_gpu_tokens if mt.small_gpu_tokens is not None and mt.small(gpu) else mt.tokens
+
+
+@lru_cache(maxsize=1)
+def engines() -> dict[str, Engine]:
+    """The packaged engine profiles by id."""
+    doc = read_packaged_yaml("fabricsim.inference.data", ENGINES_FILE)
+    out: dict[str, Engine] = {}
+    for entry in doc["engines"]:
+        try:
+            engine = Engine.model_validate(entry)
+        except ValidationError as exc:
+            raise spec_error(exc, Engine, ENGINES_FILE) from None
+        out[engine.id] = engine
+    return out
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(part) for part in version.split("."))
+    except ValueError:
+        raise SpecError(f"version {version!r} is not dotted numbers (e.g. 0.11 or 1.0.2)", field="--engine") from None
+
+
+def known_engines() -> str:
+    """One line naming every engine and the releases its profiles start at."""
+    return "; ".join(f"{e.id} ({e.name}: versions from " + ", ".join(v.since for v in e.versions) +
+                     f"; default {e.default_version})" for e in engines().values())
+
+
+@lru_cache(maxsize=64)
+def engine_profile(spec: str = DEFAULT_ENGINE) -> EngineProfile:
+    """The profile of ``NAME`` (its default release) or ``NAME@VERSION``; a one-line error names the known ones."""
+    name, _, version = spec.strip().partition("@")
+    table = engines()
+    if name not in table:
+        raise SpecError(f"unknown engine {name!r}; known: {known_engines()}", field="--engine")
+    engine = table[name]
+    version = version or engine.default_version
+    key = _version_key(version)
+    fitting = [v for v in engine.versions if _version_key(v.since) <= key]
+    if not fitting:
+        raise SpecError(f"{engine.name} {version} is older than its first profile ({engine.versions[0].since}); "
+                        f"known: {known_engines()}", field="--engine")
+    chosen = max(fitting, key=lambda v: _version_key(v.since))
+    return EngineProfile(engine=engine.id, name=engine.name, version=version, settings=chosen)

@@ -1,0 +1,70 @@
+"""Serving engines as profiles (issue 23, first part): --engine NAME[@VERSION] picks the KV-cache memory an engine
+reserves, the batch and prefill chunk its scheduler runs and its host time per step."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from fabricsim.catalog import default_catalog
+from fabricsim.cli import app
+from fabricsim.comm import Cluster
+from fabricsim.errors import SpecError
+from fabricsim.inference import InferencePlan, engine_profile, inference_memory, max_batch, predict_inference
+from fabricsim.model import load_model
+
+
+def test_unknown_engine_or_release_is_a_one_line_error_naming_the_known_ones() -> None:
+    for bad, said in (("tgi", "unknown engine 'tgi'"), ("vllm@0.5", "older than its first profile"),
+                      ("vllm@new", "not dotted numbers")):
+        with pytest.raises(SpecError, match=said):
+            engine_profile(bad)
+    result = CliRunner().invoke(app, ["infer", "--engine", "tgi"])
+    assert result.exit_code == 2
+    line = result.output.strip()
+    assert "\n" not in line and line.startswith("error: --engine") and "vllm" in line and "sglang" in line
+
+
+def test_a_release_picks_its_own_profile() -> None:
+    gpu = default_catalog().gpu("h100-sxm")
+    a100 = default_catalog().gpu("a100-sxm-80gb")
+    assert engine_profile("vllm@0.6.3").max_batch(gpu) == 256  # V0: max_num_seqs 256
+    assert engine_profile("vllm@0.8.5").max_batch(a100) == 1024  # V1 on >= 70 GiB
+    assert engine_profile("vllm@0.9.2").max_batch(a100) == 256  # from 0.9 A100 counts small
+    assert engine_profile("vllm").label == "vllm@0.11"
+    assert engine_profile("trtllm").settings.kv_memory.of == "free"
+
+
+def test_engines_reserve_memory_their_own_way() -> None:
+    """TensorRT-LLM gives 0.9 of the memory left after weights to the KV cache; vLLM keeps the whole instance in
+    0.9 of the GPU (less KV room); SGLang's static fraction ~0.85 leaves less still."""
+    model = load_model("llama3-70b")
+    gpu = default_catalog().gpu("h100-sxm")
+    batches = {}
+    for engine in ("trtllm", "vllm", "sglang"):
+        plan = InferencePlan(tp=4, batch=4, prompt_tokens=2048, output_tokens=256, weights="fp8", engine=engine)
+        mem = inference_memory(model, plan, gpu)
+        batches[engine] = max_batch(model, plan, gpu)
+        assert mem.weights_bytes < mem.usable_bytes <= gpu.hbm_bytes
+    assert batches["trtllm"] > batches["vllm"] > batches["sglang"] > 0
+
+
+def test_host_time_adds_or_hides_behind_the_step() -> None:
+    """vLLM's V0 engine adds its ~4 ms of host work to every step; SGLang's overlap scheduler hides its host work
+    behind a step longer than it, so a long step costs the same with or without it."""
+    model = load_model("llama3-70b")
+    cluster = Cluster(default_catalog().system("dgx-h100"), catalog=default_catalog())
+    base = InferencePlan(tp=4, batch=64, prompt_tokens=2048, output_tokens=256, weights="fp8")
+    v0 = predict_inference(model, cluster, InferencePlan(**{**base.__dict__, "engine": "vllm@0.6.3"}))
+    v1 = predict_inference(model, cluster, InferencePlan(**{**base.__dict__, "engine": "vllm@0.11"}))
+    sg = predict_inference(model, cluster, InferencePlan(**{**base.__dict__, "engine": "sglang"}))
+    assert v0.tpot_s - v1.tpot_s == pytest.approx(3e-3, rel=0.05)  # 4 ms against 1 ms a step
+    assert sg.tpot_s < v1.tpot_s  # the same step, its host work hidden (the step is longer than 1 ms)
+
+
+def test_infer_json_names_the_engine_release() -> None:
+    result = CliRunner().invoke(app, ["infer", "--engine", "vllm@0.6.3", "--tp", "4", "--weights", "fp8", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["plan"]["engine"] == "vllm@0.6.3"
