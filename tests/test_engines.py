@@ -68,3 +68,15 @@ def test_infer_json_names_the_engine_release() -> None:
     result = CliRunner().invoke(app, ["infer", "--engine", "vllm@0.6.3", "--tp", "4", "--weights", "fp8", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["plan"]["engine"] == "vllm@0.6.3"
+
+
+def test_validation_cases_run_their_engine_and_report_by_engine() -> None:
+    from fabricsim.validation.inference_cases import case_engine
+    assert case_engine({"framework": "TensorRT-LLM (trtllm-bench)", "version": "v0.19.0"}) == "trtllm@0.19"
+    assert case_engine({"framework": "TensorRT-LLM", "version": "~v0.12/0.13"}) == "trtllm@0.12"
+    assert case_engine({"framework": "SGLang", "version": "May 2025 main"}) == "sglang"
+    assert case_engine({"framework": "vLLM", "version": "0.6.3.post1"}) == "vllm@0.6"
+    assert case_engine({"framework": "DeepEP V1 (NVSHMEM)"}) == ""  # a kernel benchmark: no engine
+    result = CliRunner().invoke(app, ["validate", "--group", "inference", "--json"])
+    by_engine = json.loads(result.output)["groups"]["inference"]["by_engine"]
+    assert by_engine["trtllm"]["count"] >= 80 and 0 < by_engine["trtllm"]["median_abs_error"] < 0.2

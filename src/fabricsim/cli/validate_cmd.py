@@ -39,10 +39,28 @@ def percent(value: float | None) -> str:
 
 
 def group_json(g: GroupSummary) -> dict[str, Any]:
-    """One group's cases and error statistics as JSON."""
-    return {"cases": [r.model_dump() for r in g.cases], "median_abs_error": g.median_abs_error,
-            "worst_abs_error": g.worst_abs_error, "worst_case": g.worst_case, "passed": g.passed, "count": g.count,
-            "not_expressible": [{"id": n.id, "reason": n.reason} for n in g.not_expressible]}
+    """One group's cases and error statistics as JSON (inference: also by serving engine)."""
+    from fabricsim.validation.summary import engine_breakdown
+
+    out: dict[str, Any] = {
+        "cases": [r.model_dump() for r in g.cases], "median_abs_error": g.median_abs_error,
+        "worst_abs_error": g.worst_abs_error, "worst_case": g.worst_case, "passed": g.passed, "count": g.count,
+        "not_expressible": [{"id": n.id, "reason": n.reason} for n in g.not_expressible]}
+    engines = engine_breakdown(g)
+    if engines:
+        out["by_engine"] = engines
+    return out
+
+
+def engine_line(g: GroupSummary) -> str | None:
+    """'  by engine: sglang 7/9 within tolerance, median 8.1%; trtllm ...' for a group of inference cases."""
+    from fabricsim.validation.summary import engine_breakdown
+
+    engines = engine_breakdown(g)
+    if not engines:
+        return None
+    return "  by engine: " + "; ".join(f"{name} {e['passed']}/{e['count']} within tolerance, median "
+                                       f"{100 * float(e['median_abs_error']):.1f}%" for name, e in engines.items())
 
 
 SHORT_UNITS = {"busbw GB/s": "GB/s", "avg busbw GB/s": "GB/s avg", "peak busbw GB/s": "GB/s peak"}
@@ -133,6 +151,9 @@ def validate_command(
             console.print(reasons_table(groups))
         for g in groups:
             console.print(summary_line(g))
+            by_engine = engine_line(g)
+            if by_engine:
+                console.print(by_engine)
         console.print(exit_line(groups, ok))
     if not ok:
         raise typer.Exit(code=1)

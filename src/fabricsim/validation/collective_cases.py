@@ -33,6 +33,7 @@ class CaseResult(BaseModel):
     source: str
     group: str = ""
     metric: str = ""
+    engine: str = ""  # inference: the serving engine profile the case ran (trtllm@0.9, sglang@0.5, ...)
 
 
 def tolerance_for_size(size_bytes: int) -> float:

@@ -10,9 +10,11 @@ from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster, group_comm
 from fabricsim.errors import SpecError
 from fabricsim.inference import (
+    DEFAULT_ENGINE,
     InferencePlan,
     InferencePrediction,
     decode_step_floor_s,
+    engine_profile,
     inference_defaults,
     max_batch,
     predict_inference,
@@ -184,7 +186,28 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
                          fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
                          fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"),
                          draft_tokens=drafts, acceptance_length=accepted, attention_weights=attention,
-                         attention_out_weights=attention_out, fp8_mla_decode=fp8_mla_decode(config))
+                         attention_out_weights=attention_out, fp8_mla_decode=fp8_mla_decode(config),
+                         engine=case_engine(config) or DEFAULT_ENGINE)
+
+
+ENGINE_OF_FRAMEWORK = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
+
+
+def case_engine(config: dict[str, Any]) -> str:
+    """The engine profile a case ran (``--engine``): its framework's, at its stated release where one is given
+    ('v0.9.0', '0.4.6') and profiled; the engine's default release otherwise; '' for kernel benchmarks (DeepEP),
+    which no engine runs (they are priced with the default engine's profile)."""
+    framework = str(config.get("framework", "")).strip()
+    engine = next((e for name, e in ENGINE_OF_FRAMEWORK.items() if framework.startswith(name)), None)
+    if engine is None:
+        return ""
+    found = re.match(r"[\s~]*v?(\d+\.\d+)", str(config.get("version", "")))
+    if found is None:
+        return engine
+    try:
+        return engine_profile(f"{engine}@{found.group(1)}").label
+    except SpecError:  # a release before the engine's first profile
+        return engine
 
 
 def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> tuple[str | None, str | None]:
@@ -404,4 +427,5 @@ def run_inference_case(case: dict[str, Any], catalog: Catalog | None = None) -> 
         id=str(case["id"]), kind="inference", measured=measured, predicted=predicted, unit=unit, error=error,
         tolerance=tol, passed=abs(error) <= tol and "DOES NOT FIT" not in detail, detail=detail,
         source=source_line, group="inference", metric=str(case["metric"]["name"]),
+        engine=case_engine(case.get("config", {})),
     )

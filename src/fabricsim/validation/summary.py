@@ -51,3 +51,14 @@ def group_summaries(results: list[CaseResult | NotExpressible]) -> list[GroupSum
 def all_passed(results: list[CaseResult | NotExpressible]) -> bool:
     """True when every counted case is within its tolerance."""
     return all(r.passed for r in results if isinstance(r, CaseResult))
+
+
+def engine_breakdown(g: GroupSummary) -> dict[str, dict[str, float | int]]:
+    """A group's counted cases by serving engine (inference): count, in tolerance, median |error|; engine names
+    without their release (trtllm@0.9 counts as trtllm)."""
+    by: dict[str, list[CaseResult]] = {}
+    for r in g.cases:
+        if r.engine:
+            by.setdefault(r.engine.split("@")[0], []).append(r)
+    return {name: {"count": len(rs), "passed": sum(r.passed for r in rs),
+                   "median_abs_error": statistics.median(abs(r.error) for r in rs)} for name, rs in sorted(by.items())}
