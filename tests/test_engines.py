@@ -80,3 +80,13 @@ def test_validation_cases_run_their_engine_and_report_by_engine() -> None:
     result = CliRunner().invoke(app, ["validate", "--group", "inference", "--json"])
     by_engine = json.loads(result.output)["groups"]["inference"]["by_engine"]
     assert by_engine["trtllm"]["count"] >= 80 and 0 < by_engine["trtllm"]["median_abs_error"] < 0.2
+
+
+def test_catalog_lists_every_engine_release_with_its_sources() -> None:
+    result = CliRunner().invoke(app, ["catalog", "engines", "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)["engines"]
+    assert {r["id"] for r in rows} >= {"trtllm@0.5", "vllm@0.6", "vllm@0.8", "sglang@0.4"}
+    for row in rows:
+        settings = row["settings"]
+        assert all(settings[k]["source"] for k in ("kv_memory", "max_batch", "max_batched_tokens", "host"))

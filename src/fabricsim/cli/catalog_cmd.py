@@ -37,6 +37,7 @@ class Category(StrEnum):
     systems = "systems"
     models = "models"
     tunings = "tunings"
+    engines = "engines"
 
 
 HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
@@ -146,6 +147,17 @@ COLUMNS: dict[Category, list[Column]] = {
         ("launch", lambda e, c: units.format_duration(e.launch_s)),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.engines: [
+        ("id", lambda e, c: e.label),
+        ("engine", lambda e, c: e.name + (f" ({e.settings.label})" if e.settings.label else "")),
+        ("KV memory", lambda e, c: f"{e.settings.kv_memory.fraction:g} of {e.settings.kv_memory.of}"),
+        ("batch", lambda e, c: _sized(e.settings.max_batch.sequences, e.settings.max_batch.small_gpu_sequences)),
+        ("prefill chunk", lambda e, c: _sized(e.settings.max_batched_tokens.tokens,
+                                              e.settings.max_batched_tokens.small_gpu_tokens)),
+        ("host/step", lambda e, c: e.settings.host.step_s + (" (overlapped)" if e.settings.host.overlapped else "")),
+        ("verified", lambda e, c: "no" if not (e.settings.kv_memory.verified and e.settings.host.verified)
+         else "yes"),
+    ],
 }
 NUMERIC = {"BF16 dense", "FP8 dense", "HBM", "HBM BW", "TDP", "NVLink/GPU (both dirs)", "price", "per direction",
            "bits/s", "latency", "radix", "port rate", "power", "ports", "max length", "transceivers", "GPUs/node",
@@ -155,8 +167,18 @@ SECONDARY = {"matmul eff.", "NVLink", "verified", "status", "unit", "host", "PCI
              "bits/s"}
 
 
+def _sized(large: int, small: int | None) -> str:
+    return f"{large:,}" if small is None else f"{large:,} ({small:,} on small GPUs)"
+
+
 def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
-    """The entries of one category by id (model presets come from the workload package)."""
+    """The entries of one category by id (model presets come from the workload package, engine profiles, one per
+    release range, from the inference package)."""
+    if category is Category.engines:
+        from fabricsim.inference import engine_profile, serving_engines
+
+        return {f"{e.id}@{v.since}": engine_profile(f"{e.id}@{v.since}") for e in serving_engines().values()
+                for v in e.versions}
     if category is Category.models:
         from fabricsim.model import list_presets, preset
 
@@ -192,6 +214,8 @@ def catalog_table(catalog: Catalog, category: Category, width: int | None = None
 def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, Any]:
     """One entry as JSON (SI units), with the derived figures the table prints: per-GPU NVLink both directions."""
     data: dict[str, Any] = entry.model_dump(mode="json")
+    if category is Category.engines:
+        data = {"id": entry.label, **data}
     if category is Category.models:
         data["model"] = entry.model.model_dump(mode="json")
     if category is Category.gpus:
@@ -202,8 +226,9 @@ def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, A
 @spec_errors
 def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
-                                               "(model presets for --model) or tunings (collective model "
-                                               "parameters); default: the hardware categories"),
+                                               "(model presets for --model), tunings (collective model "
+                                               "parameters) or engines (serving engines for infer --engine); "
+                                               "default: the hardware categories"),
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
@@ -223,4 +248,5 @@ def catalog_command(
     for c in categories:
         console.print(catalog_table(catalog, c))
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models` and `fabricsim catalog tunings` list model presets and collective tunings.[/]")
+                  "catalog models`, `fabricsim catalog tunings` and `fabricsim catalog engines` list model presets, "
+                  "collective tunings and serving engines.[/]")

@@ -3,6 +3,7 @@ the serving simulator prices its batches with.
 """
 
 from fabricsim.inference.engines import DEFAULT_ENGINE, EngineProfile, engine_profile, known_engines
+from fabricsim.inference.engines import engines as serving_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
 from fabricsim.inference.memory import (
     InferenceMemory,
@@ -37,6 +38,7 @@ __all__ = [
     "max_batch",
     "max_context",
     "predict_inference",
+    "serving_engines",
     "step_cost",
     "touched_experts",
     "weight_bytes_per_gpu",
