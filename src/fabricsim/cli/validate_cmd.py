@@ -40,7 +40,7 @@ def percent(value: float | None) -> str:
 
 def group_json(g: GroupSummary) -> dict[str, Any]:
     """One group's cases and error statistics as JSON (inference: also by serving engine)."""
-    from fabricsim.validation.summary import engine_breakdown
+    from fabricsim.validation import engine_breakdown
 
     out: dict[str, Any] = {
         "cases": [r.model_dump() for r in g.cases], "median_abs_error": g.median_abs_error,
@@ -54,7 +54,7 @@ def group_json(g: GroupSummary) -> dict[str, Any]:
 
 def engine_line(g: GroupSummary) -> str | None:
     """'  by engine: sglang 7/9 within tolerance, median 8.1%; trtllm ...' for a group of inference cases."""
-    from fabricsim.validation.summary import engine_breakdown
+    from fabricsim.validation import engine_breakdown
 
     engines = engine_breakdown(g)
     if not engines:
