@@ -271,3 +271,25 @@ def test_attention_pays_its_exponentials() -> None:
     assert attention_flops_per_s(catalog.gpu("gb300"), 768.0) > attention_flops_per_s(catalog.gpu("gb200"), 768.0)
     a100 = catalog.gpu("a100-sxm-80gb")  # no exponential rate in the catalog: the efficiency alone
     assert attention_flops_per_s(a100, 256.0) == attention_flops_per_s(a100)
+
+
+def test_shared_expert_overlap_hides_at_most_the_shared_experts() -> None:
+    """Megatron-Core's --moe-shared-expert-overlap: the shared experts run beside the same micro-batch's dispatch
+    and combine. Never slower than without it, it hides at most the all-to-all, and it excludes the all-to-all
+    overlap (which Megatron-Core turns it off under)."""
+    model = load_model("deepseek-v3")
+    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none")
+    cluster = _cluster("dgx-h100")
+    base = predict_training(model, plan, cluster)
+    shared = predict_training(model, plan.model_copy(update={"shared_expert_overlap": True}), cluster)
+    assert shared.step_time_s < base.step_time_s
+    hidden = sum(shared.breakdown.overlapped.values()) - sum(base.breakdown.overlapped.values())
+    assert 0 < hidden <= base.breakdown.exposed["infiniband"] + base.breakdown.exposed["nvlink"]
+    with pytest.raises(SpecError, match="exclude each other"):
+        ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1,
+                           shared_expert_overlap=True, ep_comm_overlap=True)
+    no_shared = load_model("mixtral-8x7b")  # no shared experts: the flag changes nothing
+    mplan = ParallelPlan.build(gpus=64, tp=2, pp=4, ep=8, etp=1, seq=4096, gbs=512, mbs=1, recompute="none")
+    m64 = _cluster("dgx-h100")
+    assert predict_training(no_shared, mplan.model_copy(update={"shared_expert_overlap": True}), m64).step_time_s \
+        == predict_training(no_shared, mplan, m64).step_time_s

@@ -35,7 +35,8 @@ DAY_S = 86400.0
 DEFAULT_TOKENS = "15T"
 # options `size` reads for training only: given with --inference they are an error, not ignored
 # size options held fixed in every plan, each named as the plan field it sets
-MOE_FIXED = ("dropout", "ep_comm_overlap", "moe_balance", "moe_dispatcher", "capacity_factor")
+MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
+             "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
                  "zero", "precision", *MOE_FIXED)
 MAX_SEQ = 2**24
@@ -239,6 +240,8 @@ def size_command(
     dropout: Annotated[bool | None, _opt("hidden dropout masks [default: on]", "--dropout/--no-dropout")] = None,
     ep_comm_overlap: Annotated[bool | None, _opt("overlap the MoE all-to-all with compute [default: off]",
                                                  "--ep-comm-overlap/--no-ep-comm-overlap")] = None,
+    shared_expert_overlap: Annotated[bool | None, _opt("run shared experts beside the all-to-all [default: off]",
+                                                       "--shared-expert-overlap/--no-shared-expert-overlap")] = None,
     moe_balance: Annotated[str | None, _opt("expert load: forced, random or skewed [default: random]",
                                             "--moe-balance")] = None,
     moe_dispatcher: Annotated[str | None, _opt("token dispatch: alltoall or deepep [default: alltoall]",

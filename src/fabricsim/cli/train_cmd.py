@@ -128,6 +128,10 @@ EpCommOverlap = Annotated[bool, typer.Option(
     "--ep-comm-overlap/--no-ep-comm-overlap",
     help="overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core "
     "--overlap-moe-expert-parallel-comm)")]
+SharedExpertOverlap = Annotated[bool, typer.Option(
+    "--shared-expert-overlap/--no-shared-expert-overlap",
+    help="run the shared experts beside the same micro-batch's all-to-all (Megatron-Core "
+    "--moe-shared-expert-overlap)")]
 TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
 Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
@@ -168,7 +172,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
                 sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
                 tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                ep_comm_overlap: bool = False, dropout: bool = True, moe_balance: str = "random",
+                ep_comm_overlap: bool = False, shared_expert_overlap: bool = False, dropout: bool = True,
+                moe_balance: str = "random",
                 capacity_factor: float | None = None, moe_dispatcher: str = "alltoall",
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
@@ -194,6 +199,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                               "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
                               "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
                               "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap,
+                              "shared_expert_overlap": shared_expert_overlap,
                               "dropout": dropout, "moe_balance": moe_balance, "capacity_factor": capacity_factor,
                               "moe_dispatcher": moe_dispatcher}
     other_jobs: list[JobSpec] = []
@@ -221,7 +227,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
                 "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
                 "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
-                "ep_comm_overlap": "ep-comm-overlap",
+                "ep_comm_overlap": "ep-comm-overlap", "shared_expert_overlap": "shared-expert-overlap",
                 "grad_dtype": "grad-dtype",
                 "moe_balance": "moe-balance", "capacity_factor": "capacity-factor",
                 "moe_dispatcher": "moe-dispatcher"}
@@ -260,7 +266,7 @@ def plan_json(plan: ParallelPlan) -> dict[str, Any]:
             "seq": plan.seq,
             "gbs": plan.gbs, "mbs": plan.mbs, "vpp": plan.virtual_stages, "recompute": plan.recompute,
             "zero": plan.zero, "precision": plan.precision, "grad_dtype": plan.grad_dtype, "dropout": plan.dropout,
-            "ep_comm_overlap": plan.ep_comm_overlap}
+            "ep_comm_overlap": plan.ep_comm_overlap, "shared_expert_overlap": plan.shared_expert_overlap}
 
 
 def etp_text(plan: ParallelPlan) -> str:
@@ -320,6 +326,7 @@ def train_command(
     overlap_param_gather: OverlapParamGather = True,
     tp_comm_overlap: TpCommOverlap = False,
     ep_comm_overlap: EpCommOverlap = False,
+    shared_expert_overlap: SharedExpertOverlap = False,
     dropout: Dropout = True,
     moe_balance: MoEBalance = "random",
     capacity_factor: CapacityFactor = None,
@@ -348,8 +355,8 @@ def train_command(
                           kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
                           sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                          ep_comm_overlap=ep_comm_overlap, dropout=dropout,
-                          moe_balance=moe_balance, capacity_factor=capacity_factor,
+                          ep_comm_overlap=ep_comm_overlap, shared_expert_overlap=shared_expert_overlap,
+                          dropout=dropout, moe_balance=moe_balance, capacity_factor=capacity_factor,
                           moe_dispatcher=moe_dispatcher, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,

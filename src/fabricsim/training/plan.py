@@ -136,6 +136,8 @@ class ParallelPlan(BaseModel):
                                           "mean load; tokens beyond it are dropped (default: dropless)")
     ep_comm_overlap: bool = Field(False, description="overlap the MoE all-to-all of one micro-batch with another's "
                                   "compute (Megatron-Core --overlap-moe-expert-parallel-comm)")
+    shared_expert_overlap: bool = Field(False, description="run the shared experts beside the same micro-batch's "
+                                        "dispatch and combine (Megatron-Core --moe-shared-expert-overlap)")
     pp_layout: tuple[int, ...] | None = Field(None, description="layers per pipeline stage (sums to the layers)")
     order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
 
@@ -173,6 +175,10 @@ class ParallelPlan(BaseModel):
             raise SpecError(
                 f"{self.gpus} must equal tp*pp*dp*cp = {self.tp}*{self.pp}*{self.dp}*{self.cp} = {product}",
                 field="gpus")
+        if self.shared_expert_overlap and self.ep_comm_overlap:
+            raise SpecError("--shared-expert-overlap and --ep-comm-overlap exclude each other: under the all-to-all "
+                            "overlap the shared experts already run beside another micro-batch's dispatch "
+                            "(Megatron-Core turns moe_shared_expert_overlap off there)", field="shared_expert_overlap")
         per_step = self.mbs * self.dp
         if self.gbs % per_step:
             raise SpecError(f"{self.gbs} must be divisible by mbs*dp = {self.mbs}*{self.dp} = {per_step}",

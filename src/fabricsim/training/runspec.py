@@ -49,6 +49,7 @@ SWITCHES: dict[str, str] = {
     "overlap-param-gather": "overlap_param_gather",
     "tp-comm-overlap": "tp_comm_overlap",
     "ep-comm-overlap": "ep_comm_overlap",
+    "shared-expert-overlap": "shared_expert_overlap",
     "dropout": "dropout",
 }
 SWITCH_FLAGS: dict[str, tuple[str, bool]] = {

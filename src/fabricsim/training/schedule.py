@@ -7,7 +7,7 @@ import numpy as np
 
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
-from fabricsim.model import ModelSpec
+from fabricsim.model import ModelSpec, layer_linear_params
 from fabricsim.training.comms import _fabric_comm, _group_shape_of, _LayerComms
 from fabricsim.training.memory import stage_params
 from fabricsim.training.placement import Placement
@@ -51,6 +51,12 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
                 * (3.0 + recompute_passes) / passes
             hidden = min(t_ep, matmul_per_layer_pass)
             slowed = hidden * dispatch_sm_share(gpu, plan, cluster)
+        if plan.shared_expert_overlap and model.moe.shared_experts:  # exclusive with ep_comm_overlap (plan check)
+            # Megatron-Core's shared-expert overlap runs the shared experts on a side stream beside the same
+            # micro-batch's dispatch and combine: a layer pass hides up to its shared experts' matmul time
+            hidden = min(t_ep, shared_expert_share(model, layers) * work.gemm_fwd_s / max(1, moe_layers)
+                         * (3.0 + recompute_passes) / passes)
+            slowed = hidden * dispatch_sm_share(gpu, plan, cluster)
         out.add(kind, (t_ep - hidden + slowed) * moe_layers * passes, (hidden - slowed) * moe_layers * passes)
     if plan.cp > 1:
         t_step, kind = comms.cp_per_layer_step
@@ -71,6 +77,15 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
                                     work.forward_s + other_s * forward_share,
                                     work.backward_s + other_s * (1.0 - forward_share)))
     return out, work
+
+
+def shared_expert_share(model: ModelSpec, layers: list[int]) -> float:
+    """Fraction of a stage's weight-GEMM FLOPs that its MoE layers' shared experts do."""
+    if model.moe is None or not model.moe.shared_experts:
+        return 0.0
+    total = sum(layer_linear_params(model, i) for i in layers)
+    shared = sum(model.moe.shared_experts * model.expert_params() for i in layers if model.is_moe_layer(i))
+    return shared / total if total else 0.0
 
 
 def dispatch_sm_share(gpu: GPU, plan: ParallelPlan, cluster: Cluster) -> float:
