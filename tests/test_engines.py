@@ -90,3 +90,29 @@ def test_catalog_lists_every_engine_release_with_its_sources() -> None:
     for row in rows:
         settings = row["settings"]
         assert all(settings[k]["source"] for k in ("kv_memory", "max_batch", "max_batched_tokens", "host"))
+
+
+def test_size_inference_takes_the_engine_and_training_its_executor() -> None:
+    """size --inference --engine prices plans with the engine's memory and confirms them with its scheduler; a
+    serving engine on a training search, or an executor on --inference, is a one-line error; --engine serial is
+    still taken as the training search's --executor."""
+    from fabricsim.sizing import InferenceSizingSpec
+
+    runner = CliRunner()
+    base = ["size", "--inference", "--model", "llama3-8b", "--rate", "5", "--slo-ttft", "2s", "--slo-tpot", "50ms",
+            "--systems", "dgx-h100", "--tp", "1", "--confirm", "1", "--json"]
+    vllm = runner.invoke(app, [*base, "--engine", "vllm@0.6.3"])
+    assert vllm.exit_code == 0, vllm.output
+    assert "vllm@0.6.3" in json.loads(vllm.output)["assumptions"]["simulation"]
+    for args, said in ((["--engine", "ray"], "names the serving engine"), (["--engine", "tgi"], "unknown engine")):
+        bad = runner.invoke(app, [*base, *args])
+        assert bad.exit_code == 2 and said in bad.output
+    with pytest.raises(SpecError, match="unknown engine"):
+        InferenceSizingSpec.build(model="llama3-8b", rate_per_s=1, slo_ttft_s=1, slo_tpot_s=0.05, engine="tgi")
+    training = ["size", "--model", "llama3-8b", "--tokens", "1T", "--deadline", "60d", "--gpus", "64", "--systems",
+                "dgx-h100", "--fabrics", "ndr", "--tp", "1", "--pp", "1", "--mbs", "1", "--recompute", "none",
+                "--zero", "1", "--gbs", "256", "--json"]
+    assert runner.invoke(app, [*training, "--engine", "serial"]).exit_code == 0
+    assert runner.invoke(app, [*training, "--executor", "serial"]).exit_code == 0
+    wrong = runner.invoke(app, [*training, "--engine", "vllm"])
+    assert wrong.exit_code == 2 and "only size --inference" in wrong.output

@@ -38,7 +38,8 @@ DEFAULT_TOKENS = "15T"
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "zero", "precision", *MOE_FIXED)
+                 "zero", "precision", "executor", *MOE_FIXED)
+EXECUTORS = ("local", "ray", "serial")
 MAX_SEQ = 2**24
 
 
@@ -254,7 +255,11 @@ def size_command(
     pue: Annotated[float | None, _opt("power usage effectiveness [default: 1.3]", "--pue")] = None,
     kwh: Annotated[float | None, _opt("electricity USD per kWh [default: 0.08]", "--kwh")] = None,
     top: Annotated[int, _opt("rows in the ranked table", "--top")] = 10,
-    engine: Annotated[str, _opt("local (process pool), ray or serial", "--engine")] = "local",
+    executor: Annotated[str | None, _opt("where the training search runs: local (process pool), ray or serial "
+                                         "[default: local]", "--executor")] = None,
+    engine: Annotated[str | None, _opt("with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or "
+                                       "sglang [default: trtllm]; for training, local, ray or serial are still "
+                                       "taken as --executor", "--engine")] = None,
     workers: Annotated[int | None, _opt("processes [default: all cores]", "--workers")] = None,
     ray_address: Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
                                             "--ray-address")] = None,
@@ -306,14 +311,23 @@ def size_command(
             fail(f"{', '.join(given)}: size training only; --inference sizes serving at --rate (leave "
                  f"{'it' if len(given) == 1 else 'them'} out)")
 
+        if engine is not None and engine in EXECUTORS:
+            fail(f"--engine: with --inference it names the serving engine (trtllm, vllm or sglang), not {engine!r}; "
+                 "--executor sets where a training search runs")
         run_inference({**inputs, "out": out}, form)
         return
     from fabricsim.sizing import size
 
     if objective not in ("time", "cost", "energy"):
         fail(f"--objective: {objective!r} is not one of time, cost, energy")
-    if engine not in ("local", "ray", "serial"):
-        fail(f"--engine: {engine!r} is not one of local, ray, serial")
+    if engine is not None and engine not in EXECUTORS:
+        fail(f"--engine: {engine!r} is a serving engine, which only size --inference takes; the training search "
+             "runs where --executor says (local, ray or serial)")
+    if executor is not None and engine is not None and executor != engine:
+        fail(f"--executor {executor} and --engine {engine} disagree: give --executor alone")
+    executor = executor or engine or "local"
+    if executor not in EXECUTORS:
+        fail(f"--executor: {executor!r} is not one of local, ray, serial")
     if resume and out is None:
         fail("--resume needs --out (the Parquet file of the interrupted search)")
     if pue is not None:
@@ -326,15 +340,15 @@ def size_command(
         fail(f"--workers: must be at least 1, got {workers}")
     if not 1 <= seq <= MAX_SEQ:
         fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
-    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "workers")})
+    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers")})
     bar = None if as_json else _Bar()
     try:
         if bar is not None:
             with bar.progress:
-                result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+                result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                               out=out, resume=resume, progress=bar)
         else:
-            result = size(spec, engine=engine, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+            result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                           out=out, resume=resume)
     except KeyboardInterrupt:
         saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""

@@ -24,7 +24,7 @@ from fabricsim.catalog import GPU, Catalog, System
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.inference import InferencePlan, InferenceStepCost, check_inference_plan, step_cost
+from fabricsim.inference import InferencePlan, InferenceStepCost, check_inference_plan, engine_profile, step_cost
 from fabricsim.model import ModelSpec
 from fabricsim.serving import SchedulerConfig
 from fabricsim.sizing.defaults import sizing_defaults
@@ -157,7 +157,7 @@ def replica_step_cost(model: ModelSpec, plan: ReplicaPlan, spec: InferenceSizing
                       ) -> InferenceStepCost:
     """The iteration cost of a replica plan (cached per model, system, fabric and plan)."""
     iplan = InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, batch=1, prompt_tokens=spec.prompt_tokens,
-                          output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv)
+                          output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
     return _step_cost(ByIdentity(model), ByIdentity(catalog.system(plan.system)), plan.link, ByIdentity(catalog),
                       iplan)
 
@@ -169,7 +169,6 @@ def _prune(reasons: dict[str, int], why: str, count: int = 1) -> None:
 def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Screen:
     """Time every per-replica plan that passes divisibility and memory and size its replicas (module docstring)."""
     systems = spec.systems if spec.systems is not None else priced_systems(catalog)
-    cfg = SchedulerConfig()
     context = spec.prompt_tokens + spec.output_tokens
     max_context = _preset_context(spec)
     if max_context is not None and context > max_context:
@@ -184,6 +183,7 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Scr
                             field="--systems")
         system = catalog.system(sid)
         gpu = catalog.gpu(system.gpu)
+        cfg = engine_scheduler(spec, gpu)
         for fabric, link in fabrics_for(spec, system, catalog):
             for plan in _plans(spec, model, system, gpu, fabric, link, reasons):
                 if plan is None:
@@ -197,6 +197,12 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Scr
                 evaluated += 1
                 rows.append(_screen_row(spec, plan, system, cost, cfg, catalog))
     return Screen(rows, evaluated, pruned, reasons)
+
+
+def engine_scheduler(spec: InferenceSizingSpec, gpu: GPU) -> SchedulerConfig:
+    """The serving scheduler as the spec's engine sets it on ``gpu``: its batch and prefill tokens per iteration."""
+    profile = engine_profile(spec.engine)
+    return SchedulerConfig(max_num_seqs=profile.max_batch(gpu), max_num_batched_tokens=profile.max_batched_tokens(gpu))
 
 
 def _preset_context(spec: InferenceSizingSpec) -> int | None:

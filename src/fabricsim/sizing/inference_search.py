@@ -18,7 +18,7 @@ from fabricsim.inference import InferencePlan, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
 from fabricsim.sizing.defaults import sizing_defaults
-from fabricsim.sizing.inference_screen import ReplicaPlan, price, replica_step_cost, screen
+from fabricsim.sizing.inference_screen import ReplicaPlan, engine_scheduler, price, replica_step_cost, screen
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
 from fabricsim.sizing.store import check_out_file, write_parquet
 
@@ -92,7 +92,7 @@ class InferenceSizingResult:
                 "screen": "steady-state continuous batching from the simulator's iteration cost; replicas = "
                           "ceil(rate / (capacity x target_utilization))",
                 "simulation": f"Poisson arrivals, seed {spec.seed}, {spec.duration_s:g} s, shortest-queue routing, "
-                              f"vLLM scheduler defaults; SLOs at p{spec.slo_percentile}",
+                              f"the {spec.engine} scheduler's defaults; SLOs at p{spec.slo_percentile}",
                 "defaults": {k: {"value": defaults[k].value, "source": defaults[k].source} for k in keys},
             },
         }
@@ -109,13 +109,14 @@ def confirm(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, repl
     """Simulate the candidate at the offered rate; while it misses an SLO at its percentile (or overloads), add
     replicas (at most ``inference_max_replica_bumps`` times, within --max-gpus and max_replicas)."""
     cost = replica_step_cost(model, plan, spec, catalog)
+    scheduler = engine_scheduler(spec, catalog.gpu(catalog.system(plan.system).gpu))
     bumps = int(sizing_defaults()["inference_max_replica_bumps"].value)
     r, runs = replicas, 0
     result: ServingResult | None = None
     reason = ""
     for _ in range(bumps + 1):
         result = simulate_serving(cost, trace, layout=ServingLayout(replicas=r, routing="shortest_queue"),
-                                  slo_ttft_s=spec.slo_ttft_s, slo_tpot_s=spec.slo_tpot_s)
+                                  scheduler=scheduler, slo_ttft_s=spec.slo_ttft_s, slo_tpot_s=spec.slo_tpot_s)
         runs += 1
         reason = _miss(spec, result)
         if not reason:
@@ -269,7 +270,7 @@ def _bottleneck(model: ModelSpec, plan: ReplicaPlan, batch: int, spec: Inference
     pred = predict_inference(model, cluster, InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, batch=max(1, batch),
                                                            prompt_tokens=spec.prompt_tokens,
                                                            output_tokens=spec.output_tokens, weights=plan.weights,
-                                                           kv=plan.kv))
+                                                           kv=plan.kv, engine=spec.engine))
     return pred.bottleneck
 
 

@@ -18,7 +18,7 @@ DEFAULT_KV: tuple[KvFormat, ...] = ("bf16", "fp8")
 FLAGS = {"rate_per_s": "--rate", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot", "prompt_tokens": "--prompt",
          "output_tokens": "--output", "duration_s": "--duration", "max_gpus": "--max-gpus",
          "slo_percentile": "--slo-percentile", "target_utilization": "--utilization", "weights": "--weights",
-         "kv": "--kv", "confirm_top": "--confirm", "max_replicas": "--max-replicas"}
+         "kv": "--kv", "confirm_top": "--confirm", "max_replicas": "--max-replicas", "engine": "--engine"}
 
 
 def _default(key: str) -> float:
@@ -65,6 +65,17 @@ class InferenceSizingSpec(BaseModel):
     pue: float = Field(1.3, ge=1.0)
     kwh_usd: float = Field(0.08, ge=0.0)
     top: int = Field(10, ge=1)
+    engine: str = "trtllm"  # the serving engine (NAME[@VERSION]): its memory, scheduler and host time per step
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        from fabricsim.inference import engine_profile
+
+        try:
+            return engine_profile(value).label
+        except SpecError as exc:  # an unknown engine or release: the message names the known ones
+            raise ValueError(exc.message) from None
 
     @field_validator("tp", "pp", "ep")
     @classmethod
@@ -81,4 +92,5 @@ class InferenceSizingSpec(BaseModel):
         except ValidationError as exc:
             err = exc.errors()[0]
             name = str(err["loc"][0]) if err["loc"] else "spec"
-            raise SpecError(f"{err['msg']} (got {err.get('input')!r})", field=FLAGS.get(name, name)) from None
+            message = str(err["msg"]).removeprefix("Value error, ")
+            raise SpecError(f"{message} (got {err.get('input')!r})", field=FLAGS.get(name, name)) from None
