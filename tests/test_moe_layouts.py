@@ -16,7 +16,14 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, grouped_gemm_efficiency, load_model
 from fabricsim.sizing import SizingSpec, size
-from fabricsim.training import ParallelPlan, check_plan, memory_report, place, predict_training
+from fabricsim.training import (
+    ParallelPlan,
+    TrainingPrediction,
+    check_plan,
+    memory_report,
+    place,
+    predict_training,
+)
 
 GIB = 2**30
 
@@ -138,12 +145,17 @@ def test_ep_all_to_all_inside_nvlink_is_never_slower_than_across_nodes(ep: int, 
     assert t_in.step_time_s <= t_across.step_time_s * (1 + 1e-9)
 
 
-def test_ep_comm_overlap_hides_all_to_all_behind_compute_and_never_slows() -> None:
+def _dsv3_with(flag: str) -> tuple[TrainingPrediction, TrainingPrediction]:
+    """DeepSeek-V3 on 1,024 H100 (TP2 PP16 EP64, ETP1) without and with one plan flag set."""
     model = load_model("deepseek-v3")
     plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none")
     cluster = _cluster("dgx-h100")
-    base = predict_training(model, plan, cluster)
-    over = predict_training(model, plan.model_copy(update={"ep_comm_overlap": True}), cluster)
+    return predict_training(model, plan, cluster), predict_training(model, plan.model_copy(update={flag: True}),
+                                                                    cluster)
+
+
+def test_ep_comm_overlap_hides_all_to_all_behind_compute_and_never_slows() -> None:
+    base, over = _dsv3_with("ep_comm_overlap")
     assert over.step_time_s < base.step_time_s
     assert sum(over.breakdown.overlapped.values()) > sum(base.breakdown.overlapped.values())
 
@@ -277,11 +289,7 @@ def test_shared_expert_overlap_hides_at_most_the_shared_experts() -> None:
     """Megatron-Core's --moe-shared-expert-overlap: the shared experts run beside the same micro-batch's dispatch
     and combine. Never slower than without it, it hides at most the all-to-all, and it excludes the all-to-all
     overlap (which Megatron-Core turns it off under)."""
-    model = load_model("deepseek-v3")
-    plan = ParallelPlan.build(gpus=1024, tp=2, pp=16, ep=64, etp=1, seq=4096, gbs=8192, mbs=1, recompute="none")
-    cluster = _cluster("dgx-h100")
-    base = predict_training(model, plan, cluster)
-    shared = predict_training(model, plan.model_copy(update={"shared_expert_overlap": True}), cluster)
+    base, shared = _dsv3_with("shared_expert_overlap")
     assert shared.step_time_s < base.step_time_s
     hidden = sum(shared.breakdown.overlapped.values()) - sum(base.breakdown.overlapped.values())
     assert 0 < hidden <= base.breakdown.exposed["infiniband"] + base.breakdown.exposed["nvlink"]
