@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fabricsim.errors import SpecError
-from fabricsim.topology import LINK_KINDS, Topology, build_cluster
+from fabricsim.topology import LINK_KINDS, Topology, bom, build_cluster
 from topology_checks import all_pairs, assert_valid_routes, max_flow_gbps
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -157,7 +157,10 @@ def test_oversubscription_divides_leaf_uplink_capacity(k: float, nodes: int, rai
         assert (up * ratio >= nic * (1 - 1e-9)).all()  # the asked ratio is met on every leaf
         assert np.allclose(up / 50e9, np.rint(up / 50e9))  # whole uplinks
         assert topo.oversubscription == pytest.approx(max(1.0, float((nic / up).max())))
-    assert (_leaf_uplink_capacity(over).sum() <= _leaf_uplink_capacity(base).sum())
+    # The builder picks the cheapest design that meets the ratio, which may pack the nodes onto fewer leaves with
+    # more uplinks each (17 nodes at 1.125:1: 5 leaves of 30 uplinks against 6 of 24): total uplink capacity can
+    # exceed the full-bisection tree's, its cost never does.
+    assert bom(over).capex_usd <= bom(base).capex_usd
 
 
 @FAST
