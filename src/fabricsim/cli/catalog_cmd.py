@@ -175,10 +175,11 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
     """The entries of one category by id (model presets come from the workload package, engine profiles, one per
     release range, from the inference package)."""
     if category is Category.engines:
-        from fabricsim.inference import engine_profile, serving_engines
+        from fabricsim.inference import EngineProfile, serving_engines
 
-        return {f"{e.id}@{v.since}": engine_profile(f"{e.id}@{v.since}") for e in serving_engines().values()
-                for v in e.versions}
+        profiles = (EngineProfile(engine=e.id, name=e.name, version=v.since, settings=v)
+                    for e in serving_engines().values() for v in e.versions)
+        return {p.label: p for p in profiles}
     if category is Category.models:
         from fabricsim.model import list_presets, preset
 

@@ -82,15 +82,12 @@ def parse_disagg(text: str | None) -> tuple[int, int] | None:
 
 
 DEFAULT_DURATION = "600s"
-DEFAULT_MAX_SEQS = 256  # vLLM's max_num_seqs default
-DEFAULT_MAX_BATCHED_TOKENS = 8192  # vLLM's max_num_batched_tokens default with chunked prefill
 
 
 def serve_request(*, rate: float | None, duration: str | None, trace: Path | None, slo_ttft: str | None,
                   slo_tpot: str | None, disagg: str | None, replicas: int | None, max_seqs: int | None,
                   max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None,
-                  engine_max_seqs: int = DEFAULT_MAX_SEQS,
-                  engine_max_batched_tokens: int = DEFAULT_MAX_BATCHED_TOKENS) -> ServeRequest:
+                  engine_max_seqs: int, engine_max_batched_tokens: int) -> ServeRequest:
     """Parse and check the serving options (one-line errors naming the option). Every serving option acts only on
     the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused.
     --max-seqs and --max-batched-tokens default to the engine's scheduler (``engine_*``; --engine's profile)."""

@@ -52,11 +52,9 @@ def group_json(g: GroupSummary) -> dict[str, Any]:
     return out
 
 
-def engine_line(g: GroupSummary) -> str | None:
-    """'  by engine: sglang 7/9 within tolerance, median 8.1%; trtllm ...' for a group of inference cases."""
-    from fabricsim.validation import engine_breakdown
-
-    engines = engine_breakdown(g)
+def engine_line(group: dict[str, Any]) -> str | None:
+    """'  by engine: sglang 7/9 within tolerance, median 8.1%; trtllm ...' from a group's JSON (inference groups)."""
+    engines: dict[str, dict[str, float]] | None = group.get("by_engine")
     if not engines:
         return None
     return "  by engine: " + "; ".join(f"{name} {e['passed']}/{e['count']} within tolerance, median "
@@ -140,7 +138,8 @@ def validate_command(
     groups = [g for g in group_summaries(results) if group is None or g.name == group]
     ok = all_passed(results)
     cases = [si_case(r.model_dump()) for r in results if isinstance(r, CaseResult)]
-    data = {"groups": {g.name: group_json(g) for g in groups}, "cases": cases,
+    group_data = {g.name: group_json(g) for g in groups}
+    data = {"groups": group_data, "cases": cases,
             "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
             "all_within_tolerance": ok}
     if not emit(form, data, inputs, cases):
@@ -151,7 +150,7 @@ def validate_command(
             console.print(reasons_table(groups))
         for g in groups:
             console.print(summary_line(g))
-            by_engine = engine_line(g)
+            by_engine = engine_line(group_data[g.name])
             if by_engine:
                 console.print(by_engine)
         console.print(exit_line(groups, ok))

@@ -4,8 +4,9 @@ prefill tokens it schedules, and its host time per step, by engine and release; 
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Literal
+from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricsim import units
@@ -108,6 +109,10 @@ class EngineProfile(BaseModel):
     def host_overlapped(self) -> bool:
         return self.settings.host.overlapped
 
+    def exposed_host_s(self, gpu_s: float) -> float:
+        """Host time a step of ``gpu_s`` GPU seconds shows (``exposed_host_s`` with this engine's figures)."""
+        return float(exposed_host_s(self.host_step_s, self.host_overlapped, gpu_s))
+
     def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float) -> float:
         """Memory the instance may fill (weights + activations + KV cache) on ``gpu``."""
         kv = self.settings.kv_memory
@@ -125,6 +130,12 @@ class EngineProfile(BaseModel):
         """Prompt tokens per forward pass on ``gpu`` (what the activation workspace is sized for)."""
         mt = self.settings.max_batched_tokens
         return mt.small_gpu_tokens if mt.small_gpu_tokens is not None and mt.small(gpu) else mt.tokens
+
+
+def exposed_host_s(host_s: float, overlapped: bool, gpu_s: Any) -> Any:
+    """Host time a step shows beside ``gpu_s`` of GPU work (seconds, or an array of them): all of it, or
+    (``overlapped``) only what exceeds the GPU's work."""
+    return np.maximum(0.0, host_s - gpu_s) if overlapped else host_s
 
 
 @lru_cache(maxsize=1)

@@ -131,9 +131,7 @@ def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage
     out = {k: v * passes for k, v in stage.items()}
     _pipeline_sends(model, plan, cluster, tokens_rank, out)
     if overhead:  # the engine's host work per step: added, or only what exceeds the GPU's pass when overlapped
-        engine = plan.engine_profile
-        gpu_s = sum(out.values())
-        out["other"] += max(0.0, engine.host_step_s - gpu_s) if engine.host_overlapped else engine.host_step_s
+        out["other"] += plan.engine_profile.exposed_host_s(sum(out.values()))
     return out
 
 

@@ -88,9 +88,7 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
                    else rate)
     dense_gemms = _dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up)
     formats = (attention_out_weights, attention_weights) + (weights,) * (len(dense_gemms) - 2)  # O, QKV, then MLPs
-    # the catalog's attention figure is a forward + backward one, so its exponential share is priced as training
-    # prices it (matmul FLOPs per exponential over both passes); narrow heads and slow exponentials still cost more
-    attention_rate = attention_flops_per_s(gpu, 1.5 * model.attention_flops_per_pair() / model.heads)
+    attention_rate = attention_flops_per_s(gpu, model.attention_flops_per_exp())  # priced as training prices it
     fp8_math = fp8_mla_decode and kv == "fp8" and model.mla is not None and gpu.fp8_flops_per_s is not None
     return _Stage(
         layers=layers, moe_layers=moe_layers, common_params=common,

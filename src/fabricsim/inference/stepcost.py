@@ -13,6 +13,7 @@ import numpy as np
 from fabricsim.comm import Cluster
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends, _transfer
 from fabricsim.inference.draft import _draft_comm, _draft_parts
+from fabricsim.inference.engines import exposed_host_s
 from fabricsim.inference.experts import ExpertLoad, expert_load_terms
 from fabricsim.inference.memory import inference_memory, kv_bytes_per_token_gpu
 from fabricsim.inference.params import kernel_latency_s
@@ -100,7 +101,7 @@ class InferenceStepCost:
             x0, x1 = grid[i - 1], grid[i]
             y0, y1 = self.comm_s[i - 1], self.comm_s[i]
             t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
-        return max(t, self.host_s) if self.host_overlapped else t + self.host_s
+        return t + float(exposed_host_s(self.host_s, self.host_overlapped, t))
 
     def iteration_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
                     decode_kv_tokens: int) -> float:
@@ -153,7 +154,7 @@ class InferenceStepCost:
         comm = np.asarray(self.comm_s)
         inside = np.interp(tokens, grid, comm)
         t = t + np.where(tokens > grid[-1], comm[-1] * tokens / grid[-1], inside)
-        t = np.maximum(t, self.host_s) if self.host_overlapped else t + self.host_s
+        t = t + exposed_host_s(self.host_s, self.host_overlapped, t)
         out: np.ndarray = np.where(tokens > 0, t, 0.0)
         return out
 

@@ -170,6 +170,13 @@ class ModelSpec(BaseModel):
             return self.mla.kv_lora_rank + self.mla.qk_rope_head_dim
         return 2 * self.kv_heads * self.head_dim
 
+    def attention_flops_per_exp(self) -> float:
+        """Attention matmul FLOPs per softmax exponential over a forward and a backward pass (backward = 2x the
+        forward's FLOPs, and one exponential each: the forward's and the backward's recomputed one): 3 x (qk + v)
+        per head. The catalog's attention efficiency is such a forward + backward figure, so inference prices its
+        exponential share the same way."""
+        return 1.5 * self.attention_flops_per_pair() / self.heads
+
     def attention_flops_per_pair(self, *, absorbed: bool = False) -> int:
         """FLOPs of QK^T and AV per query-key pair per layer, all heads: 2 x heads x (qk + v width). MLA decode
         with the up-projections absorbed (``absorbed``) scores against the 576-wide cached latent+RoPE key and

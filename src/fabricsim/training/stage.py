@@ -70,9 +70,7 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     fwd = forward_flops(model, plan.mbs, plan.seq, layers=layers, lm_head=last, causal=plan.flash_attention)
     gemm_flops = fwd.linear / share + kv_replication_flops(model, plan, len(layers))
     bf16 = achievable_flops_per_s(gpu)
-    # forward + backward (2x) matmul FLOPs per score over the two exponentials (forward, recomputed in backward)
-    flops_per_exp = 1.5 * model.attention_flops_per_pair() / model.heads
-    attention_rate = attention_flops_per_s(gpu, flops_per_exp) if plan.flash_attention else bf16
+    attention_rate = attention_flops_per_s(gpu, model.attention_flops_per_exp()) if plan.flash_attention else bf16
     kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if precision == "fp8" else 0)
     passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
     return _StageCompute(
