@@ -28,6 +28,7 @@ from fabricsim.cli.serve_options import (
     Duration,
     MaxBatchedTokens,
     MaxSeqs,
+    PrefixHit,
     Rate,
     Replicas,
     Seed,
@@ -152,6 +153,7 @@ def infer_command(
     chunked_prefill: ChunkedPrefill = None,
     seed: Seed = None,
     engine: EngineOpt = "trtllm",
+    prefix_hit: PrefixHit = 0.0,
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
@@ -175,7 +177,8 @@ def infer_command(
                           disagg=disagg, replicas=replicas, max_seqs=max_seqs,
                           max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed,
                           engine_max_seqs=profile.max_batch(gpu),
-                          engine_max_batched_tokens=profile.max_batched_tokens(gpu))
+                          engine_max_batched_tokens=profile.max_batched_tokens(gpu),
+                          engine_chunked_prefill=profile.scheduler.chunked_prefill)
     spec = load_model(model)
     if draft_tokens and acceptance is None:
         raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
@@ -183,7 +186,7 @@ def infer_command(
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
-                         engine=engine.strip())
+                         engine=engine.strip(), prefix_hit=prefix_hit)
     if plan.draft_tokens and not spec.mtp_modules:
         raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
                         "own multi-token-prediction module, as deepseek-v3's; separate draft models are not "
@@ -223,12 +226,18 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     from fabricsim.inference import step_cost
     from fabricsim.serving import SchedulerConfig, ServingLayout, load_request_trace, poisson_requests, simulate_serving
 
+    engine = plan.engine_profile
     if serve.trace is not None:
         requests = load_request_trace(serve.trace)
+        if requests.cached_tokens is not None and not engine.scheduler.prefix_cache:
+            raise SpecError(f"the trace gives cached_tokens, but {engine.name} {engine.version} does not cache "
+                            "prefixes by default", field="--trace")
     else:
         assert serve.rate_per_s is not None
         requests = poisson_requests(serve.rate_per_s, serve.duration_s, seed=serve.seed,
                                     prompt=plan.prompt_tokens, output=plan.output_tokens)
+    if plan.prefix_hit:
+        requests = requests.with_prefix_hit(plan.prefix_hit)
     cost = step_cost(spec, cluster, plan)
     if cost.kv_capacity_tokens < plan.context:
         raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "
@@ -237,9 +246,12 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     same_node = pools * plan.gpus <= cluster.system.nvlink_domain_gpus
     layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",
                            disagg=serve.disagg, kv_same_node=same_node)
-    scheduler = SchedulerConfig(max_num_seqs=serve.max_seqs,
-                                max_num_batched_tokens=max(serve.max_batched_tokens, serve.max_seqs),
-                                chunked_prefill=serve.chunked_prefill)
+    budget = max(serve.max_batched_tokens, serve.max_seqs)
+    if serve.budget_from_engine and not serve.chunked_prefill:  # whole prompts: the budget is the context window
+        budget = max(budget, int((requests.prompt_tokens + requests.output_tokens).max(initial=1)))
+    scheduler = SchedulerConfig(max_num_seqs=serve.max_seqs, max_num_batched_tokens=budget,
+                                chunked_prefill=serve.chunked_prefill, policy=engine.scheduler.policy,
+                                admission=engine.scheduler.admission)
     return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
                             slo_tpot_s=serve.slo_tpot_s)
 

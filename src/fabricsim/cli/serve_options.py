@@ -27,11 +27,16 @@ Disagg = Annotated[str | None, typer.Option("--disagg", help="P:D prefill and de
 Replicas = Annotated[int | None, typer.Option("--replicas", help="co-located replicas (data parallel serving; "
                                               "default 1)")]
 MaxSeqs = Annotated[int | None, typer.Option("--max-seqs", help="scheduler: sequences per iteration (vLLM "
-                                             "max_num_seqs; default 256)")]
+                                             "max_num_seqs; default: the engine's)")]
 MaxBatchedTokens = Annotated[int | None, typer.Option("--max-batched-tokens", help="scheduler: tokens per iteration "
-                                                      "(vLLM max_num_batched_tokens; default 8192)")]
+                                                      "(vLLM max_num_batched_tokens; default: the engine's)")]
 ChunkedPrefill = Annotated[bool | None, typer.Option("--chunked-prefill/--no-chunked-prefill",
-                                                     help="split long prompts over iterations (default on)")]
+                                                     help="split long prompts over iterations (default: the "
+                                                     "engine's: on for vLLM V1 and SGLang, off for vLLM V0 and "
+                                                     "TensorRT-LLM)")]
+PrefixHit = Annotated[float, typer.Option("--prefix-hit", help="fraction of each prompt already in the engine's "
+                                          "prefix cache (0..1; not computed again): TTFT, and every request "
+                                          "served; a --trace may give cached_tokens per request instead")]
 Seed = Annotated[int | None, typer.Option("--seed", help="random seed of the Poisson arrivals (default 0)")]
 
 
@@ -50,6 +55,7 @@ class ServeRequest:
     max_batched_tokens: int
     chunked_prefill: bool
     seed: int
+    budget_from_engine: bool = False  # --max-batched-tokens not given: the engine's (whole prompts: the longest)
 
     @property
     def active(self) -> bool:
@@ -87,10 +93,12 @@ DEFAULT_DURATION = "600s"
 def serve_request(*, rate: float | None, duration: str | None, trace: Path | None, slo_ttft: str | None,
                   slo_tpot: str | None, disagg: str | None, replicas: int | None, max_seqs: int | None,
                   max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None,
-                  engine_max_seqs: int, engine_max_batched_tokens: int) -> ServeRequest:
+                  engine_max_seqs: int, engine_max_batched_tokens: int, engine_chunked_prefill: bool = True
+                  ) -> ServeRequest:
     """Parse and check the serving options (one-line errors naming the option). Every serving option acts only on
     the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused.
-    --max-seqs and --max-batched-tokens default to the engine's scheduler (``engine_*``; --engine's profile)."""
+    --max-seqs, --max-batched-tokens and --chunked-prefill default to the engine's scheduler (``engine_*``;
+    --engine's profile)."""
     if rate is not None and not (math.isfinite(rate) and 0 < rate <= MAX_RATE_PER_S):
         raise SpecError(f"must be a finite rate in (0, {MAX_RATE_PER_S:g}] requests/s, got {rate}", field="--rate")
     if rate is not None and trace is not None:
@@ -111,8 +119,9 @@ def serve_request(*, rate: float | None, duration: str | None, trace: Path | Non
     duration = DEFAULT_DURATION if duration is None else duration
     replicas = 1 if replicas is None else replicas
     max_seqs = engine_max_seqs if max_seqs is None else max_seqs
+    budget_from_engine = max_batched_tokens is None
     max_batched_tokens = engine_max_batched_tokens if max_batched_tokens is None else max_batched_tokens
-    chunked_prefill = True if chunked_prefill is None else chunked_prefill
+    chunked_prefill = engine_chunked_prefill if chunked_prefill is None else chunked_prefill
     seed = 0 if seed is None else seed
     duration_s = units.parse_duration(duration, field="--duration")
     if not 0 < duration_s <= MAX_DURATION_S:
@@ -130,4 +139,4 @@ def serve_request(*, rate: float | None, duration: str | None, trace: Path | Non
     if split is not None and replicas != 1:
         raise SpecError("give --replicas or --disagg, not both", field="--disagg")
     return ServeRequest(rate, duration_s, trace, ttft, tpot, split, replicas, max_seqs, max_batched_tokens,
-                        chunked_prefill, seed)
+                        chunked_prefill, seed, budget_from_engine)

@@ -60,11 +60,26 @@ class MaxBatchedTokens(_BySize):
 
 
 class Host(_Figure):
-    """Host work per engine step (scheduling, sampling, output processing): added to the step, or run beside the
-    previous step's GPU work (``overlapped``: only what exceeds it shows)."""
+    """Host work per engine step (scheduling, sampling, output processing): ``step_s`` a step plus ``per_seq_s`` for
+    each sequence in it, added to the step, or run beside the previous step's GPU work (``overlapped``: only what
+    exceeds it shows)."""
 
     step_s: str
+    per_seq_s: str = "0s"
     overlapped: bool
+
+
+class Scheduler(_Figure):
+    """How the engine builds an iteration. ``mixed``: running decodes first, then prompt chunks in the same pass
+    (vLLM V1, TensorRT-LLM in-flight batching); ``prefill_first``: a pass of prompts whenever one can be admitted,
+    decodes otherwise (vLLM V0, SGLang). Prompts ``chunked_prefill`` or whole. KV ``on_demand`` (preempt by
+    recompute when blocks run out) or ``reserve_full`` (admit a request only when its prompt and whole output fit:
+    TensorRT-LLM's GUARANTEED_NO_EVICT). ``prefix_cache``: the engine reuses cached prompt prefixes by default."""
+
+    policy: Literal["mixed", "prefill_first"]
+    chunked_prefill: bool
+    admission: Literal["on_demand", "reserve_full"]
+    prefix_cache: bool
 
 
 class EngineVersion(BaseModel):
@@ -76,6 +91,7 @@ class EngineVersion(BaseModel):
     max_batch: MaxBatch
     max_batched_tokens: MaxBatchedTokens
     host: Host
+    scheduler: Scheduler
 
 
 class Engine(BaseModel):
@@ -106,12 +122,24 @@ class EngineProfile(BaseModel):
         return units.parse_duration(self.settings.host.step_s)
 
     @property
+    def host_per_seq_s(self) -> float:
+        return units.parse_duration(self.settings.host.per_seq_s)
+
+    @property
     def host_overlapped(self) -> bool:
         return self.settings.host.overlapped
 
-    def exposed_host_s(self, gpu_s: float) -> float:
-        """Host time a step of ``gpu_s`` GPU seconds shows (``exposed_host_s`` with this engine's figures)."""
-        return float(exposed_host_s(self.host_step_s, self.host_overlapped, gpu_s))
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.settings.scheduler
+
+    def host_s(self, seqs: float) -> float:
+        """Host seconds of a step of ``seqs`` sequences."""
+        return self.host_step_s + self.host_per_seq_s * seqs
+
+    def exposed_host_s(self, gpu_s: float, seqs: float) -> float:
+        """Host time a step of ``seqs`` sequences and ``gpu_s`` GPU seconds shows (``exposed_host_s``)."""
+        return float(exposed_host_s(self.host_s(seqs), self.host_overlapped, gpu_s))
 
     def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float) -> float:
         """Memory the instance may fill (weights + activations + KV cache) on ``gpu``."""
@@ -132,7 +160,7 @@ class EngineProfile(BaseModel):
         return mt.small_gpu_tokens if mt.small_gpu_tokens is not None and mt.small(gpu) else mt.tokens
 
 
-def exposed_host_s(host_s: float, overlapped: bool, gpu_s: Any) -> Any:
+def exposed_host_s(host_s: Any, overlapped: bool, gpu_s: Any) -> Any:
     """Host time a step shows beside ``gpu_s`` of GPU work (seconds, or an array of them): all of it, or
     (``overlapped``) only what exceeds the GPU's work."""
     return np.maximum(0.0, host_s - gpu_s) if overlapped else host_s

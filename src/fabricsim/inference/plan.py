@@ -63,6 +63,9 @@ class InferencePlan:
     engine: str = DEFAULT_ENGINE
     """the serving engine as ``NAME[@VERSION]`` (``data/engines.yaml``): the memory it gives the KV cache, the prefill
     tokens per pass its workspace holds, its host time per step and the batch its scheduler runs"""
+    prefix_hit: float = 0.0
+    """fraction of each prompt already in the engine's prefix cache: prefill computes only the rest (attending to
+    the cached part), at least the last prompt token"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
@@ -92,9 +95,21 @@ class InferencePlan:
         if self.max_context is not None and self.context > self.max_context:
             raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
                             f"exceeds the model's context window of {self.max_context}", field="--prompt")
-        engine_profile(self.engine)  # an unknown engine or release is a one-line error naming the known ones
+        profile = engine_profile(self.engine)  # an unknown engine or release: a one-line error naming the known ones
+        h = self.prefix_hit
+        if isinstance(h, bool) or not isinstance(h, (int, float)) or not isfinite(h) or not 0.0 <= h <= 1.0:
+            raise SpecError(f"must be a fraction 0..1, got {h!r}", field="--prefix-hit")
+        if h and not profile.scheduler.prefix_cache:
+            raise SpecError(f"{profile.name} {profile.version} does not cache prefixes by default (fabricsim "
+                            "catalog engines); drop --prefix-hit or pick a release or engine that does",
+                            field="--prefix-hit")
         if self.batch % self.dp:
             raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
+
+    @property
+    def cached_prompt_tokens(self) -> int:
+        """Prompt tokens a request finds in the prefix cache (at most the prompt less one)."""
+        return min(int(self.prefix_hit * self.prompt_tokens), self.prompt_tokens - 1)
 
     @property
     def gpus(self) -> int:
@@ -122,7 +137,7 @@ class InferencePlan:
                 "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
                 "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode,
-                "engine": engine_profile(self.engine).label}
+                "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit}
 
     @property
     def engine_profile(self) -> EngineProfile:

@@ -131,7 +131,7 @@ def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage
     out = {k: v * passes for k, v in stage.items()}
     _pipeline_sends(model, plan, cluster, tokens_rank, out)
     if overhead:  # the engine's host work per step: added, or only what exceeds the GPU's pass when overlapped
-        out["other"] += plan.engine_profile.exposed_host_s(sum(out.values()))
+        out["other"] += plan.engine_profile.exposed_host_s(sum(out.values()), seqs)
     return out
 
 
@@ -172,7 +172,8 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
     st = _stage(model, plan, gpu)
     d = plan.draft_tokens
     mid = plan.prompt_tokens + plan.output_tokens / 2.0
-    prefill = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens, 0.0)
+    cached = plan.cached_prompt_tokens  # the prefix cache's part of the prompt is attended to, not computed
+    prefill = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens - cached, float(cached))
     decode = _forward(model, plan, cluster, st, plan.batch, 1, mid, queries=1 + d)
     drafts = _draft_passes(model, plan, cluster, gpu, plan.batch, mid, 1 + d, prefill=False)
     if d:  # the drafter proposes the first step's drafts after the prefill; each step verifies 1 + d, then drafts

@@ -61,6 +61,7 @@ class InferenceStepCost:
     acceptance_length: float = 1.0
     draft: InferenceStepCost | None = None  # one forward of the MTP draft module (no step overhead)
     host_s: float = 0.0  # the engine's host work per iteration
+    host_per_seq_s: float = 0.0  # and per sequence in it
     host_overlapped: bool = False  # run beside the GPU's work (only what exceeds it shows), else added to it
 
     def _pass_s(self, prefill_tokens: float, prefill_attn_pairs: float, decode_seqs: float, decode_kv_tokens: float,
@@ -101,7 +102,8 @@ class InferenceStepCost:
             x0, x1 = grid[i - 1], grid[i]
             y0, y1 = self.comm_s[i - 1], self.comm_s[i]
             t += y0 + (y1 - y0) * (tokens - x0) / (x1 - x0)
-        return t + float(exposed_host_s(self.host_s, self.host_overlapped, t))
+        host = self.host_s + self.host_per_seq_s * (decode_seqs + (1 if prefill_tokens else 0))
+        return t + float(exposed_host_s(host, self.host_overlapped, t))
 
     def iteration_s(self, prefill_tokens: int, prefill_attn_pairs: float, decode_seqs: int,
                     decode_kv_tokens: int) -> float:
@@ -154,7 +156,8 @@ class InferenceStepCost:
         comm = np.asarray(self.comm_s)
         inside = np.interp(tokens, grid, comm)
         t = t + np.where(tokens > grid[-1], comm[-1] * tokens / grid[-1], inside)
-        t = t + exposed_host_s(self.host_s, self.host_overlapped, t)
+        host = self.host_s + self.host_per_seq_s * (decode + (prefill > 0))
+        t = t + exposed_host_s(host, self.host_overlapped, t)
         out: np.ndarray = np.where(tokens > 0, t, 0.0)
         return out
 
@@ -224,7 +227,8 @@ def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> Infere
     return replace(_coefficients(st, plan, pp, pp * st.kernels * kernel_latency_s(), tuple(comm_s), capacity,
                                  transfers),
                    draft_tokens=plan.draft_tokens, acceptance_length=plan.acceptance_length, draft=draft,
-                   host_s=engine.host_step_s, host_overlapped=engine.host_overlapped)
+                   host_s=engine.host_step_s, host_per_seq_s=engine.host_per_seq_s,
+                   host_overlapped=engine.host_overlapped)
 
 
 def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, comm_s: tuple[float, ...],

@@ -16,6 +16,8 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 DEFAULT_BLOCK_SIZE_TOKENS = 16  # vLLM CacheConfig.block_size default on CUDA (PagedAttention block)
 
 Routing = Literal["round_robin", "shortest_queue"]
+Policy = Literal["mixed", "prefill_first"]
+Admission = Literal["on_demand", "reserve_full"]
 
 
 class StepCost(Protocol):
@@ -38,14 +40,25 @@ class StepCost(Protocol):
 
 @dataclass(frozen=True)
 class SchedulerConfig:
-    """vLLM scheduler knobs: sequences and tokens per iteration, chunked prefill, KV block size (tokens)."""
+    """Scheduler knobs: sequences and tokens per iteration, chunked prefill, KV block size (tokens); how an
+    iteration is built (``mixed``: decodes and prompt chunks together, as vLLM V1 and TensorRT-LLM; ``prefill_first``:
+    prompts alone whenever one can be admitted, as vLLM V0 and SGLang) and how KV is promised (``on_demand`` with
+    preemption by recompute, or ``reserve_full``: a request is admitted only when its prompt and whole output fit,
+    TensorRT-LLM's GUARANTEED_NO_EVICT, and nothing is ever preempted)."""
 
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
     chunked_prefill: bool = True
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
+    policy: Policy = "mixed"
+    admission: Admission = "on_demand"
 
     def __post_init__(self) -> None:
+        if self.policy not in ("mixed", "prefill_first"):
+            raise SpecError(f"unknown policy {self.policy!r}; allowed: mixed, prefill_first", field="policy")
+        if self.admission not in ("on_demand", "reserve_full"):
+            raise SpecError(f"unknown admission {self.admission!r}; allowed: on_demand, reserve_full",
+                            field="admission")
         for name in ("max_num_seqs", "max_num_batched_tokens", "block_size_tokens"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:

@@ -19,6 +19,13 @@ per residue of ``a`` modulo the block size) and the finish tick (a heap) are O(1
 an iteration costs O(prefill chunks + finishes), not O(running requests). Runs of decode-only iterations between
 events are advanced in a tight loop without the event heap.
 
+Two other policies (``SchedulerConfig``): ``prefill_first`` (vLLM V0, SGLang) runs steps 2-3 alone whenever they
+schedule a prompt token and step 1 alone otherwise; ``reserve_full`` admission (TensorRT-LLM's GUARANTEED_NO_EVICT)
+admits a request only when the KV blocks of its prompt and whole output fit beside those promised to the running
+ones, so nothing is ever preempted. Prompt tokens in the prefix cache (``RequestTrace.cached_tokens``) are not
+computed: a request starts with them as its KV (held, conservatively, as its own blocks: sharing is not counted),
+and keeps them through a preemption.
+
 Disaggregated serving (``ServingLayout.disagg = (P, D)``): P prefill replicas run steps 2-3 only; when a prompt's
 prefill ends the first token is out (TTFT counts there, as vLLM and DistServe do), the prefill replica frees the
 KV, and the request moves to the decode replica with the fewest assigned requests (ties: lowest index), arriving
@@ -46,7 +53,8 @@ class _Replica:
     """One replica's scheduler state: waiting queue, prefilling requests, the closed-form decode set, KV blocks."""
 
     __slots__ = ("busy", "cap_blocks", "cost", "dec_a", "dec_b", "finish_heap", "index", "load", "plan_chunks",
-                 "plan_decodes", "prefilling", "res_cnt", "role", "sum_a", "tick", "used_blocks", "waiting")
+                 "plan_decodes", "prefilling", "promised", "res_cnt", "reserved", "role", "sum_a", "tick",
+                 "used_blocks", "waiting")
 
     def __init__(self, index: int, role: int, cost: StepCost, block: int) -> None:
         self.index = index
@@ -66,6 +74,8 @@ class _Replica:
         self.busy = False  # an iteration (or a wake-up) is on the event heap
         self.plan_chunks: list[tuple[int, int]] = []  # in-flight iteration: (request, tokens) besides decodes
         self.plan_decodes = 0  # in-flight iteration: decode-set members stepped
+        self.reserved = 0  # reserve_full: KV blocks promised to running requests
+        self.promised: dict[int, int] = {}  # reserve_full: request -> blocks promised
 
 
 class _Sim:
@@ -79,13 +89,16 @@ class _Sim:
         self.budget = cfg.max_num_batched_tokens
         self.max_seqs = cfg.max_num_seqs
         self.chunked = cfg.chunked_prefill
+        self.prefill_first = cfg.policy == "prefill_first"
+        self.reserve = cfg.admission == "reserve_full"
         self.cap_s = cap_s
         self.max_iterations = max_iterations
         n = trace.requests
         self.arrival = trace.arrival_s.tolist()
         self.prompt: list[int] = trace.prompt_tokens.tolist()
         self.output: list[int] = trace.output_tokens.tolist()
-        self.computed = [0] * n  # KV tokens held (valid outside the decode set)
+        self.cached: list[int] = trace.cached.tolist()  # prompt tokens found in the prefix cache
+        self.computed = list(self.cached)  # KV tokens held (valid outside the decode set)
         self.generated = [0] * n  # output tokens produced (valid outside the decode set)
         self.first_s = [math.nan] * n
         self.finish_s = [math.nan] * n
@@ -179,6 +192,7 @@ class _Sim:
         self.finish_s[rid] = now
         self.completed += 1
         rep.load -= 1
+        rep.reserved -= rep.promised.pop(rid, 0)
 
     def _complete(self, rep: _Replica, now: float) -> None:
         """End the in-flight iteration at now: decode ticks, finished requests, prefill chunks' tokens."""
@@ -225,6 +239,7 @@ class _Sim:
             elif rep.role == _PREFILL:
                 rep.used_blocks -= -(-c // block)
                 rep.load -= 1
+                rep.reserved -= rep.promised.pop(rid, 0)
                 dest = min(self.back, key=lambda r: r.load)
                 dest.load += 1
                 self._push(now + dest.cost.kv_transfer_s(c, self.layout.kv_same_node), _EVENT_TRANSFER,
@@ -253,7 +268,8 @@ class _Sim:
         else:
             rep.prefilling.remove(rid)
             rep.used_blocks -= -(-self.computed[rid] // block)
-        self.computed[rid] = 0
+        self.computed[rid] = self.cached[rid]  # the prefix stays cached
+        rep.reserved -= rep.promised.pop(rid, 0)
         self.epoch[rid] += 1
         self.preemptions += 1
         rep.waiting.appendleft(rid)
@@ -277,10 +293,11 @@ class _Sim:
         Decode-only iterations that end before horizon_s (the next arrival or event) with no finish due and KV to
         spare are run right here, without the event heap.
         """
+        if self.prefill_first and rep.role == _MIXED and (rep.prefilling or rep.waiting):
+            plan = self._plan_prompts(rep, self.budget, 0, False)
+            if plan[0]:
+                return self._start(rep, now, plan, 0, 0)
         block = self.block
-        budget = self.budget
-        cost = rep.cost
-        step_s = cost.step_s
         res_cnt = rep.res_cnt
         preempted = False
         seqs = 0
@@ -301,12 +318,37 @@ class _Sim:
                 rep.used_blocks += need
                 decode_seqs = n
                 decode_kv = n * (rep.tick + 1) + rep.sum_a
-                budget -= n
-                seqs += n
+                seqs = n
                 rep.plan_decodes = n
+                if self.prefill_first and rep.role == _MIXED:  # the prompts found no room: decodes alone
+                    return self._start(rep, now, (seqs, [], 0, 0.0, 0, 0), decode_seqs, decode_kv)
+        return self._start(rep, now, self._plan_prompts(rep, self.budget - seqs, seqs, preempted), decode_seqs,
+                           decode_kv)
+
+    def _start(self, rep: _Replica, now: float, plan: tuple[int, list[tuple[int, int]], int, float, int, int],
+               decode_seqs: int, decode_kv: int) -> float | None:
+        """Start the planned iteration (sequences, chunks, prompt tokens, pairs, and the decodes of KV transferred
+        in besides ``decode_seqs`` over ``decode_kv`` tokens); its end time, or None when it is empty."""
+        seqs, chunks, prefill_tokens, attn_pairs, moved_seqs, moved_kv = plan
+        if not seqs:
+            return None
+        rep.plan_chunks = chunks
+        dur = rep.cost.step_s(prefill_tokens, attn_pairs, decode_seqs + moved_seqs, decode_kv + moved_kv)
+        if not 0.0 < dur < math.inf:
+            raise SpecError(f"step time must be finite and > 0 s, got {dur!r}", field="step_s")
+        self.iterations += 1
+        self.batch_seqs += seqs
+        return now + dur
+
+    def _plan_prompts(self, rep: _Replica, budget: int, seqs: int, preempted: bool
+                      ) -> tuple[int, list[tuple[int, int]], int, float, int, int]:
+        """Steps 2-3 with ``budget`` tokens left after ``seqs`` decodes: (sequences in all, chunks, prompt tokens,
+        causal pairs, decodes of KV transferred in, their KV tokens)."""
+        block = self.block
         chunks: list[tuple[int, int]] = []
         prefill_tokens = 0
         attn_pairs = 0.0
+        moved_seqs = moved_kv = 0
         computed = self.computed
         generated = self.generated
         prompt = self.prompt
@@ -345,6 +387,13 @@ class _Sim:
                 need = -(-(past + chunk) // block)
                 if rep.used_blocks + need > rep.cap_blocks:
                     break
+                if self.reserve:  # the whole request's KV (prompt and output; a prefill pool: the prompt)
+                    full = prompt[rid] + (generated[rid] if rep.role == _PREFILL else self.output[rid] - 1)
+                    promise = -(-max(full, past + chunk) // block)
+                    if rep.reserved + promise > rep.cap_blocks:
+                        break
+                    rep.reserved += promise
+                    rep.promised[rid] = promise
                 waiting.popleft()
                 rep.used_blocks += need
                 self.admit_seq += 1
@@ -353,22 +402,14 @@ class _Sim:
                 seqs += 1
                 budget -= chunk
                 chunks.append((rid, chunk))
-                if past and pending == 1:  # KV transferred in: this is its first decode
-                    decode_seqs += 1
-                    decode_kv += past + 1
+                if generated[rid] and pending == 1:  # KV transferred in: this is its first decode
+                    moved_seqs += 1
+                    moved_kv += past + 1
                 else:
                     rep.prefilling.append(rid)
                     prefill_tokens += chunk
                     attn_pairs += chunk * (past + chunk / 2.0)
-        if not seqs:
-            return None
-        rep.plan_chunks = chunks
-        dur = step_s(prefill_tokens, attn_pairs, decode_seqs, decode_kv)
-        if not 0.0 < dur < math.inf:
-            raise SpecError(f"step time must be finite and > 0 s, got {dur!r}", field="step_s")
-        self.iterations += 1
-        self.batch_seqs += seqs
-        return now + dur
+        return seqs, chunks, prefill_tokens, attn_pairs, moved_seqs, moved_kv
 
     def _decode_run(self, rep: _Replica, now: float, horizon_s: float) -> float:
         """Decode-only iterations from now: run those ending before horizon_s inline; return the last one's end."""

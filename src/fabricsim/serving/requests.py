@@ -1,8 +1,9 @@
 """Request streams for the serving simulation: seeded Poisson arrivals or a JSONL trace file.
 
 A trace file holds one request per line, ``{"arrival_s": 0.12, "prompt_tokens": 1024, "output_tokens": 256}``
-(``timestamp`` is accepted for ``arrival_s``; other keys are ignored, blank lines skipped). Bad input raises a
-one-line ``SpecError`` naming the file and the line.
+(``timestamp`` is accepted for ``arrival_s``; an optional ``cached_tokens`` says how much of the prompt the
+engine's prefix cache already holds; other keys are ignored, blank lines skipped). Bad input raises a one-line
+``SpecError`` naming the file and the line.
 """
 
 from __future__ import annotations
@@ -62,17 +63,24 @@ class LengthDist:
 
 @dataclass(frozen=True, eq=False)
 class RequestTrace:
-    """Requests sorted by arrival: arrival time (s), prompt and output lengths (tokens); the arrival window (s)."""
+    """Requests sorted by arrival: arrival time (s), prompt and output lengths (tokens); the arrival window (s);
+    the prompt tokens found in the prefix cache (``cached_tokens``, none when absent: at most the prompt less one,
+    since an engine recomputes the last prompt token for its logits)."""
 
     arrival_s: NDArray[np.float64]
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     duration_s: float
+    cached_tokens: NDArray[np.int64] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
         if len(self.prompt_tokens) != n or len(self.output_tokens) != n:
             raise SpecError("arrival_s, prompt_tokens and output_tokens must have the same length", field="trace")
+        if self.cached_tokens is not None and (
+                len(self.cached_tokens) != n
+                or (n and (self.cached_tokens.min() < 0 or np.any(self.cached_tokens >= self.prompt_tokens)))):
+            raise SpecError("cached_tokens must be 0 .. prompt_tokens - 1 for every request", field="cached_tokens")
         if n and (not np.all(np.isfinite(self.arrival_s)) or self.arrival_s.min() < 0.0):
             raise SpecError("arrival times must be finite and >= 0", field="arrival_s")
         if n > 1 and np.any(np.diff(self.arrival_s) < 0.0):
@@ -86,6 +94,19 @@ class RequestTrace:
     def requests(self) -> int:
         """Number of requests in the trace."""
         return len(self.arrival_s)
+
+    @property
+    def cached(self) -> NDArray[np.int64]:
+        """Prompt tokens each request finds in the prefix cache (zeros when the trace gives none)."""
+        return np.zeros(self.requests, dtype=np.int64) if self.cached_tokens is None else self.cached_tokens
+
+    def with_prefix_hit(self, hit: float) -> RequestTrace:
+        """The same requests with the fraction ``hit`` of every prompt in the prefix cache (rounded down, at most
+        the prompt less one token)."""
+        if not (math.isfinite(hit) and 0.0 <= hit <= 1.0):
+            raise SpecError(f"must be a fraction 0..1, got {hit}", field="--prefix-hit")
+        cached = np.minimum(np.floor(hit * self.prompt_tokens).astype(np.int64), self.prompt_tokens - 1)
+        return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached)
 
 
 def poisson_requests(rate_per_s: float, duration_s: float, *, seed: int, prompt: LengthDist | int = 1024,
@@ -128,6 +149,18 @@ def _int_field(record: dict[str, object], key: str, where: str, source: str) -> 
     return count
 
 
+def _cached_field(record: dict[str, object], prompt: int, where: str, source: str) -> int:
+    """The optional ``cached_tokens`` of a trace line: prompt tokens already in the prefix cache, 0..prompt - 1."""
+    value = record.get("cached_tokens", 0)
+    if isinstance(value, bool) or not isinstance(value, int | float) or (
+            isinstance(value, float) and not (math.isfinite(value) and value.is_integer())):
+        raise SpecError(f"{where}: cached_tokens must be an integer, got {value!r}", source=source)
+    if not 0 <= int(value) < prompt:
+        raise SpecError(f"{where}: cached_tokens must be 0..prompt_tokens - 1 ({prompt - 1}), got {int(value)}",
+                        source=source)
+    return int(value)
+
+
 def _arrival_field(record: dict[str, object], where: str, source: str) -> float:
     """The arrival time of a trace line (``arrival_s`` or its alias ``timestamp``): finite seconds >= 0."""
     present = [key for key in ARRIVAL_KEYS if key in record]
@@ -157,6 +190,7 @@ def parse_request_trace(data: bytes, source: str = "<trace>") -> RequestTrace:
     arrivals: list[float] = []
     prompts: list[int] = []
     outputs: list[int] = []
+    cached: list[int] = []
     for number, row in enumerate(text.split("\n"), start=1):  # JSONL lines end at \n only
         if not row.strip():
             continue
@@ -172,14 +206,18 @@ def parse_request_trace(data: bytes, source: str = "<trace>") -> RequestTrace:
         arrivals.append(_arrival_field(record, where, source))
         prompts.append(_int_field(record, "prompt_tokens", where, source))
         outputs.append(_int_field(record, "output_tokens", where, source))
+        hit = _cached_field(record, prompts[-1], where, source)
+        cached.append(hit)
         if len(arrivals) > MAX_TRACE_REQUESTS:
             raise SpecError(f"{where}: more than {MAX_TRACE_REQUESTS} requests", source=source)
     if not arrivals:
         raise SpecError("no requests (empty trace)", source=source)
     arrival = np.asarray(arrivals, dtype=np.float64)
     order = np.argsort(arrival, kind="stable")
+    hits = np.asarray(cached, dtype=np.int64)[order]
     return RequestTrace(arrival[order], np.asarray(prompts, dtype=np.int64)[order],
-                        np.asarray(outputs, dtype=np.int64)[order], float(arrival.max()))
+                        np.asarray(outputs, dtype=np.int64)[order], float(arrival.max()),
+                        hits if hits.any() else None)
 
 
 def load_request_trace(path: str | Path) -> RequestTrace:
