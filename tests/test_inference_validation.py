@@ -74,7 +74,7 @@ CATEGORY_MEDIAN = {"trtllm_static": 0.12, "trtllm_perf_overview": 0.21, "trtllm_
 
 @pytest.fixture(scope="module")
 def results(catalog: Catalog) -> tuple[list[CaseResult], list[NotExpressible], dict[str, str]]:
-    cases = [c for c in all_cases() if c.kind == "inference"]
+    cases = [c for c in all_cases() if c.kind == "inference" and c.data.get("group") != "serving"]
     out = run_cases(cases, catalog)
     categories = {c.id: str(c.data.get("category")) for c in cases}
     return ([r for r in out if isinstance(r, CaseResult)], [r for r in out if isinstance(r, NotExpressible)],

@@ -101,6 +101,7 @@ class _Sim:
         self.computed = list(self.cached)  # KV tokens held (valid outside the decode set)
         self.generated = [0] * n  # output tokens produced (valid outside the decode set)
         self.first_s = [math.nan] * n
+        self.admitted_s = [math.nan] * n  # first scheduled (a client's closed loop sends a request then)
         self.finish_s = [math.nan] * n
         self.epoch = [0] * n  # bumped on preemption: stale finish-heap entries are skipped
         self.admitted = [0] * n  # admission sequence number (newest = largest)
@@ -294,7 +295,7 @@ class _Sim:
         spare are run right here, without the event heap.
         """
         if self.prefill_first and rep.role == _MIXED and (rep.prefilling or rep.waiting):
-            plan = self._plan_prompts(rep, self.budget, 0, False)
+            plan = self._plan_prompts(rep, self.budget, 0, False, now)
             if plan[0]:
                 return self._start(rep, now, plan, 0, 0)
         block = self.block
@@ -322,8 +323,8 @@ class _Sim:
                 rep.plan_decodes = n
                 if self.prefill_first and rep.role == _MIXED:  # the prompts found no room: decodes alone
                     return self._start(rep, now, (seqs, [], 0, 0.0, 0, 0), decode_seqs, decode_kv)
-        return self._start(rep, now, self._plan_prompts(rep, self.budget - seqs, seqs, preempted), decode_seqs,
-                           decode_kv)
+        return self._start(rep, now, self._plan_prompts(rep, self.budget - seqs, seqs, preempted, now),
+                           decode_seqs, decode_kv)
 
     def _start(self, rep: _Replica, now: float, plan: tuple[int, list[tuple[int, int]], int, float, int, int],
                decode_seqs: int, decode_kv: int) -> float | None:
@@ -340,7 +341,7 @@ class _Sim:
         self.batch_seqs += seqs
         return now + dur
 
-    def _plan_prompts(self, rep: _Replica, budget: int, seqs: int, preempted: bool
+    def _plan_prompts(self, rep: _Replica, budget: int, seqs: int, preempted: bool, now: float
                       ) -> tuple[int, list[tuple[int, int]], int, float, int, int]:
         """Steps 2-3 with ``budget`` tokens left after ``seqs`` decodes: (sequences in all, chunks, prompt tokens,
         causal pairs, decodes of KV transferred in, their KV tokens)."""
@@ -398,6 +399,8 @@ class _Sim:
                 rep.used_blocks += need
                 self.admit_seq += 1
                 self.admitted[rid] = self.admit_seq
+                if self.admitted_s[rid] != self.admitted_s[rid]:  # NaN: its first admission
+                    self.admitted_s[rid] = now
                 running += 1
                 seqs += 1
                 budget -= chunk

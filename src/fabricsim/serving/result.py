@@ -63,6 +63,7 @@ class ServingResult:
     mean_batch_size: float  # sequences per iteration (decodes + prefill chunks), over all replicas' iterations
     overloaded: bool
     overload_reason: str  # why overloaded ("" when not)
+    admitted_s: NDArray[np.float64] | None = None  # when each request was first scheduled (NaN: never)
 
     def percentiles_json(self, kinds: tuple[str, ...] = ("ttft", "tpot", "e2e")) -> dict[str, float | None]:
         """``ttft_s_p50`` ... ``e2e_s_p99`` for JSON: a latency no request reached is None (JSON has no NaN)."""

@@ -123,4 +123,4 @@ def simulate_serving(cost: StepCost, trace: RequestTrace, *, scheduler: Schedule
         output_tokens_per_s=float(output[done].sum()) / span_s, goodput_rps=goodput, slo_attainment=attainment,
         preemptions=sim.preemptions, iterations=sim.iterations,
         mean_batch_size=sim.batch_seqs / sim.iterations if sim.iterations else 0.0,
-        overloaded=bool(reason), overload_reason=reason)
+        overloaded=bool(reason), overload_reason=reason, admitted_s=np.asarray(sim.admitted_s, dtype=np.float64))

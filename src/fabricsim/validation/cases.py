@@ -20,6 +20,10 @@ CONFIG_FILES = frozenset({"settings.yaml"})
 LAYOUT_KEYS = ("cases", "collective_cases", "training_cases")
 
 
+class NotExpressibleCase(SpecError):
+    """A case the model has no input for; the message is the reason."""
+
+
 @dataclass(frozen=True)
 class Case:
     """One published case: its fields, the kind ('collective', 'training' or 'inference') and the file it is from."""

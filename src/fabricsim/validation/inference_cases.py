@@ -20,7 +20,9 @@ from fabricsim.inference import (
     predict_inference,
 )
 from fabricsim.model import ModelSpec
+from fabricsim.validation.cases import NotExpressibleCase
 from fabricsim.validation.collective_cases import CaseResult
+from fabricsim.validation.serving_cases import is_serving_case, predict_serving_case
 
 THROUGHPUT_TOLERANCE = 0.15
 LATENCY_TOLERANCE = 0.25
@@ -39,10 +41,6 @@ GPU_SYSTEMS = {
 THROUGHPUT_METRICS = ("output_throughput_per_gpu", "output_throughput_total", "output_throughput_per_node",
                       "input_throughput_per_node")
 DEEPEP_METRICS = ("moe_dispatch_latency", "moe_combine_latency", "moe_dispatch_bottleneck_bandwidth")
-
-
-class NotExpressibleCase(SpecError):
-    """A case the model has no input for; the message is the reason."""
 
 
 def _int(value: Any, name: str) -> int:
@@ -313,8 +311,11 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     if metric in DEEPEP_METRICS:
         return _deepep(case, cluster)
     model = case_model(case["model"])
-    if config.get("request_rate") is not None:
-        raise NotExpressibleCase("a request-rate serving case needs the serving scheduler")
+    if is_serving_case(case):  # a serving benchmark: replayed on the serving simulator
+        plan = _plan(case, model, _parallel(config)[3], _int(config.get("input_len"), "input_len"),
+                     _int(config.get("output_len"), "output_len"))
+        value, detail = predict_serving_case(case, model, cluster, plan)
+        return value, str(case["metric"].get("unit", "")), detail
     prompt = _int(config.get("input_len"), "input_len")
     output = 1 if metric == "ttft_first_token_latency" else _int(config.get("output_len"), "output_len")
     batch_field = config.get("batch")
@@ -426,6 +427,7 @@ def run_inference_case(case: dict[str, Any], catalog: Catalog | None = None) -> 
     return CaseResult(
         id=str(case["id"]), kind="inference", measured=measured, predicted=predicted, unit=unit, error=error,
         tolerance=tol, passed=abs(error) <= tol and "DOES NOT FIT" not in detail, detail=detail,
-        source=source_line, group="inference", metric=str(case["metric"]["name"]),
+        source=source_line, group="serving" if case.get("group") == "serving" else "inference",
+        metric=str(case["metric"]["name"]),
         engine=case_engine(case.get("config", {})),
     )

@@ -15,10 +15,10 @@ from fabricsim.validation.overlay import OverlayCatalogs
 from fabricsim.validation.settings import ValidationSettings, expressed, expression_for, load_settings, with_settings
 from fabricsim.validation.training_cases import run_training_case
 
-GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "inference")
+GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "inference", "serving")
 """moe: training cases of mixture-of-experts models; blackwell: dense training cases on Blackwell GPUs (B200, GB200,
 B300, GB300) from the files that declare them (a case's own ``group``); older files' cases stay where they were."""
-CASE_GROUPS = ("moe", "blackwell")
+CASE_GROUPS = ("moe", "blackwell", "serving")
 
 INFERENCE_REASON = "not expressible by the inference model"  # prefix of every inference case's reason
 
@@ -34,7 +34,7 @@ class NotExpressible(BaseModel):
 
 def case_group(case: Case) -> str:
     """The summary group of a case: collective latency (time_us), collective bandwidth, training or inference."""
-    if case.kind == "training" and case.data.get("group") in CASE_GROUPS:
+    if case.kind in ("training", "inference") and case.data.get("group") in CASE_GROUPS:
         return str(case.data["group"])
     if case.kind != "collective":
         return case.kind

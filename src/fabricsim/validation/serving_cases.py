@@ -1,0 +1,105 @@
+"""Serving-benchmark cases (``vllm bench serve``, ``sglang bench_serving``): the published run replayed on the
+serving simulator with its engine's scheduler, every prompt sent at once (or Poisson arrivals at its rate) and at
+most ``concurrency`` requests in flight, then the benchmark's own metric over the simulated requests."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from fabricsim.comm import Cluster
+from fabricsim.errors import SpecError
+from fabricsim.inference import InferencePlan, step_cost
+from fabricsim.model import ModelSpec
+from fabricsim.serving import RequestTrace, SchedulerConfig, poisson_requests, simulate_serving
+from fabricsim.validation.cases import NotExpressibleCase
+
+SERVING_METRICS = ("total_token_throughput", "output_throughput_total", "request_throughput", "tpot_mean",
+                   "tpot_median", "ttft_mean", "ttft_median")
+DRAIN_S = 86_400.0  # an offline run drains every request: a day of simulated time bounds it
+POISSON_SEED = 0  # a finite request rate: the benchmark's arrival process with fabricsim's fixed seed
+
+
+def is_serving_case(case: dict[str, Any]) -> bool:
+    """A case that reports a serving benchmark (a request rate, ``inf`` for every prompt at once)."""
+    return case["config"].get("request_rate") is not None
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise NotExpressibleCase(f"{name} not stated as a number ({value!r})")
+    return value
+
+
+def _rate(value: Any) -> float:
+    text = str(value).strip().lower()
+    if text in ("inf", "infinity"):
+        return math.inf
+    try:
+        rate = float(text)
+    except ValueError:
+        raise NotExpressibleCase(f"request_rate {value!r} is not a number or inf") from None
+    if not (math.isfinite(rate) and rate > 0):
+        raise NotExpressibleCase(f"request_rate {value!r} is not a positive rate")
+    return rate
+
+
+def _trace(n: int, prompt: int, output: int, rate: float) -> RequestTrace:
+    if math.isinf(rate):
+        return RequestTrace(np.zeros(n), np.full(n, prompt, dtype=np.int64), np.full(n, output, dtype=np.int64),
+                            0.0)
+    return poisson_requests(rate, n / rate, seed=POISSON_SEED, prompt=prompt, output=output)
+
+
+def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluster, plan: InferencePlan
+                         ) -> tuple[float, str]:
+    """The case's serving metric as the simulator predicts it, and a detail line. ``plan`` is the case's plan
+    (its engine, parallelism and formats; its batch is not used: the scheduler forms the batches)."""
+    config = case["config"]
+    metric = str(case["metric"]["name"])
+    if metric not in SERVING_METRICS:
+        raise NotExpressibleCase(f"serving metric {metric!r} is not one the simulator reports")
+    if config.get("flags") and "num-scheduler-steps" in str(config["flags"]):
+        raise NotExpressibleCase("multi-step scheduling (--num-scheduler-steps) is not modelled")
+    n = _count(config.get("num_prompts"), "num_prompts")
+    rate = _rate(config["request_rate"])
+    concurrency = config.get("concurrency")
+    engine = plan.engine_profile
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    max_seqs = engine.max_batch(gpu)
+    if concurrency is not None:
+        max_seqs = min(max_seqs, _count(concurrency, "concurrency"))
+    trace = _trace(n, plan.prompt_tokens, plan.output_tokens, rate)
+    sched = engine.scheduler
+    budget = max(engine.max_batched_tokens(gpu), max_seqs)
+    if not sched.chunked_prefill:  # whole prompts: the engine's budget is at least the context window
+        budget = max(budget, plan.context)
+    cost = step_cost(model, cluster, plan)
+    if cost.kv_capacity_tokens < plan.context:
+        raise SpecError(f"the KV cache holds {cost.kv_capacity_tokens} tokens, fewer than one request of "
+                        f"{plan.context}: the stated plan does not fit")
+    scheduler = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget,
+                                chunked_prefill=sched.chunked_prefill, policy=sched.policy,
+                                admission=sched.admission)
+    r = simulate_serving(cost, trace, scheduler=scheduler, drain_s=DRAIN_S)
+    if r.requests_unfinished:
+        raise SpecError(f"{r.requests_unfinished} of {n} requests did not finish in the simulation")
+    span = r.end_s - float(trace.arrival_s[0])
+    ttft = r.ttft_s
+    if concurrency is not None and r.admitted_s is not None:  # a closed loop: the client sends as a slot frees
+        ttft = r.ttft_s - (r.admitted_s - trace.arrival_s)
+    outputs = float(trace.output_tokens.sum())
+    tokens = float(trace.prompt_tokens.sum()) + outputs
+    value = {"total_token_throughput": tokens / span, "output_throughput_total": outputs / span,
+             "request_throughput": n / span, "tpot_mean": float(np.nanmean(r.tpot_s)) * 1e3,
+             "tpot_median": float(np.nanmedian(r.tpot_s)) * 1e3, "ttft_mean": float(np.mean(ttft)) * 1e3,
+             "ttft_median": float(np.median(ttft)) * 1e3}[metric]
+    where = "all at once" if math.isinf(rate) else f"Poisson {rate:g}/s (seed {POISSON_SEED})"
+    detail = (f"served: {n} requests of {plan.prompt_tokens}/{plan.output_tokens} tokens {where}, at most "
+              f"{max_seqs} running, {engine.label} {sched.policy} scheduler, tp={plan.tp} {plan.weights}/{plan.kv}; "
+              f"mean batch {r.mean_batch_size:.1f}, {r.preemptions} preemptions, TTFT mean "
+              f"{np.mean(ttft) * 1e3:.0f} ms, TPOT mean {np.nanmean(r.tpot_s) * 1e3:.2f} ms, "
+              f"{span:.1f} s")
+    return value, detail
