@@ -116,3 +116,20 @@ def test_size_inference_takes_the_engine_and_training_its_executor() -> None:
     assert runner.invoke(app, [*training, "--executor", "serial"]).exit_code == 0
     wrong = runner.invoke(app, [*training, "--engine", "vllm"])
     assert wrong.exit_code == 2 and "only size --inference" in wrong.output
+
+
+def test_vllm_counts_its_runtime_memory_before_the_kv_cache() -> None:
+    """vLLM's KV cache is gpu_memory_utilization x total - (weights + activation peak + non-torch memory), the
+    non-torch part (CUDA context, NCCL and all-reduce buffers) larger with tensor parallelism; TensorRT-LLM's
+    profile states none."""
+    gpu = default_catalog().gpu("h100-sxm")
+    gib = 2.0**30
+    v0 = engine_profile("vllm@0.6")
+    assert v0.kv_usable_bytes(gpu, 15 * gib, gib, 1) == pytest.approx(0.9 * gpu.hbm_bytes - 1833 * 2**20)
+    assert v0.kv_usable_bytes(gpu, 15 * gib, gib, 2) < v0.kv_usable_bytes(gpu, 15 * gib, gib, 1)
+    trt = engine_profile("trtllm")
+    assert trt.kv_usable_bytes(gpu, 15 * gib, gib, 8) == trt.kv_usable_bytes(gpu, 15 * gib, gib, 1)
+    model = load_model("llama3-8b")
+    tp1 = inference_memory(model, InferencePlan(engine="vllm", batch=8), gpu)
+    tp2 = inference_memory(model, InferencePlan(engine="vllm", batch=8, tp=2), gpu)
+    assert tp2.usable_bytes < tp1.usable_bytes  # the TP group's buffers

@@ -30,6 +30,16 @@ class KvMemory(_Figure):
 
     fraction: float = Field(gt=0, le=1)
     of: Literal["free", "total"]
+    runtime_bytes: str = "0B"
+    """memory outside the model's tensors the engine counts before its KV cache (CUDA context, cuBLAS, NCCL and
+    custom all-reduce buffers: vLLM's non_torch_memory) on one GPU without tensor parallelism"""
+    runtime_bytes_tp: str | None = None
+    """the same with tensor parallelism (NCCL and all-reduce buffers); ``runtime_bytes`` when absent"""
+
+    def runtime(self, tp: int) -> float:
+        """Bytes of runtime memory on one GPU of a ``tp``-way group."""
+        text = self.runtime_bytes_tp if tp > 1 and self.runtime_bytes_tp is not None else self.runtime_bytes
+        return float(units.parse_size(text))
 
 
 class _BySize(_Figure):
@@ -141,12 +151,14 @@ class EngineProfile(BaseModel):
         """Host time a step of ``seqs`` sequences and ``gpu_s`` GPU seconds shows (``exposed_host_s``)."""
         return float(exposed_host_s(self.host_s(seqs), self.host_overlapped, gpu_s))
 
-    def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float) -> float:
-        """Memory the instance may fill (weights + activations + KV cache) on ``gpu``."""
+    def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float, tp: int = 1) -> float:
+        """Memory the instance may fill (weights + activations + KV cache) on one GPU of a ``tp``-way group: the
+        engine's fraction of the GPU (or of what weights and activations leave), less its runtime memory."""
         kv = self.settings.kv_memory
+        runtime = kv.runtime(tp)
         if kv.of == "total":
-            return kv.fraction * gpu.hbm_bytes
-        left = max(0.0, gpu.hbm_bytes - weights_bytes - activations_bytes)
+            return max(0.0, kv.fraction * gpu.hbm_bytes - runtime)
+        left = max(0.0, gpu.hbm_bytes - weights_bytes - activations_bytes - runtime)
         return min(gpu.hbm_bytes, weights_bytes + activations_bytes) + left * kv.fraction
 
     def max_batch(self, gpu: GPU) -> int:

@@ -91,7 +91,8 @@ def inference_memory(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> Inferen
     st = _stage(model, plan, gpu)
     kv = plan.batch / plan.dp * plan.context * (st.layers + (1 if plan.draft_tokens else 0)) * st.kv_bytes_token_layer
     act = activation_bytes_per_gpu(model, plan, gpu)
-    return InferenceMemory(weights, kv, act, gpu.hbm_bytes, plan.engine_profile.kv_usable_bytes(gpu, weights, act))
+    return InferenceMemory(weights, kv, act, gpu.hbm_bytes, plan.engine_profile.kv_usable_bytes(gpu, weights, act,
+                                                                                            plan.tp))
 
 
 def kv_bytes_per_token_gpu(model: ModelSpec, plan: InferencePlan) -> float:
