@@ -155,10 +155,18 @@ COLUMNS: dict[Category, list[Column]] = {
         ("prefill chunk", lambda e, c: _sized(e.settings.max_batched_tokens.tokens,
                                               e.settings.max_batched_tokens.small_gpu_tokens)),
         ("host/step", lambda e, c: e.settings.host.step_s + (" (overlapped)" if e.settings.host.overlapped else "")),
+        ("scheduler", lambda e, c: _scheduler(e.settings.scheduler)),
         ("verified", lambda e, c: "no" if not (e.settings.kv_memory.verified and e.settings.host.verified)
          else "yes"),
     ],
 }
+def _scheduler(s: Any) -> str:
+    """An engine's scheduler in a few words: iteration policy, prompts, KV admission, prefix cache."""
+    return (f"{s.policy.replace('_', ' ')}, {'chunked' if s.chunked_prefill else 'whole'} prompts, "
+            f"{'reserve whole request' if s.admission == 'reserve_full' else 'preempt on demand'}"
+            f"{', prefix cache' if s.prefix_cache else ''}")
+
+
 NUMERIC = {"BF16 dense", "FP8 dense", "HBM", "HBM BW", "TDP", "NVLink/GPU (both dirs)", "price", "per direction",
            "bits/s", "latency", "radix", "port rate", "power", "ports", "max length", "transceivers", "GPUs/node",
            "node price", "node power", "layers", "hidden", "vocab", "NVLS eff.", "tree eff.", "p2p eff.", "launch"}
