@@ -160,6 +160,8 @@ COLUMNS: dict[Category, list[Column]] = {
          else "yes"),
     ],
 }
+
+
 def _scheduler(s: Any) -> str:
     """An engine's scheduler in a few words: iteration policy, prompts, KV admission, prefix cache."""
     return (f"{s.policy.replace('_', ' ')}, {'chunked' if s.chunked_prefill else 'whole'} prompts, "

@@ -224,7 +224,13 @@ def infer_command(
 def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest) -> ServingResult:
     """Serve the requests on the replicas the options describe, each priced by the inference model."""
     from fabricsim.inference import step_cost
-    from fabricsim.serving import SchedulerConfig, ServingLayout, load_request_trace, poisson_requests, simulate_serving
+    from fabricsim.serving import (
+        ServingLayout,
+        engine_scheduler_config,
+        load_request_trace,
+        poisson_requests,
+        simulate_serving,
+    )
 
     engine = plan.engine_profile
     if serve.trace is not None:
@@ -246,12 +252,11 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     same_node = pools * plan.gpus <= cluster.system.nvlink_domain_gpus
     layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",
                            disagg=serve.disagg, kv_same_node=same_node)
-    budget = max(serve.max_batched_tokens, serve.max_seqs)
-    if serve.budget_from_engine and not serve.chunked_prefill:  # whole prompts: the budget is the context window
-        budget = max(budget, int((requests.prompt_tokens + requests.output_tokens).max(initial=1)))
-    scheduler = SchedulerConfig(max_num_seqs=serve.max_seqs, max_num_batched_tokens=budget,
-                                chunked_prefill=serve.chunked_prefill, policy=engine.scheduler.policy,
-                                admission=engine.scheduler.admission)
+    scheduler = engine_scheduler_config(
+        engine, cluster.catalog.gpu(cluster.system.gpu), max_seqs=serve.max_seqs,
+        max_batched_tokens=None if serve.budget_from_engine else serve.max_batched_tokens,
+        chunked_prefill=serve.chunked_prefill,
+        longest_request_tokens=int((requests.prompt_tokens + requests.output_tokens).max(initial=1)))
     return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
                             slo_tpot_s=serve.slo_tpot_s)
 

@@ -2,7 +2,7 @@
 the inference step cost; replicas, prefill/decode disaggregation and latency percentiles.
 """
 
-from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
+from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost, engine_scheduler_config
 from fabricsim.serving.requests import LengthDist, RequestTrace, load_request_trace, poisson_requests
 from fabricsim.serving.result import ServingResult
 from fabricsim.serving.simulate import simulate_serving
@@ -14,6 +14,7 @@ __all__ = [
     "ServingLayout",
     "ServingResult",
     "StepCost",
+    "engine_scheduler_config",
     "load_request_trace",
     "poisson_requests",
     "simulate_serving",

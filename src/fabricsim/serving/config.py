@@ -7,7 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from fabricsim.catalog import GPU
 from fabricsim.errors import SpecError
+from fabricsim.inference import EngineProfile
 
 # vLLM EngineArgs.get_batch_defaults (vllm/engine/arg_utils.py): max_num_seqs 256 on GPUs under 70 GiB (and vLLM
 # V0's SchedulerConfig default); max_num_batched_tokens 8192 for the OpenAI server on >= 70 GiB GPUs (H100, H200).
@@ -66,6 +68,21 @@ class SchedulerConfig:
         if self.max_num_batched_tokens < self.max_num_seqs:  # vLLM refuses this too: decodes must fit the budget
             raise SpecError(f"must be >= max_num_seqs ({self.max_num_seqs}), got {self.max_num_batched_tokens}",
                             field="max_num_batched_tokens")
+
+
+def engine_scheduler_config(profile: EngineProfile, gpu: GPU, *, max_seqs: int | None = None,
+                            max_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
+                            longest_request_tokens: int = 1) -> SchedulerConfig:
+    """The scheduler as ``profile``'s engine runs it on ``gpu`` (its policy, admission, batch, prompt tokens per
+    iteration and chunking), any knob given replacing the engine's. The budget is at least the batch; when it is
+    the engine's and prompts run whole, at least the longest request too (vLLM V0 sizes it to max_model_len)."""
+    seqs = profile.max_batch(gpu) if max_seqs is None else max_seqs
+    chunked = profile.scheduler.chunked_prefill if chunked_prefill is None else chunked_prefill
+    budget = profile.max_batched_tokens(gpu) if max_batched_tokens is None else max_batched_tokens
+    if max_batched_tokens is None and not chunked:
+        budget = max(budget, longest_request_tokens)
+    return SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=max(budget, seqs), chunked_prefill=chunked,
+                           policy=profile.scheduler.policy, admission=profile.scheduler.admission)
 
 
 @dataclass(frozen=True)

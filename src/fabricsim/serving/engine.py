@@ -399,7 +399,7 @@ class _Sim:
                 rep.used_blocks += need
                 self.admit_seq += 1
                 self.admitted[rid] = self.admit_seq
-                if self.admitted_s[rid] != self.admitted_s[rid]:  # NaN: its first admission
+                if math.isnan(self.admitted_s[rid]):  # its first admission
                     self.admitted_s[rid] = now
                 running += 1
                 seqs += 1

@@ -13,7 +13,7 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference import InferencePlan, step_cost
 from fabricsim.model import ModelSpec
-from fabricsim.serving import RequestTrace, SchedulerConfig, poisson_requests, simulate_serving
+from fabricsim.serving import RequestTrace, engine_scheduler_config, poisson_requests, simulate_serving
 from fabricsim.validation.cases import NotExpressibleCase
 
 SERVING_METRICS = ("total_token_throughput", "output_throughput_total", "request_throughput", "tpot_mean",
@@ -72,17 +72,11 @@ def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluste
     if concurrency is not None:
         max_seqs = min(max_seqs, _count(concurrency, "concurrency"))
     trace = _trace(n, plan.prompt_tokens, plan.output_tokens, rate)
-    sched = engine.scheduler
-    budget = max(engine.max_batched_tokens(gpu), max_seqs)
-    if not sched.chunked_prefill:  # whole prompts: the engine's budget is at least the context window
-        budget = max(budget, plan.context)
     cost = step_cost(model, cluster, plan)
     if cost.kv_capacity_tokens < plan.context:
         raise SpecError(f"the KV cache holds {cost.kv_capacity_tokens} tokens, fewer than one request of "
                         f"{plan.context}: the stated plan does not fit")
-    scheduler = SchedulerConfig(max_num_seqs=max_seqs, max_num_batched_tokens=budget,
-                                chunked_prefill=sched.chunked_prefill, policy=sched.policy,
-                                admission=sched.admission)
+    scheduler = engine_scheduler_config(engine, gpu, max_seqs=max_seqs, longest_request_tokens=plan.context)
     r = simulate_serving(cost, trace, scheduler=scheduler, drain_s=DRAIN_S)
     if r.requests_unfinished:
         raise SpecError(f"{r.requests_unfinished} of {n} requests did not finish in the simulation")
@@ -98,7 +92,8 @@ def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluste
              "ttft_median": float(np.median(ttft)) * 1e3}[metric]
     where = "all at once" if math.isinf(rate) else f"Poisson {rate:g}/s (seed {POISSON_SEED})"
     detail = (f"served: {n} requests of {plan.prompt_tokens}/{plan.output_tokens} tokens {where}, at most "
-              f"{max_seqs} running, {engine.label} {sched.policy} scheduler, tp={plan.tp} {plan.weights}/{plan.kv}; "
+              f"{max_seqs} running, {engine.label} {scheduler.policy} scheduler, tp={plan.tp} "
+              f"{plan.weights}/{plan.kv}; "
               f"mean batch {r.mean_batch_size:.1f}, {r.preemptions} preemptions, TTFT mean "
               f"{np.mean(ttft) * 1e3:.0f} ms, TPOT mean {np.nanmean(r.tpot_s) * 1e3:.2f} ms, "
               f"{span:.1f} s")
