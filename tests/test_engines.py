@@ -13,7 +13,7 @@ from fabricsim.cli import app
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference import InferencePlan, engine_profile, inference_memory, max_batch, predict_inference
-from fabricsim.model import load_model
+from fabricsim.model import ModelSpec, load_model
 
 
 def test_unknown_engine_or_release_is_a_one_line_error_naming_the_known_ones() -> None:
@@ -39,7 +39,7 @@ def test_a_release_picks_its_own_profile() -> None:
 
 def test_engines_reserve_memory_their_own_way() -> None:
     """TensorRT-LLM gives 0.9 of the memory left after weights to the KV cache; vLLM keeps the whole instance in
-    0.9 of the GPU (less KV room); SGLang's static fraction ~0.85 leaves less still."""
+    0.9 of the GPU and reserves its sampler's peak over 1,024 sequences; SGLang keeps weights and KV in ~0.85."""
     model = load_model("llama3-70b")
     gpu = default_catalog().gpu("h100-sxm")
     batches = {}
@@ -47,8 +47,38 @@ def test_engines_reserve_memory_their_own_way() -> None:
         plan = InferencePlan(tp=4, batch=4, prompt_tokens=2048, output_tokens=256, weights="fp8", engine=engine)
         mem = inference_memory(model, plan, gpu)
         batches[engine] = max_batch(model, plan, gpu)
-        assert mem.weights_bytes < mem.usable_bytes <= gpu.hbm_bytes
-    assert batches["trtllm"] > batches["vllm"] > batches["sglang"] > 0
+        assert mem.weights_bytes < mem.usable_bytes <= gpu.device_memory_bytes < gpu.hbm_bytes
+    assert batches["trtllm"] > max(batches["vllm"], batches["sglang"]) > 0
+
+
+QWEN3_32B = ModelSpec(name="qwen3-32b", layers=64, hidden=5120, heads=64, kv_heads=8, head_dim=128, ffn_hidden=25600,
+                      gated_mlp=True, vocab=151936)
+
+
+@pytest.mark.parametrize(("model", "tp", "logged_gib"), [
+    (load_model("llama3-8b"), 1, 51.38), (QWEN3_32B, 1, 4.45), (QWEN3_32B, 2, 34.49)])
+def test_vllm_kv_memory_as_its_logs_show(model: ModelSpec, tp: int, logged_gib: float) -> None:
+    """vLLM 0.11 on an 80 GB H100 at its defaults (llm-d-planner's table of DEBUG logs): KV = 0.9 x the 79.19 GiB
+    CUDA reports - weights - the start-up activation peak (its sampler over 1,024 sequences, ~5.6 GiB with Qwen's
+    vocabulary, so Qwen3-32B at TP1 keeps only ~4.5 GiB) - non-torch memory."""
+    gpu = default_catalog().gpu("h100-sxm")
+    mem = inference_memory(model, InferencePlan(tp=tp, batch=1, prompt_tokens=1000, output_tokens=10,
+                                                engine="vllm@0.11"), gpu)
+    kv_gib = (mem.usable_bytes - mem.weights_bytes - mem.activations_bytes) / 2**30
+    assert kv_gib == pytest.approx(logged_gib, abs=0.3)
+
+
+def test_vllm_start_up_workspace_follows_its_batch_not_the_plans() -> None:
+    """vLLM sizes its activation workspace once for its own max sequences (1,024 on an H100, 256 on an A100): the
+    plan's batch does not change it, the engine's default does."""
+    model = load_model("llama3-8b")
+    catalog = default_catalog()
+    h100, a100 = catalog.gpu("h100-sxm"), catalog.gpu("a100-sxm-80gb")
+    small, large = (InferencePlan(batch=b, prompt_tokens=512, output_tokens=16, engine="vllm") for b in (1, 64))
+    assert inference_memory(model, small, h100).activations_bytes == inference_memory(model, large,
+                                                                                      h100).activations_bytes
+    assert inference_memory(model, small, a100).activations_bytes == pytest.approx(
+        inference_memory(model, small, h100).activations_bytes / 4, rel=0.01)
 
 
 def test_host_time_adds_or_hides_behind_the_step() -> None:
@@ -125,7 +155,7 @@ def test_vllm_counts_its_runtime_memory_before_the_kv_cache() -> None:
     gpu = default_catalog().gpu("h100-sxm")
     gib = 2.0**30
     v0 = engine_profile("vllm@0.6")
-    assert v0.kv_usable_bytes(gpu, 15 * gib, gib, 1) == pytest.approx(0.9 * gpu.hbm_bytes - 1833 * 2**20)
+    assert v0.kv_usable_bytes(gpu, 15 * gib, gib, 1) == pytest.approx(0.9 * gpu.device_memory_bytes - 1833 * 2**20)
     assert v0.kv_usable_bytes(gpu, 15 * gib, gib, 2) < v0.kv_usable_bytes(gpu, 15 * gib, gib, 1)
     trt = engine_profile("trtllm")
     assert trt.kv_usable_bytes(gpu, 15 * gib, gib, 8) == trt.kv_usable_bytes(gpu, 15 * gib, gib, 1)
@@ -133,3 +163,17 @@ def test_vllm_counts_its_runtime_memory_before_the_kv_cache() -> None:
     tp1 = inference_memory(model, InferencePlan(engine="vllm", batch=8), gpu)
     tp2 = inference_memory(model, InferencePlan(engine="vllm", batch=8, tp=2), gpu)
     assert tp2.usable_bytes < tp1.usable_bytes  # the TP group's buffers
+
+
+def test_a_smaller_max_seqs_leaves_vllm_more_kv_cache() -> None:
+    """--max-seqs 64 shrinks vLLM's start-up sampler reservation (64 x vocabulary, not 1,024 x), so more KV fits;
+    a bad value is refused."""
+    model = load_model("llama3-8b")
+    gpu = default_catalog().gpu("h100-sxm")
+    default = inference_memory(model, InferencePlan(engine="vllm"), gpu)
+    small = inference_memory(model, InferencePlan(engine="vllm", engine_max_seqs=64), gpu)
+    assert small.activations_bytes < default.activations_bytes
+    assert max_batch(model, InferencePlan(engine="vllm", engine_max_seqs=64), gpu) > max_batch(
+        model, InferencePlan(engine="vllm"), gpu)
+    with pytest.raises(SpecError, match="positive integer"):
+        InferencePlan(engine="vllm", engine_max_seqs=0)

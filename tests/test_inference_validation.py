@@ -32,7 +32,10 @@ MIN_COUNTED = 100  # 71 of inference.yaml (head_dim and MLA made Qwen3/DeepSeek-
 # Mixtral-8x7B Hopper static rows come out 24-70% fast with their MoE GEMMs on SM80 16-bit kernels, 35-161% before).
 # Kept at the target, not loosened.
 MEDIAN_BOUND = 0.15  # on throughput and TPOT (the issue's wording): test_throughput_and_tpot_median_within_15_percent
-ALL_CASES_MEDIAN = 0.116  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.6% over 100
+ALL_CASES_MEDIAN = 0.119  # every counted case incl. TTFT and DeepEP figures: a ratchet at the achieved 11.8% over 100
+# since engines' memory fractions apply to the memory CUDA reports (gpus.yaml device_memory: 79.19 GiB on an 80 GB
+# H100), not the marketed 80 GiB: the KV cache, hence the max-throughput batch, shrinks by ~1 GiB per GPU, and
+# TensorRT-LLM rows already predicted slow move 0.3-1.2 points further (11.6% before)
 # (the same over 101 before the A100 row beyond its HBM floor left the count)
 # since Blackwell FP4 GEMMs run at their own measured best-shape fraction (gpus.yaml b200 fp4_matmul_efficiency 0.582,
 # cuBLASLt MXFP4 8192^3) instead of the FP8 0.70: 12.1% before.

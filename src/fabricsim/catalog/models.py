@@ -61,6 +61,12 @@ class SourcedRate(SourcedFigure):
     value: float = Field(gt=0)
 
 
+class SourcedBytes(SourcedFigure):
+    """A memory size in bytes with where the figure comes from."""
+
+    value: float = Field(gt=0)
+
+
 class GPU(Priced):
     vendor: str
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -99,6 +105,16 @@ class GPU(Priced):
         None, description="exponentials per second on the special-function units (MUFU.EX2): fused attention pays"
         " one per score and pass beside its tensor-core work; None: folded into attention_efficiency"
     )
+
+    device_memory: SourcedBytes | None = Field(
+        None, description="memory CUDA reports as the device's total (torch's total_memory), a little under hbm_bytes:"
+        " what a serving engine's memory fraction applies to; None: hbm_bytes"
+    )
+
+    @property
+    def device_memory_bytes(self) -> float:
+        """Bytes CUDA lets a process see on this GPU (``device_memory``, else ``hbm_bytes``)."""
+        return self.device_memory.value if self.device_memory is not None else self.hbm_bytes
 
     def nvlink_bytes_per_s(self, link: LinkTech | None) -> float | None:
         """NVLink bandwidth of this GPU, both directions summed: links x ``link.bytes_per_s`` (per direction) x 2.

@@ -186,7 +186,8 @@ def infer_command(
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
-                         engine=engine.strip(), prefix_hit=prefix_hit)
+                         engine=engine.strip(), prefix_hit=prefix_hit, engine_max_seqs=max_seqs,
+                         engine_max_batched_tokens=max_batched_tokens)
     if plan.draft_tokens and not spec.mtp_modules:
         raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
                         "own multi-token-prediction module, as deepseek-v3's; separate draft models are not "

@@ -92,12 +92,22 @@ class Scheduler(_Figure):
     prefix_cache: bool
 
 
+class StartupProfile(_Figure):
+    """An engine that sizes its activation workspace once, at start-up, for its whole budget (vLLM's profile run): a
+    forward pass of its max batched tokens, then its sampler over its max sequences at once. The larger peak stays
+    reserved whatever batch it later runs. ``sampler_bytes_per_seq_vocab``: the sampler's peak bytes per sequence
+    and vocabulary entry (FP32 logits and the copies sorting, softmax and log-probabilities make of them)."""
+
+    sampler_bytes_per_seq_vocab: float = Field(gt=0)
+
+
 class EngineVersion(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     since: str
     label: str = ""
     kv_memory: KvMemory
+    startup_profile: StartupProfile | None = None
     max_batch: MaxBatch
     max_batched_tokens: MaxBatchedTokens
     host: Host
@@ -153,13 +163,15 @@ class EngineProfile(BaseModel):
 
     def kv_usable_bytes(self, gpu: GPU, weights_bytes: float, activations_bytes: float, tp: int = 1) -> float:
         """Memory the instance may fill (weights + activations + KV cache) on one GPU of a ``tp``-way group: the
-        engine's fraction of the GPU (or of what weights and activations leave), less its runtime memory."""
+        engine's fraction of the memory CUDA reports (or of what weights and activations leave), less its runtime
+        memory."""
         kv = self.settings.kv_memory
         runtime = kv.runtime(tp)
+        device = gpu.device_memory_bytes  # what CUDA reports, as the engine reads it
         if kv.of == "total":
-            return max(0.0, kv.fraction * gpu.hbm_bytes - runtime)
-        left = max(0.0, gpu.hbm_bytes - weights_bytes - activations_bytes - runtime)
-        return min(gpu.hbm_bytes, weights_bytes + activations_bytes) + left * kv.fraction
+            return max(0.0, kv.fraction * device - runtime)
+        left = max(0.0, device - weights_bytes - activations_bytes - runtime)
+        return min(device, weights_bytes + activations_bytes) + left * kv.fraction
 
     def max_batch(self, gpu: GPU) -> int:
         """Sequences the engine's scheduler runs at once on ``gpu`` (the KV cache may allow fewer)."""

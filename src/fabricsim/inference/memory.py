@@ -76,13 +76,18 @@ def _layer_weight_bytes(st: _Stage) -> float:
 
 
 def activation_bytes_per_gpu(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> float:
-    """The engine's activation workspace for one prefill chunk of its max batched tokens (on ``gpu``): residual, QKV,
-    attention output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32)."""
+    """The engine's activation workspace on ``gpu``: for one prefill chunk of its max batched tokens, the residual,
+    QKV, attention output and the widest MLP intermediate (BF16), plus the logits of the batch (FP32). An engine that
+    sizes it at start-up (``startup_profile``) keeps the larger of its whole budget's forward pass and its sampler's
+    peak over its max sequences, whatever the plan's batch."""
     widest_mlp = max(model.ffn_hidden / plan.tp, (model.moe.top_k if model.moe else 0) * model.expert_ffn_hidden
                      * plan.ep / (plan.tp * plan.dp))
     per_token = (4 * model.hidden + (model.q_dim + model.o_dim) / plan.tp + 2 * widest_mlp) * ACT_BYTES
+    chunk = plan.max_batched_tokens(gpu)
+    startup = plan.engine_profile.settings.startup_profile
+    if startup is not None:  # the sampler's logits are gathered whole on every rank: not divided by tp
+        return max(chunk * per_token, startup.sampler_bytes_per_seq_vocab * plan.max_seqs(gpu) * model.vocab)
     logits = plan.batch / plan.dp * model.vocab / plan.tp * 4.0
-    chunk = plan.engine_profile.max_batched_tokens(gpu)
     return min(chunk, plan.batch * plan.prompt_tokens // plan.dp) * per_token + logits
 
 

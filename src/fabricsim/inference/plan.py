@@ -66,6 +66,12 @@ class InferencePlan:
     prefix_hit: float = 0.0
     """fraction of each prompt already in the engine's prefix cache: prefill computes only the rest (attending to
     the cached part), at least the last prompt token"""
+    engine_max_seqs: int | None = None
+    """the engine's max sequences when set other than its default (``--max-seqs``): an engine that sizes its
+    workspace at start-up sizes its sampler for them; None: the engine's default"""
+    engine_max_batched_tokens: int | None = None
+    """the engine's max batched tokens when set other than its default (``--max-batched-tokens``): the prefill
+    chunk its activation workspace holds; None: the engine's default"""
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "ep", "dp", "batch", "prompt_tokens", "output_tokens"):
@@ -95,6 +101,11 @@ class InferencePlan:
         if self.max_context is not None and self.context > self.max_context:
             raise SpecError(f"prompt + output = {self.prompt_tokens} + {self.output_tokens} = {self.context} tokens "
                             f"exceeds the model's context window of {self.max_context}", field="--prompt")
+        for name in ("engine_max_seqs", "engine_max_batched_tokens"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise SpecError(f"must be a positive integer, got {value!r}",
+                                field=f"--{name.removeprefix('engine_').replace('_', '-')}")
         profile = engine_profile(self.engine)  # an unknown engine or release: a one-line error naming the known ones
         h = self.prefix_hit
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not isfinite(h) or not 0.0 <= h <= 1.0:
@@ -137,12 +148,21 @@ class InferencePlan:
                 "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
                 "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode,
-                "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit}
+                "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit,
+                "engine_max_seqs": self.engine_max_seqs, "engine_max_batched_tokens": self.engine_max_batched_tokens}
 
     @property
     def engine_profile(self) -> EngineProfile:
         """The serving engine's profile (``engine``, resolved to its release)."""
         return engine_profile(self.engine)
+
+    def max_seqs(self, gpu: GPU) -> int:
+        """Sequences the engine runs at once on ``gpu``: ``engine_max_seqs``, else the engine's default."""
+        return self.engine_max_seqs or self.engine_profile.max_batch(gpu)
+
+    def max_batched_tokens(self, gpu: GPU) -> int:
+        """Prompt tokens per pass on ``gpu``: ``engine_max_batched_tokens``, else the engine's default."""
+        return self.engine_max_batched_tokens or self.engine_profile.max_batched_tokens(gpu)
 
 
 def _flag(name: str) -> str:

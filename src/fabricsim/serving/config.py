@@ -46,7 +46,9 @@ class SchedulerConfig:
     iteration is built (``mixed``: decodes and prompt chunks together, as vLLM V1 and TensorRT-LLM; ``prefill_first``:
     prompts alone whenever one can be admitted, as vLLM V0 and SGLang) and how KV is promised (``on_demand`` with
     preemption by recompute, or ``reserve_full``: a request is admitted only when its prompt and whole output fit,
-    TensorRT-LLM's GUARANTEED_NO_EVICT, and nothing is ever preempted)."""
+    TensorRT-LLM's GUARANTEED_NO_EVICT, and nothing is ever preempted). ``prefix_cache``: freed KV blocks stay
+    cached until reused, oldest freed first (vLLM V1's free-block queue, SGLang's radix cache), so a preempted request
+    readmitted before its blocks are reused recomputes only the part evicted."""
 
     max_num_seqs: int = DEFAULT_MAX_NUM_SEQS
     max_num_batched_tokens: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
@@ -54,6 +56,7 @@ class SchedulerConfig:
     block_size_tokens: int = DEFAULT_BLOCK_SIZE_TOKENS
     policy: Policy = "mixed"
     admission: Admission = "on_demand"
+    prefix_cache: bool = False
 
     def __post_init__(self) -> None:
         if self.policy not in ("mixed", "prefill_first"):
@@ -82,7 +85,8 @@ def engine_scheduler_config(profile: EngineProfile, gpu: GPU, *, max_seqs: int |
     if max_batched_tokens is None and not chunked:
         budget = max(budget, longest_request_tokens)
     return SchedulerConfig(max_num_seqs=seqs, max_num_batched_tokens=max(budget, seqs), chunked_prefill=chunked,
-                           policy=profile.scheduler.policy, admission=profile.scheduler.admission)
+                           policy=profile.scheduler.policy, admission=profile.scheduler.admission,
+                           prefix_cache=profile.scheduler.prefix_cache)
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,11 @@ events are advanced in a tight loop without the event heap.
 Two other policies (``SchedulerConfig``): ``prefill_first`` (vLLM V0, SGLang) runs steps 2-3 alone whenever they
 schedule a prompt token and step 1 alone otherwise; ``reserve_full`` admission (TensorRT-LLM's GUARANTEED_NO_EVICT)
 admits a request only when the KV blocks of its prompt and whole output fit beside those promised to the running
-ones, so nothing is ever preempted. Prompt tokens in the prefix cache (``RequestTrace.cached_tokens``) are not
-computed: a request starts with them as its KV (held, conservatively, as its own blocks: sharing is not counted),
-and keeps them through a preemption.
+ones, so nothing is ever preempted. With ``prefix_cache`` a preempted request's full KV blocks stay cached in the
+free-block queue: allocations take free blocks oldest freed first (a request's last blocks before its first, as
+vLLM frees them in reverse), and on readmission the request recomputes only what was evicted. Prompt tokens in the
+prefix cache (``RequestTrace.cached_tokens``) are not computed: a request starts with them as its KV (held,
+conservatively, as its own blocks: sharing is not counted), and keeps them through a preemption.
 
 Disaggregated serving (``ServingLayout.disagg = (P, D)``): P prefill replicas run steps 2-3 only; when a prompt's
 prefill ends the first token is out (TTFT counts there, as vLLM and DistServe do), the prefill replica frees the
@@ -39,43 +41,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections import deque
 
 from fabricsim.errors import SpecError
 from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
+from fabricsim.serving.replica import Replica, evict_blocks, free_blocks
 from fabricsim.serving.requests import RequestTrace
 
 _MIXED, _PREFILL, _DECODE = 0, 1, 2
 _EVENT_TRANSFER, _EVENT_REPLICA = 0, 1  # same-time order: KV arrivals are enqueued before a replica schedules
-
-
-class _Replica:
-    """One replica's scheduler state: waiting queue, prefilling requests, the closed-form decode set, KV blocks."""
-
-    __slots__ = ("busy", "cap_blocks", "cost", "dec_a", "dec_b", "finish_heap", "index", "load", "plan_chunks",
-                 "plan_decodes", "prefilling", "promised", "res_cnt", "reserved", "role", "sum_a", "tick",
-                 "used_blocks", "waiting")
-
-    def __init__(self, index: int, role: int, cost: StepCost, block: int) -> None:
-        self.index = index
-        self.role = role
-        self.cost = cost
-        self.cap_blocks = int(cost.kv_capacity_tokens) // block
-        self.waiting: deque[int] = deque()
-        self.prefilling: list[int] = []  # running, prefill pending; admission order
-        self.tick = 0  # decode iterations run
-        self.dec_a: dict[int, int] = {}  # decoding request -> KV tokens - tick
-        self.dec_b: dict[int, int] = {}  # decoding request -> generated tokens - tick
-        self.res_cnt = [0] * block  # decoding requests by a mod block (who needs a block next tick)
-        self.sum_a = 0
-        self.finish_heap: list[tuple[int, int, int]] = []  # (finish tick, epoch, request)
-        self.used_blocks = 0
-        self.load = 0  # requests assigned here and not finished or handed off
-        self.busy = False  # an iteration (or a wake-up) is on the event heap
-        self.plan_chunks: list[tuple[int, int]] = []  # in-flight iteration: (request, tokens) besides decodes
-        self.plan_decodes = 0  # in-flight iteration: decode-set members stepped
-        self.reserved = 0  # reserve_full: KV blocks promised to running requests
-        self.promised: dict[int, int] = {}  # reserve_full: request -> blocks promised
 
 
 class _Sim:
@@ -91,6 +64,7 @@ class _Sim:
         self.chunked = cfg.chunked_prefill
         self.prefill_first = cfg.policy == "prefill_first"
         self.reserve = cfg.admission == "reserve_full"
+        self.keep = cfg.prefix_cache
         self.cap_s = cap_s
         self.max_iterations = max_iterations
         n = trace.requests
@@ -116,12 +90,12 @@ class _Sim:
         self.end_s = 0.0
         self.rr = 0
         if layout.disagg is None:
-            self.front = [_Replica(i, _MIXED, cost, self.block) for i in range(layout.replicas)]
-            self.back: list[_Replica] = []
+            self.front = [Replica(i, _MIXED, cost, self.block) for i in range(layout.replicas)]
+            self.back: list[Replica] = []
         else:
             p, d = layout.disagg
-            self.front = [_Replica(i, _PREFILL, cost, self.block) for i in range(p)]
-            self.back = [_Replica(p + i, _DECODE, decode_cost, self.block) for i in range(d)]
+            self.front = [Replica(i, _PREFILL, cost, self.block) for i in range(p)]
+            self.back = [Replica(p + i, _DECODE, decode_cost, self.block) for i in range(d)]
         self.replicas = self.front + self.back
 
     # -- events -------------------------------------------------------------------------------------------------
@@ -130,14 +104,14 @@ class _Sim:
         self.event_seq += 1
         heapq.heappush(self.events, (time_s, kind, self.event_seq, replica, request))
 
-    def _enqueue(self, rep: _Replica, rid: int, now: float) -> None:
+    def _enqueue(self, rep: Replica, rid: int, now: float) -> None:
         """A request joins a replica's waiting queue; an idle replica wakes up now."""
         rep.waiting.append(rid)
         if not rep.busy:
             rep.busy = True
             self._push(now, _EVENT_REPLICA, rep.index, -1)
 
-    def _route(self, rid: int) -> _Replica:
+    def _route(self, rid: int) -> Replica:
         """The front replica for a new request: round robin or fewest unfinished requests (lowest index on ties)."""
         if len(self.front) == 1:
             return self.front[0]
@@ -188,14 +162,14 @@ class _Sim:
 
     # -- one replica --------------------------------------------------------------------------------------------
 
-    def _finish(self, rep: _Replica, rid: int, now: float) -> None:
+    def _finish(self, rep: Replica, rid: int, now: float) -> None:
         """A request's last token is out: record it and release its replica slot."""
         self.finish_s[rid] = now
         self.completed += 1
         rep.load -= 1
         rep.reserved -= rep.promised.pop(rid, 0)
 
-    def _complete(self, rep: _Replica, now: float) -> None:
+    def _complete(self, rep: Replica, now: float) -> None:
         """End the in-flight iteration at now: decode ticks, finished requests, prefill chunks' tokens."""
         block = self.block
         if rep.plan_decodes:
@@ -213,6 +187,8 @@ class _Sim:
                 rep.sum_a -= a
                 rep.res_cnt[a % block] -= 1
                 rep.used_blocks -= -(-(tick + a) // block)
+                if rep.kept:
+                    free_blocks(rep, -(-(tick + a) // block))
                 self.generated[rid] = self.output[rid]
                 self.computed[rid] = tick + a
                 self._finish(rep, rid, now)
@@ -236,9 +212,13 @@ class _Sim:
                 self.first_s[rid] = now
             if g >= output[rid]:
                 rep.used_blocks -= -(-c // block)
+                if rep.kept:
+                    free_blocks(rep, -(-c // block))
                 self._finish(rep, rid, now)
             elif rep.role == _PREFILL:
                 rep.used_blocks -= -(-c // block)
+                if rep.kept:
+                    free_blocks(rep, -(-c // block))
                 rep.load -= 1
                 rep.reserved -= rep.promised.pop(rid, 0)
                 dest = min(self.back, key=lambda r: r.load)
@@ -256,26 +236,37 @@ class _Sim:
                 heapq.heappush(rep.finish_heap, (output[rid] - b, self.epoch[rid], rid))
         rep.plan_chunks = []
 
-    def _preempt(self, rep: _Replica, rid: int) -> None:
-        """Preempt by recompute: free the request's KV, send it to the front of the waiting queue."""
+    def _preempt(self, rep: Replica, rid: int) -> None:
+        """Preempt by recompute: free the request's KV (with a prefix cache its full blocks stay cached until
+        evicted), send it to the front of the waiting queue."""
         block = self.block
         if rid in rep.dec_a:
             a = rep.dec_a.pop(rid)
             b = rep.dec_b.pop(rid)
             rep.sum_a -= a
             rep.res_cnt[a % block] -= 1
-            rep.used_blocks -= -(-(rep.tick + a) // block)
+            held = rep.tick + a
             self.generated[rid] = rep.tick + b
         else:
             rep.prefilling.remove(rid)
-            rep.used_blocks -= -(-self.computed[rid] // block)
-        self.computed[rid] = self.cached[rid]  # the prefix stays cached
+            held = self.computed[rid]
+        blocks = -(-held // block)
+        rep.used_blocks -= blocks
+        full = held // block if self.keep else 0
+        if full or rep.kept:
+            if not rep.kept:  # the queue so far: every free block, all of them older than this request's
+                rep.free_queue.append([-1, rep.cap_blocks - rep.used_blocks - blocks])
+            if blocks > full:
+                free_blocks(rep, blocks - full)  # its partial last block is not cached
+            if full:
+                free_blocks(rep, full, rid)
+        self.computed[rid] = self.cached[rid]  # the trace's prefix stays cached
         rep.reserved -= rep.promised.pop(rid, 0)
         self.epoch[rid] += 1
         self.preemptions += 1
         rep.waiting.appendleft(rid)
 
-    def _newest_running(self, rep: _Replica) -> int:
+    def _newest_running(self, rep: Replica) -> int:
         """The running request admitted last (vLLM preempts from the tail of its running list)."""
         admitted = self.admitted
         newest = -1
@@ -288,7 +279,7 @@ class _Sim:
                 best, newest = admitted[rid], rid
         return newest
 
-    def _schedule(self, rep: _Replica, now: float, horizon_s: float) -> float | None:
+    def _schedule(self, rep: Replica, now: float, horizon_s: float) -> float | None:
         """Plan the next iteration from now; returns its end time (None: nothing to run, the replica idles).
 
         Decode-only iterations that end before horizon_s (the next arrival or event) with no finish due and KV to
@@ -317,6 +308,8 @@ class _Sim:
                 if not rep.prefilling and not rep.waiting and not preempted:
                     return self._decode_run(rep, now, horizon_s)
                 rep.used_blocks += need
+                if rep.kept:
+                    evict_blocks(rep, need)
                 decode_seqs = n
                 decode_kv = n * (rep.tick + 1) + rep.sum_a
                 seqs = n
@@ -326,7 +319,7 @@ class _Sim:
         return self._start(rep, now, self._plan_prompts(rep, self.budget - seqs, seqs, preempted, now),
                            decode_seqs, decode_kv)
 
-    def _start(self, rep: _Replica, now: float, plan: tuple[int, list[tuple[int, int]], int, float, int, int],
+    def _start(self, rep: Replica, now: float, plan: tuple[int, list[tuple[int, int]], int, float, int, int],
                decode_seqs: int, decode_kv: int) -> float | None:
         """Start the planned iteration (sequences, chunks, prompt tokens, pairs, and the decodes of KV transferred
         in besides ``decode_seqs`` over ``decode_kv`` tokens); its end time, or None when it is empty."""
@@ -341,7 +334,7 @@ class _Sim:
         self.batch_seqs += seqs
         return now + dur
 
-    def _plan_prompts(self, rep: _Replica, budget: int, seqs: int, preempted: bool, now: float
+    def _plan_prompts(self, rep: Replica, budget: int, seqs: int, preempted: bool, now: float
                       ) -> tuple[int, list[tuple[int, int]], int, float, int, int]:
         """Steps 2-3 with ``budget`` tokens left after ``seqs`` decodes: (sequences in all, chunks, prompt tokens,
         causal pairs, decodes of KV transferred in, their KV tokens)."""
@@ -368,6 +361,8 @@ class _Sim:
             if len(rep.prefilling) <= i:
                 break
             rep.used_blocks += need
+            if rep.kept:
+                evict_blocks(rep, need)
             chunks.append((rid, chunk))
             prefill_tokens += chunk
             attn_pairs += chunk * (past + chunk / 2.0)
@@ -381,6 +376,9 @@ class _Sim:
             while waiting and budget > 0 and running < self.max_seqs:
                 rid = waiting[0]
                 past = computed[rid]
+                seg = rep.kept.get(rid) if rep.kept else None
+                if seg is not None:  # its blocks not yet evicted are found in the cache (at least one token is run)
+                    past = max(past, min(seg[1] * block, prompt[rid] + generated[rid] - 1))
                 pending = prompt[rid] + generated[rid] - past
                 if not self.chunked and pending > budget:
                     break
@@ -397,6 +395,13 @@ class _Sim:
                     rep.promised[rid] = promise
                 waiting.popleft()
                 rep.used_blocks += need
+                if seg is not None:  # its cached blocks leave the free queue; the rest are allocated
+                    computed[rid] = past
+                    del rep.kept[rid]
+                    fresh, seg[1] = need - seg[1], 0
+                    evict_blocks(rep, fresh)
+                elif rep.kept:
+                    evict_blocks(rep, need)
                 self.admit_seq += 1
                 self.admitted[rid] = self.admit_seq
                 if math.isnan(self.admitted_s[rid]):  # its first admission
@@ -414,7 +419,7 @@ class _Sim:
                     attn_pairs += chunk * (past + chunk / 2.0)
         return seqs, chunks, prefill_tokens, attn_pairs, moved_seqs, moved_kv
 
-    def _decode_run(self, rep: _Replica, now: float, horizon_s: float) -> float:
+    def _decode_run(self, rep: Replica, now: float, horizon_s: float) -> float:
         """Decode-only iterations from now: run those ending before horizon_s inline; return the last one's end."""
         block = self.block
         step_s = rep.cost.step_s
@@ -429,6 +434,8 @@ class _Sim:
             if not 0.0 < dur < math.inf:
                 raise SpecError(f"step time must be finite and > 0 s, got {dur!r}", field="step_s")
             rep.used_blocks += need
+            if rep.kept:
+                evict_blocks(rep, need)
             self.iterations += 1
             self.batch_seqs += n
             end = now + dur

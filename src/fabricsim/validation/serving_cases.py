@@ -75,7 +75,7 @@ def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluste
     cost = step_cost(model, cluster, plan)
     if cost.kv_capacity_tokens < plan.context:
         raise SpecError(f"the KV cache holds {cost.kv_capacity_tokens} tokens, fewer than one request of "
-                        f"{plan.context}: the stated plan does not fit")
+                        f"{plan.context}: the engine would not start on the stated GPUs")
     scheduler = engine_scheduler_config(engine, gpu, max_seqs=max_seqs, longest_request_tokens=plan.context)
     r = simulate_serving(cost, trace, scheduler=scheduler, drain_s=DRAIN_S)
     if r.requests_unfinished:
