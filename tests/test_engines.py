@@ -177,3 +177,25 @@ def test_a_smaller_max_seqs_leaves_vllm_more_kv_cache() -> None:
         model, InferencePlan(engine="vllm"), gpu)
     with pytest.raises(SpecError, match="positive integer"):
         InferencePlan(engine="vllm", engine_max_seqs=0)
+
+
+def test_a_release_range_inherits_what_it_does_not_state() -> None:
+    """TensorRT-LLM 0.7 states only its new decode kernel: its memory, batch and scheduler are 0.5's, and the
+    kernels it does not name (SM80 MoE GEMMs) carry over."""
+    old, new = engine_profile("trtllm@0.5").settings, engine_profile("trtllm@0.9").settings
+    assert new.kv_memory == old.kv_memory and new.scheduler == old.scheduler and new.max_batch == old.max_batch
+    assert not old.kernels.runs("gqa_decode") and new.kernels.runs("gqa_decode")
+    assert old.kernels.runs("moe_sm80") and new.kernels.runs("moe_sm80")
+    assert old.label == "" and new.label.startswith("XQA")  # a label is the range's own
+
+
+def test_sglangs_static_fraction_holds_weights_and_kv_only() -> None:
+    """SGLang's mem_fraction_static covers weights and the KV pool; its activation workspace lives in the rest, so
+    a larger workspace leaves its KV pool as it was, where vLLM's shrinks by as much."""
+    gpu = default_catalog().gpu("h100-sxm")
+    gib = 2.0**30
+    for engine, kept in (("sglang", True), ("vllm", False)):
+        profile = engine_profile(engine)
+        small, large = (profile.kv_usable_bytes(gpu, 20 * gib, act * gib, 1) - act * gib for act in (0.5, 3.0))
+        assert (small == pytest.approx(large)) is kept
+        assert large <= small

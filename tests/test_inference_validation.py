@@ -10,15 +10,13 @@ import statistics
 import pytest
 
 from fabricsim.catalog import Catalog
+from fabricsim.inference import InferencePlan
 from fabricsim.validation import CaseResult, NotExpressible, all_cases, run_cases
 from fabricsim.validation.inference_cases import (
-    _engine_before,
     attention_formats,
+    case_engine,
     case_model,
     checkpoint_kv_format,
-    fp8_mla_decode,
-    gqa_kernel,
-    moe_sm80_kernels,
     precisions,
     predict_case,
 )
@@ -45,7 +43,7 @@ ALL_CASES_MEDIAN = 0.119  # every counted case incl. TTFT and DeepEP figures: a 
 # which the halved KV capacity had hidden). Before: 11.2% over 100 before the blog-1 no-MTP DeepSeek-R1 row, +19%,
 # became expressible; 12.0%
 # with a flat 4 us a layer before every kernel paid inference.yaml kernel_latency; 16.4% before TensorRT
-# engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, inference.yaml fixed_gemm_tactics)
+# engines' fixed GEMM tactics ran as tile waves: compute.yaml gemm_tile, engines.yaml trtllm kernels fixed_gemm_tiles)
 # A ratchet, not the issue's 40% target: the DeepSeek-R1 and Qwen3 attention-DP max-throughput cases, expressible
 # since MLA and head_dim, come out 25-96% fast once the step waits for the most loaded expert-parallel rank and
 # every kernel pays its latency (achieved worst 96%, was 110% and 129% before; since FP8 MLA generation the worst is
@@ -127,35 +125,37 @@ def test_a_measurement_beyond_its_hbm_floor_is_not_counted(
     assert predict_case(slower)[0] > 0
 
 
-def test_moe_kernel_gate_follows_the_engine_version() -> None:
-    """TensorRT-LLM before 0.10 runs MoE GEMMs on SM80 16-bit kernels; later, other or unstated engines do not."""
-    trt = {"framework": "TensorRT-LLM"}
-    assert moe_sm80_kernels({**trt, "version": "v0.9.0"})
-    assert not moe_sm80_kernels({**trt, "version": "v0.10.0"})
-    assert not moe_sm80_kernels({**trt, "version": "1.0"})
-    assert not moe_sm80_kernels({**trt})
-    assert not moe_sm80_kernels({"framework": "vLLM", "version": "0.4.0"})
-    assert gqa_kernel({**trt, "version": "v0.9.0"}) and not gqa_kernel({**trt, "version": "v0.6.1"})
+def _kernels(framework: str, version: str) -> dict[str, bool]:
+    """The kernel flags a case's plan runs: those of the engine release it names (engines.yaml ``kernels``)."""
+    plan = InferencePlan(engine=case_engine({"framework": framework, "version": version}) or "trtllm")
+    return {flag: plan.kernel(flag) for flag in ("gqa_kernel", "moe_sm80_kernels", "fixed_gemm_tiles",
+                                                 "fused_gate_up", "fp8_mla_decode")}
 
 
-@pytest.mark.parametrize("framework,version,fixed", [
-    ("TensorRT-LLM", "v0.5 (per table footnote)", True), ("TensorRT-LLM", "v0.9.0", True),
-    ("TensorRT-LLM", "~v0.12/ModelOpt 0.17 (Aug 2024)", True), ("TensorRT-LLM (trtllm-bench)", "0.19.0 docs", True),
-    ("TensorRT-LLM (trtllm-bench)", "v1.0 docs", False), ("TensorRT-LLM (trtllm-bench)", "latest docs", False),
-    ("SGLang", "May 2025", False), ("vLLM", "0.5.0", False)])
-def test_tensorrt_engines_before_1_0_run_fixed_gemm_tiles(framework: str, version: str, fixed: bool) -> None:
-    config = {"framework": framework, "version": version}
-    assert _engine_before(config, "fixed_gemm_tactics") is fixed
-    assert _engine_before(config, "separate_gate_up_gemms") is fixed
-    assert gqa_kernel(config) is not version.startswith("v0.5")
+@pytest.mark.parametrize("framework,version,gqa,sm80,fixed,fp8_mla", [
+    ("TensorRT-LLM", "v0.5 (per table footnote)", False, True, True, False),
+    ("TensorRT-LLM", "v0.6.1", False, True, True, False),
+    ("TensorRT-LLM", "v0.9.0", True, True, True, False),
+    ("TensorRT-LLM", "v0.10.0", True, False, True, False),
+    ("TensorRT-LLM", "~v0.12/ModelOpt 0.17 (Aug 2024)", True, False, True, False),
+    ("TensorRT-LLM", "v0.18.0", True, False, True, False),
+    ("TensorRT-LLM (trtllm-bench)", "0.19.0 docs", True, False, True, True),
+    ("TensorRT-LLM (trtllm-bench)", "v1.0 docs", True, False, False, True),
+    ("TensorRT-LLM (trtllm-bench)", "latest docs (commit 03e27c7d)", True, False, False, True),
+    ("SGLang", "May 2025 main", True, False, False, False), ("vLLM", "0.5.0", True, False, False, False)])
+def test_kernel_gates_are_the_trtllm_releases(framework: str, version: str, gqa: bool, sm80: bool, fixed: bool,
+                                               fp8_mla: bool) -> None:
+    """TensorRT-LLM's releases as its profile ranges: XQA GQA decode from 0.7, native FP8/Hopper MoE GEMMs from
+    0.10, FP8 MLA generation from 0.19, tactics tuned per token count and one fused gate/up GEMM from 1.0 (the
+    PyTorch backend); an unstated version is the default release; other engines run the modern kernels."""
+    assert _kernels(framework, version) == {"gqa_kernel": gqa, "moe_sm80_kernels": sm80, "fixed_gemm_tiles": fixed,
+                                            "fused_gate_up": not fixed, "fp8_mla_decode": fp8_mla}
 
 
-def test_fp8_mla_generation_follows_the_engine_version() -> None:
-    """TensorRT-LLM from 0.19 (or an unstated version) runs MLA generation in FP8 over an FP8 cache; others do not."""
-    assert fp8_mla_decode({"framework": "TensorRT-LLM (trtllm-bench)", "version": "latest docs (commit 03e27c7d)"})
-    assert fp8_mla_decode({"framework": "TensorRT-LLM", "version": "v0.19.0"})
-    assert not fp8_mla_decode({"framework": "TensorRT-LLM", "version": "v0.18.0"})
-    assert not fp8_mla_decode({"framework": "SGLang", "version": "May 2025 main"})
+def test_a_plan_may_override_its_engines_kernels() -> None:
+    plan = InferencePlan(engine="trtllm@0.9", gqa_kernel=False, fixed_gemm_tiles=False)
+    assert not plan.kernel("gqa_kernel") and not plan.kernel("fixed_gemm_tiles") and plan.kernel("moe_sm80_kernels")
+    assert InferencePlan(engine="trtllm@0.9").kernel("gqa_kernel")
 
 
 def test_nvfp4_mla_checkpoints_keep_attention_bf16_and_v2_quantises_wo() -> None:

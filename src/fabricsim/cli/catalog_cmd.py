@@ -156,6 +156,7 @@ COLUMNS: dict[Category, list[Column]] = {
                                               e.settings.max_batched_tokens.small_gpu_tokens)),
         ("host/step", lambda e, c: e.settings.host.step_s + (" (overlapped)" if e.settings.host.overlapped else "")),
         ("scheduler", lambda e, c: _scheduler(e.settings.scheduler)),
+        ("kernels", lambda e, c: _kernels(e.settings.kernels)),
         ("verified", lambda e, c: "no" if not (e.settings.kv_memory.verified and e.settings.host.verified)
          else "yes"),
     ],
@@ -167,6 +168,20 @@ def _scheduler(s: Any) -> str:
     return (f"{s.policy.replace('_', ' ')}, {'chunked' if s.chunked_prefill else 'whole'} prompts, "
             f"{'reserve whole request' if s.admission == 'reserve_full' else 'preempt on demand'}"
             f"{', prefix cache' if s.prefix_cache else ''}")
+
+
+KERNEL_WORDS = {"gqa_decode": ("GQA decode", "MHA decode"), "moe_sm80": ("SM80 MoE GEMMs", "native MoE GEMMs"),
+                "fixed_gemm_tiles": ("fixed GEMM tiles", "tuned tiles"),
+                "fused_gate_up": ("fused gate/up", "split gate/up"), "fp8_mla_decode": ("FP8 MLA decode", "BF16 MLA")}
+
+
+def _kernels(k: Any) -> str:
+    """Where a release's kernels differ from today's engines (``MODERN_KERNELS``), in a few words; 'current'."""
+    from fabricsim.inference import MODERN_KERNELS
+
+    words = [KERNEL_WORDS[name][0 if k.runs(name) else 1] for name, modern in MODERN_KERNELS.items()
+             if k.runs(name) != modern]
+    return ", ".join(words) or "current"
 
 
 NUMERIC = {"BF16 dense", "FP8 dense", "HBM", "HBM BW", "TDP", "NVLink/GPU (both dirs)", "price", "per direction",

@@ -2,7 +2,7 @@
 the serving simulator prices its batches with.
 """
 
-from fabricsim.inference.engines import DEFAULT_ENGINE, EngineProfile, engine_profile, known_engines
+from fabricsim.inference.engines import DEFAULT_ENGINE, MODERN_KERNELS, EngineProfile, engine_profile, known_engines
 from fabricsim.inference.engines import engines as serving_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
 from fabricsim.inference.memory import (
@@ -22,6 +22,7 @@ from fabricsim.inference.stepcost import InferenceStepCost, step_cost
 __all__ = [
     "DEFAULT_ENGINE",
     "LAYERS",
+    "MODERN_KERNELS",
     "EngineProfile",
     "InferenceMemory",
     "InferencePlan",

@@ -30,6 +30,9 @@ class KvMemory(_Figure):
 
     fraction: float = Field(gt=0, le=1)
     of: Literal["free", "total"]
+    holds: Literal["all", "weights_and_kv"] = "all"
+    """what a fraction of the total holds: weights, activations and KV (vLLM's gpu_memory_utilization), or weights
+    and the KV pool only, the activation workspace and CUDA graphs living in the rest (SGLang's mem_fraction_static)"""
     runtime_bytes: str = "0B"
     """memory outside the model's tensors the engine counts before its KV cache (CUDA context, cuBLAS, NCCL and
     custom all-reduce buffers: vLLM's non_torch_memory) on one GPU without tensor parallelism"""
@@ -101,6 +104,40 @@ class StartupProfile(_Figure):
     sampler_bytes_per_seq_vocab: float = Field(gt=0)
 
 
+class KernelFlag(_Figure):
+    """Whether a release runs a kernel that changes what a step costs, with where that comes from."""
+
+    value: bool
+    notes: str = ""
+
+
+MODERN_KERNELS = {"gqa_decode": True, "moe_sm80": False, "fixed_gemm_tiles": False, "fused_gate_up": True,
+                  "fp8_mla_decode": False}
+"""What an engine runs where its profile does not say: GQA-aware decode attention, native MoE GEMMs, GEMM tactics
+tuned per token count, one fused gate/up GEMM, BF16 MLA decode attention."""
+
+
+class Kernels(BaseModel):
+    """Kernels a release runs where they changed a step's cost (``MODERN_KERNELS`` for a flag not given):
+    ``gqa_decode`` (decode attention reads each KV head once per query group), ``moe_sm80`` (expert GEMMs on
+    Ampere-generation kernels at the 16-bit rate), ``fixed_gemm_tiles`` (one GEMM tactic chosen for another shape:
+    tile waves), ``fused_gate_up`` (gate and up projections as one GEMM), ``fp8_mla_decode`` (MLA generation in
+    FP8 over an FP8 KV cache)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gqa_decode: KernelFlag | None = None
+    moe_sm80: KernelFlag | None = None
+    fixed_gemm_tiles: KernelFlag | None = None
+    fused_gate_up: KernelFlag | None = None
+    fp8_mla_decode: KernelFlag | None = None
+
+    def runs(self, name: str) -> bool:
+        """The flag ``name`` of ``MODERN_KERNELS`` as this release has it."""
+        flag: KernelFlag | None = getattr(self, name)
+        return MODERN_KERNELS[name] if flag is None else flag.value
+
+
 class EngineVersion(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -108,6 +145,7 @@ class EngineVersion(BaseModel):
     label: str = ""
     kv_memory: KvMemory
     startup_profile: StartupProfile | None = None
+    kernels: Kernels = Field(default_factory=Kernels)
     max_batch: MaxBatch
     max_batched_tokens: MaxBatchedTokens
     host: Host
@@ -169,7 +207,8 @@ class EngineProfile(BaseModel):
         runtime = kv.runtime(tp)
         device = gpu.device_memory_bytes  # what CUDA reports, as the engine reads it
         if kv.of == "total":
-            return max(0.0, kv.fraction * device - runtime)
+            outside = activations_bytes if kv.holds == "weights_and_kv" else 0.0  # the workspace is not in it
+            return max(0.0, min(device, kv.fraction * device + outside) - runtime)
         left = max(0.0, device - weights_bytes - activations_bytes - runtime)
         return min(device, weights_bytes + activations_bytes) + left * kv.fraction
 
@@ -196,11 +235,31 @@ def engines() -> dict[str, Engine]:
     doc = read_packaged_yaml("fabricsim.inference.data", ENGINES_FILE)
     out: dict[str, Engine] = {}
     for entry in doc["engines"]:
+        if isinstance(entry, dict) and isinstance(entry.get("versions"), list):
+            entry = {**entry, "versions": _inherited(entry["versions"])}
         try:
             engine = Engine.model_validate(entry)
         except ValidationError as exc:
             raise spec_error(exc, Engine, ENGINES_FILE) from None
         out[engine.id] = engine
+    return out
+
+
+def _inherited(versions: list[Any]) -> list[Any]:
+    """Each release range with what it does not state taken from the range before it: a block whole, a block's
+    fields one by one (its label and its ``since`` are its own)."""
+    out: list[Any] = []
+    previous: dict[str, Any] = {}
+    for version in versions:
+        if not isinstance(version, dict):
+            out.append(version)
+            continue
+        merged = {k: v for k, v in previous.items() if k not in ("label", "since")}
+        for key, value in version.items():
+            before = merged.get(key)
+            merged[key] = {**before, **value} if isinstance(before, dict) and isinstance(value, dict) else value
+        out.append(merged)
+        previous = merged
     return out
 
 

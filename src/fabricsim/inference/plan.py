@@ -17,6 +17,11 @@ WEIGHTS = tuple(WEIGHT_BYTES)
 KVS = tuple(KV_BYTES)
 
 
+KERNEL_FLAGS = {"gqa_kernel": "gqa_decode", "moe_sm80_kernels": "moe_sm80", "fixed_gemm_tiles": "fixed_gemm_tiles",
+                "fused_gate_up": "fused_gate_up", "fp8_mla_decode": "fp8_mla_decode"}
+"""Plan flag -> the engine profile's ``kernels`` flag it defaults to."""
+
+
 @dataclass(frozen=True)
 class InferencePlan:
     """How a model is served: parallel sizes (GPUs = tp x pp x dp; ep re-folds the tp x dp GPUs of a stage for
@@ -31,17 +36,18 @@ class InferencePlan:
     output_tokens: int = 256
     weights: str = "bf16"
     kv: str = "bf16"
-    gqa_kernel: bool = True
+    # The kernel flags below: None (the default) is as the engine's release runs it (engines.yaml ``kernels``).
+    gqa_kernel: bool | None = None
     """decode attention reads each KV head once for its whole query group (XQA, FlashDecoding); False: once per
-    query head (masked multi-head attention kernels without GQA support)"""
-    moe_sm80_kernels: bool = False
+    query head (masked multi-head attention kernels without GQA support: TensorRT-LLM before 0.7)"""
+    moe_sm80_kernels: bool | None = None
     """the routed-expert GEMMs run on Ampere-generation (SM80) grouped-GEMM kernels at the 16-bit rate, whatever the
     weight format (TensorRT-LLM before 0.10: no FP8 MoE, no Hopper MoE kernels; 8-bit weights are INT8 weight-only)"""
-    fixed_gemm_tiles: bool = False
+    fixed_gemm_tiles: bool | None = None
     """the weight GEMMs run one tactic chosen for another shape (TensorRT engines: the optimization profile's
     optimum), so a GEMM of few output tiles leaves SMs idle (``gemm_tile`` waves); False: tactics tuned per token
     count fill the SMs (the roofline)"""
-    fused_gate_up: bool = True
+    fused_gate_up: bool | None = None
     """a gated MLP's gate and up projections run as one GEMM of twice the width; False: two GEMMs (TensorRT-LLM
     engines built without --use_fused_mlp), which matters where tiles are few (``fixed_gemm_tiles``)"""
     max_context: int | None = None
@@ -57,7 +63,7 @@ class InferencePlan:
     """format of the attention projection weights (QKV, MLA's down and up projections); None: ``weights``"""
     attention_out_weights: str | None = None
     """format of the attention output projection (o_proj, MLA's wo); None: ``attention_weights``"""
-    fp8_mla_decode: bool = False
+    fp8_mla_decode: bool | None = None
     """with an FP8 KV cache an MLA model's decode attention quantises Q to FP8 and runs its math on FP8 tensor
     cores (TensorRT-LLM's FP8 MLA generation kernels); no effect on other attention or a BF16 cache"""
     engine: str = DEFAULT_ENGINE
@@ -107,6 +113,10 @@ class InferencePlan:
                 raise SpecError(f"must be a positive integer, got {value!r}",
                                 field=f"--{name.removeprefix('engine_').replace('_', '-')}")
         profile = engine_profile(self.engine)  # an unknown engine or release: a one-line error naming the known ones
+        for name in KERNEL_FLAGS:
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, bool):
+                raise SpecError(f"must be true, false or None (as the engine runs it), got {value!r}", field=name)
         h = self.prefix_hit
         if isinstance(h, bool) or not isinstance(h, (int, float)) or not isfinite(h) or not 0.0 <= h <= 1.0:
             raise SpecError(f"must be a fraction 0..1, got {h!r}", field="--prefix-hit")
@@ -143,11 +153,12 @@ class InferencePlan:
     def to_json(self) -> dict[str, object]:
         return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "dp": self.dp, "batch": self.batch,
                 "prompt_tokens": self.prompt_tokens, "output_tokens": self.output_tokens, "weights": self.weights,
-                "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.gqa_kernel,
-                "moe_sm80_kernels": self.moe_sm80_kernels, "fixed_gemm_tiles": self.fixed_gemm_tiles,
-                "fused_gate_up": self.fused_gate_up, "draft_tokens": self.draft_tokens,
+                "kv": self.kv, "gpus": self.gpus, "gqa_kernel": self.kernel("gqa_kernel"),
+                "moe_sm80_kernels": self.kernel("moe_sm80_kernels"),
+                "fixed_gemm_tiles": self.kernel("fixed_gemm_tiles"), "fused_gate_up": self.kernel("fused_gate_up"),
+                "draft_tokens": self.draft_tokens,
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
-                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.fp8_mla_decode,
+                "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.kernel("fp8_mla_decode"),
                 "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit,
                 "engine_max_seqs": self.engine_max_seqs, "engine_max_batched_tokens": self.engine_max_batched_tokens}
 
@@ -155,6 +166,12 @@ class InferencePlan:
     def engine_profile(self) -> EngineProfile:
         """The serving engine's profile (``engine``, resolved to its release)."""
         return engine_profile(self.engine)
+
+    def kernel(self, flag: str) -> bool:
+        """The kernel flag ``flag`` (a ``KERNEL_FLAGS`` field) as this plan runs it: its own value, or (None) the
+        engine release's (engines.yaml ``kernels``)."""
+        value: bool | None = getattr(self, flag)
+        return self.engine_profile.settings.kernels.runs(KERNEL_FLAGS[flag]) if value is None else value
 
     def max_seqs(self, gpu: GPU) -> int:
         """Sequences the engine runs at once on ``gpu``: ``engine_max_seqs``, else the engine's default."""

@@ -65,8 +65,9 @@ class _Stage:
 
 def _stage(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> _Stage:
     return _cached_stage(ByIdentity(model), plan.tp, plan.pp, plan.ep, plan.dp, plan.weights, plan.kv,
-                         plan.gqa_kernel, plan.moe_sm80_kernels, plan.fixed_gemm_tiles, plan.fused_gate_up,
-                         ByIdentity(gpu), plan.attention_format, plan.attention_out_format, plan.fp8_mla_decode)
+                         plan.kernel("gqa_kernel"), plan.kernel("moe_sm80_kernels"), plan.kernel("fixed_gemm_tiles"),
+                         plan.kernel("fused_gate_up"), ByIdentity(gpu), plan.attention_format,
+                         plan.attention_out_format, plan.kernel("fp8_mla_decode"))
 
 
 @lru_cache(maxsize=4096)

@@ -26,7 +26,7 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference import InferencePlan, InferenceStepCost, check_inference_plan, engine_profile, step_cost
 from fabricsim.model import ModelSpec
-from fabricsim.serving import SchedulerConfig
+from fabricsim.serving import SchedulerConfig, engine_scheduler_config
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.economics import J_PER_KWH, Economics, economics
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
@@ -200,9 +200,11 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Scr
 
 
 def engine_scheduler(spec: InferenceSizingSpec, gpu: GPU) -> SchedulerConfig:
-    """The serving scheduler as the spec's engine sets it on ``gpu``: its batch and prefill tokens per iteration."""
-    profile = engine_profile(spec.engine)
-    return SchedulerConfig(max_num_seqs=profile.max_batch(gpu), max_num_batched_tokens=profile.max_batched_tokens(gpu))
+    """The serving scheduler as the spec's engine runs it on ``gpu``: its batch, prefill tokens per iteration,
+    policy, KV admission, chunking and prefix cache (``serving.engine_scheduler_config``). The screen's batch
+    curves read its batch and budget; the confirmation simulates it whole."""
+    return engine_scheduler_config(engine_profile(spec.engine), gpu,
+                                   longest_request_tokens=spec.prompt_tokens + spec.output_tokens)
 
 
 def _preset_context(spec: InferenceSizingSpec) -> int | None:

@@ -179,13 +179,9 @@ def _plan(case: dict[str, Any], model: ModelSpec, batch: int, prompt: int, outpu
     drafts, accepted, _ = speculative(case)
     attention, attention_out = attention_formats(case, model, weights)
     return InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights, kv=kv, gqa_kernel=gqa_kernel(config),
-                         moe_sm80_kernels=moe_sm80_kernels(config),
-                         fixed_gemm_tiles=_engine_before(config, "fixed_gemm_tactics"),
-                         fused_gate_up=not _engine_before(config, "separate_gate_up_gemms"),
-                         draft_tokens=drafts, acceptance_length=accepted, attention_weights=attention,
-                         attention_out_weights=attention_out, fp8_mla_decode=fp8_mla_decode(config),
-                         engine=case_engine(config) or DEFAULT_ENGINE)
+                         weights=weights, kv=kv, draft_tokens=drafts, acceptance_length=accepted,
+                         attention_weights=attention, attention_out_weights=attention_out,
+                         engine=case_engine(config) or DEFAULT_ENGINE)  # its kernels: as that release runs them
 
 
 ENGINE_OF_FRAMEWORK = {"TensorRT-LLM": "trtllm", "vLLM": "vllm", "SGLang": "sglang"}
@@ -221,11 +217,6 @@ def attention_formats(case: dict[str, Any], model: ModelSpec, weights: str) -> t
     return str(spec["attention_weights"]), str(spec["v2_attention_out_weights"]) if v2 else None
 
 
-def fp8_mla_decode(config: dict[str, Any]) -> bool:
-    """Whether the case's engine runs MLA generation in FP8 over an FP8 KV cache: TensorRT-LLM from the version
-    ``inference/data/inference.yaml`` fp8_mla_generation names (an unstated version counts as having it); other
-    engines are not taken as doing so."""
-    return _engine_since(config, "fp8_mla_generation", other_engines=False)
 
 
 MTP_NOTE = re.compile(r"\bMTP\b[^;]*?\b(\d+)\s+(?:next-n\s+)?layers", re.IGNORECASE)
@@ -253,51 +244,16 @@ def speculative(case: dict[str, Any]) -> tuple[int, float, str]:
     return 0, 1.0, f", MTP {drafts} drafts: acceptance not published for this configuration, not modelled"
 
 
-def _engine_version(config: dict[str, Any], framework: str) -> tuple[int, int] | None:
-    """(major, minor) of the case's engine when it is ``framework`` ('TensorRT-LLM', also 'TensorRT-LLM
-    (trtllm-bench)') and states a version ('v0.9.0', '~v0.12/...'); None otherwise."""
-    if not str(config.get("framework", "")).strip().startswith(framework):
-        return None
-    found = re.match(r"[\s~]*v?(\d+)\.(\d+)", str(config.get("version", "")))
-    return None if found is None else (int(found.group(1)), int(found.group(2)))
 
 
-def _version(text: object) -> tuple[int, int]:
-    major, minor = str(text).split(".")[:2]
-    return int(major), int(minor)
 
 
-def gqa_kernel(config: dict[str, Any]) -> bool:
-    """Whether the case's engine has a GQA-aware decode attention kernel: TensorRT-LLM from the version
-    ``inference/data/inference.yaml`` gqa_decode_kernel names; every other or unstated engine is taken as having one."""
-    return _engine_since(config, "gqa_decode_kernel", other_engines=True)
 
 
-def _engine_since(config: dict[str, Any], feature: str, *, other_engines: bool) -> bool:
-    """Whether the case's engine has the ``inference/data/inference.yaml`` entry ``feature``, shipped by its framework
-    in ``since_version``: that framework at that version or later, or with an unstated version; ``other_engines``
-    for every other engine."""
-    spec = inference_defaults()[feature]
-    if not str(config.get("framework", "")).strip().startswith(str(spec["framework"])):
-        return other_engines
-    version = _engine_version(config, str(spec["framework"]))
-    return version is None or version >= _version(spec["since_version"])
 
 
-def _engine_before(config: dict[str, Any], feature: str) -> bool:
-    """Whether the case's engine has the ``inference/data/inference.yaml`` entry ``feature`` (fixed_gemm_tactics:
-    GEMM tactics fixed for another shape; separate_gate_up_gemms; moe_grouped_gemm: SM80 MoE kernels): its
-    framework before the entry's version; every other or unstated engine has not."""
-    spec = inference_defaults()[feature]
-    version = _engine_version(config, str(spec["framework"]))
-    return version is not None and version < _version(spec["before_version"])
 
 
-def moe_sm80_kernels(config: dict[str, Any]) -> bool:
-    """Whether the case's engine runs its MoE expert GEMMs on Ampere-generation kernels at the 16-bit rate:
-    TensorRT-LLM before the version ``inference/data/inference.yaml`` moe_grouped_gemm names (no FP8 MoE, no Hopper
-    MoE kernels there); every other or unstated engine is taken as having native MoE kernels."""
-    return _engine_before(config, "moe_grouped_gemm")
 
 
 def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[float, str, str]:
@@ -338,11 +294,11 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> tuple[
     _, _, kv_note = precisions(config, case.get("source"))
     detail = (f"tp={plan.tp} pp={plan.pp} ep={plan.ep} dp={plan.dp} batch {plan.batch}"
               f"{'' if static else ' (max-throughput batch)'} {plan.weights}/{plan.kv}{kv_note}"
-              f"{'' if plan.gqa_kernel else ', MHA decode kernel (no GQA)'}"
-              f"{', MoE GEMMs on SM80 16-bit kernels' if plan.moe_sm80_kernels and model.moe else ''}"
-              f"{', fixed GEMM tiles' if plan.fixed_gemm_tiles else ''}"
+              f"{'' if plan.kernel('gqa_kernel') else ', MHA decode kernel (no GQA)'}"
+              f"{', MoE GEMMs on SM80 16-bit kernels' if plan.kernel('moe_sm80_kernels') and model.moe else ''}"
+              f"{', fixed GEMM tiles' if plan.kernel('fixed_gemm_tiles') else ''}"
               f"{f', attention {plan.attention_format}/{plan.attention_out_format}' if plan.attention_weights else ''}"
-              f"{', FP8 MLA decode' if plan.fp8_mla_decode and plan.kv == 'fp8' and model.mla else ''}"
+              f"{', FP8 MLA decode' if plan.kernel('fp8_mla_decode') and plan.kv == 'fp8' and model.mla else ''}"
               f"{speculative(case)[2]}, "
               f"ttft {pred.ttft_s * 1e3:.0f} ms, tpot {pred.tpot_s * 1e3:.1f} ms, bound={pred.bottleneck}"
               + ("" if pred.fits else ", DOES NOT FIT in memory"))
