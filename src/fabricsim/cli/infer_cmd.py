@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fabricsim import units
+from fabricsim.cli.launch_view import Checkpoint, launch_lines
 from fabricsim.cli.output import (
     FormatOpt,
     command_inputs,
@@ -24,6 +25,10 @@ from fabricsim.cli.output import (
 )
 from fabricsim.cli.serve_options import (
     ChunkedPrefill,
+    DecodeDp,
+    DecodeEp,
+    DecodeSystem,
+    DecodeTp,
     Disagg,
     Duration,
     MaxBatchedTokens,
@@ -36,6 +41,7 @@ from fabricsim.cli.serve_options import (
     SloTpot,
     SloTtft,
     Trace,
+    decode_pool,
     serve_request,
 )
 from fabricsim.cli.train_cmd import AsJson, Calibration, Ep, Fabric, Model, Oversubscription, Pp, SystemOpt, Tp
@@ -154,6 +160,11 @@ def infer_command(
     seed: Seed = None,
     engine: EngineOpt = "trtllm",
     prefix_hit: PrefixHit = 0.0,
+    decode_tp: DecodeTp = None,
+    decode_ep: DecodeEp = None,
+    decode_dp: DecodeDp = None,
+    decode_system: DecodeSystem = None,
+    checkpoint: Checkpoint = None,
 ) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
@@ -202,12 +213,32 @@ def infer_command(
         raise SpecError(f"{batch} sequences of {plan.context} tokens need {pred.memory.total_bytes / gib:,.1f} GiB "
                         f"per GPU, {pred.memory.usable_bytes / gib:,.1f} usable: at most {pred.max_batch} fit; lower "
                         "--batch, or add --tp/--pp, --kv fp8", field="--batch")
-    served = _serve(spec, cluster, plan, serve) if serve.active else None
+    pool = decode_pool(serve.disagg, tp=decode_tp, ep=decode_ep, dp=decode_dp, system=decode_system)
+    decode = None
+    if pool is not None:  # the decode pool's own plan and system
+        from dataclasses import replace
+
+        dp_d = pool.dp or plan.dp
+        decode = (replace(plan, tp=pool.tp or plan.tp, ep=pool.ep or plan.ep, dp=dp_d, batch=dp_d),
+                  Cluster(catalog.system(pool.system or system), fabric=fabric, oversubscription=oversubscription,
+                          catalog=catalog))
+    served = _serve(spec, cluster, plan, serve, decode) if serve.active else None
     if plot is not None:
         from fabricsim.report import plot_bars
 
         plot_bars(pred.breakdown_s, f"{spec.name}: {plan.gpus} GPUs on {system}", "seconds (whole batch)", plot)
-    data: dict[str, Any] = {**pred.to_json(), "plan": plan.to_json()}
+    from fabricsim.inference import launch_json
+
+    launch = launch_json(plan, catalog.gpu(catalog.system(system).gpu), checkpoint or model,
+                         max_seqs=serve.max_seqs if serve.active else None,
+                         max_batched_tokens=None if not serve.active or serve.budget_from_engine
+                         else serve.max_batched_tokens,
+                         chunked_prefill=serve.chunked_prefill if serve.active else None, disagg=serve.disagg,
+                         decode=None if decode is None else (decode[0], decode[1].catalog.gpu(
+                             decode[1].system.gpu)))
+    data: dict[str, Any] = {**pred.to_json(), "plan": plan.to_json(), "launch": launch}
+    if decode is not None:
+        data["decode_pool"] = {"system": decode[1].system.id, "plan": decode[0].to_json()}
     if served is not None:
         data |= {**_serving_json(served), "serving_options": serve.to_json()}
     if emit(form, data, inputs):
@@ -218,13 +249,18 @@ def infer_command(
     for line in summary_lines(pred, plan):
         console.print(line)
     if served is not None:
-        for line in serving_lines(served, serve):
+        for line in serving_lines(served, serve, "" if decode is None else (
+                f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})")):
             console.print(line)
+    for line in launch_lines(launch):
+        console.print(line, soft_wrap=True)
 
 
-def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest) -> ServingResult:
-    """Serve the requests on the replicas the options describe, each priced by the inference model."""
-    from fabricsim.inference import step_cost
+def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest,
+           decode: tuple[InferencePlan, Cluster] | None = None) -> ServingResult:
+    """Serve the requests on the replicas the options describe, each priced by the inference model (a
+    disaggregated decode pool on its own plan and system when ``decode`` gives them)."""
+    from fabricsim.inference import step_cost, with_kv_handoff
     from fabricsim.serving import (
         ServingLayout,
         engine_scheduler_config,
@@ -249,8 +285,20 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     if cost.kv_capacity_tokens < plan.context:
         raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "
                         f"of {plan.context}; add --tp/--pp or use --weights fp8 / --kv fp8", field="--rate")
+    decode_cost = None
     pools = 1 if serve.disagg is None else sum(serve.disagg)
     same_node = pools * plan.gpus <= cluster.system.nvlink_domain_gpus
+    if decode is not None and serve.disagg is not None:
+        decode_plan, decode_cluster = decode
+        decode_cost = step_cost(spec, decode_cluster, decode_plan)
+        if decode_cost.kv_capacity_tokens < plan.context:
+            raise SpecError(f"the KV cache of one decode replica holds {decode_cost.kv_capacity_tokens} tokens, "
+                            f"fewer than one request of {plan.context}; raise --decode-tp or use --kv fp8",
+                            field="--decode-tp")
+        cost = with_kv_handoff(cost, spec, cluster, plan, decode_plan)
+        p, d = serve.disagg
+        same_node = (decode_cluster.system.id == cluster.system.id
+                     and p * plan.gpus + d * decode_plan.gpus <= cluster.system.nvlink_domain_gpus)
     layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",
                            disagg=serve.disagg, kv_same_node=same_node)
     scheduler = engine_scheduler_config(
@@ -259,7 +307,7 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
         chunked_prefill=serve.chunked_prefill,
         longest_request_tokens=int((requests.prompt_tokens + requests.output_tokens).max(initial=1)))
     return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
-                            slo_tpot_s=serve.slo_tpot_s)
+                            slo_tpot_s=serve.slo_tpot_s, decode_cost=decode_cost)
 
 
 def _finite(value: float | None) -> float | None:
@@ -277,13 +325,14 @@ def _serving_json(r: ServingResult) -> dict[str, Any]:
     return out
 
 
-def serving_lines(r: ServingResult, serve: ServeRequest) -> list[str]:
-    """The serving simulation in a few lines: percentiles, throughput, goodput, overload."""
+def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "") -> list[str]:
+    """The serving simulation in a few lines: percentiles, throughput, goodput, overload (``decode``: the
+    disaggregated decode pool's own plan, in words)."""
     def pcts(stats: Any) -> str:
         return ", ".join(f"{p} {units.format_duration(getattr(stats, p + '_s'))}"
                          if math.isfinite(getattr(stats, p + "_s")) else f"{p} -" for p in ("p50", "p90", "p99"))
 
-    where = (f"{serve.disagg[0]} prefill + {serve.disagg[1]} decode replicas" if serve.disagg
+    where = (f"{serve.disagg[0]} prefill + {serve.disagg[1]} decode replicas{decode}" if serve.disagg
              else f"{serve.replicas} replica{'s' if serve.replicas > 1 else ''}")
     source = f"trace {serve.trace}" if serve.trace is not None else f"Poisson {serve.rate_per_s:g} requests/s"
     lines = [f"[bold]serving[/] ({source} on {where}): {r.requests_completed:,} of {r.requests_arrived:,} requests "

@@ -34,6 +34,15 @@ ChunkedPrefill = Annotated[bool | None, typer.Option("--chunked-prefill/--no-chu
                                                      help="split long prompts over iterations (default: the "
                                                      "engine's: on for vLLM V1 and SGLang, off for vLLM V0 and "
                                                      "TensorRT-LLM)")]
+DecodeTp = Annotated[int | None, typer.Option("--decode-tp", help="with --disagg: the decode pool's tensor "
+                                              "parallelism (default: --tp)")]
+DecodeEp = Annotated[int | None, typer.Option("--decode-ep", help="with --disagg: the decode pool's expert "
+                                              "parallelism (default: --ep)")]
+DecodeDp = Annotated[int | None, typer.Option("--decode-dp", help="with --disagg: the decode pool's attention data "
+                                              "parallelism (default: --dp)")]
+DecodeSystem = Annotated[str | None, typer.Option("--decode-system", help="with --disagg: the decode pool's system "
+                                                  "(its own GPU type; default: --system); the KV cache then "
+                                                  "crosses the scale-out network")]
 PrefixHit = Annotated[float, typer.Option("--prefix-hit", help="fraction of each prompt already in the engine's "
                                           "prefix cache (0..1; not computed again): TTFT, and every request "
                                           "served; a --trace may give cached_tokens per request instead")]
@@ -71,6 +80,31 @@ class ServeRequest:
 
 MAX_RATE_PER_S = 1e5  # beyond any single deployment; keeps a typo from simulating billions of requests
 MAX_DURATION_S = 7 * 86400.0
+
+
+@dataclass(frozen=True)
+class DecodePool:
+    """A disaggregated decode pool's own plan: its parallelism and system (None: the prefill pool's)."""
+
+    tp: int | None = None
+    ep: int | None = None
+    dp: int | None = None
+    system: str | None = None
+
+
+def decode_pool(disagg: tuple[int, int] | None, *, tp: int | None, ep: int | None, dp: int | None,
+                system: str | None) -> DecodePool | None:
+    """The --decode-* options, checked: positive sizes, and only with --disagg (None when none is given)."""
+    given = {"--decode-tp": tp, "--decode-ep": ep, "--decode-dp": dp, "--decode-system": system}
+    if all(v is None for v in given.values()):
+        return None
+    if disagg is None:
+        name = next(k for k, v in given.items() if v is not None)
+        raise SpecError("sets the decode pool of a disaggregated layout: add --disagg P:D", field=name)
+    for name, value in (("--decode-tp", tp), ("--decode-ep", ep), ("--decode-dp", dp)):
+        if value is not None and value < 1:
+            raise SpecError(f"must be >= 1, got {value}", field=name)
+    return DecodePool(tp, ep, dp, system)
 
 
 def parse_disagg(text: str | None) -> tuple[int, int] | None:

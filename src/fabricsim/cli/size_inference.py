@@ -8,6 +8,7 @@ from typing import Any
 from rich.table import Table
 
 from fabricsim import units
+from fabricsim.cli.launch_view import launch_lines
 from fabricsim.cli.output import console, emit, fail, narrow, new_table, num_column, text_column
 from fabricsim.errors import SpecError
 from fabricsim.sizing import (
@@ -122,6 +123,9 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
                   f"{result.plans_pruned:,} pruned, {result.simulations} simulations ({result.wall_s:.1f} s)")
     console.print(inference_table(data["results"], "cheapest per million output tokens", spec.slo_percentile))
     console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile))
+    if result.best is not None:
+        for line in launch_lines(result.best["launch"]):
+            console.print(line, soft_wrap=True)
     if result.rejected:
         console.print(f"[yellow]{len(result.rejected)} candidate(s) failed the simulation, e.g. "
                       f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")

@@ -5,6 +5,7 @@ the serving simulator prices its batches with.
 from fabricsim.inference.engines import DEFAULT_ENGINE, MODERN_KERNELS, EngineProfile, engine_profile, known_engines
 from fabricsim.inference.engines import engines as serving_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
+from fabricsim.inference.launch import LaunchSettings, launch_json, launch_settings
 from fabricsim.inference.memory import (
     InferenceMemory,
     decode_step_floor_s,
@@ -17,7 +18,7 @@ from fabricsim.inference.memory import (
 from fabricsim.inference.params import inference_defaults
 from fabricsim.inference.plan import LAYERS, InferencePlan, check_inference_plan
 from fabricsim.inference.predict import InferencePrediction, predict_inference
-from fabricsim.inference.stepcost import InferenceStepCost, step_cost
+from fabricsim.inference.stepcost import InferenceStepCost, step_cost, with_kv_handoff
 
 __all__ = [
     "DEFAULT_ENGINE",
@@ -28,6 +29,7 @@ __all__ = [
     "InferencePlan",
     "InferencePrediction",
     "InferenceStepCost",
+    "LaunchSettings",
     "check_inference_plan",
     "decode_step_floor_s",
     "engine_profile",
@@ -36,6 +38,8 @@ __all__ = [
     "inference_memory",
     "known_engines",
     "kv_cache_table",
+    "launch_json",
+    "launch_settings",
     "max_batch",
     "max_context",
     "predict_inference",
@@ -43,4 +47,5 @@ __all__ = [
     "step_cost",
     "touched_experts",
     "weight_bytes_per_gpu",
+    "with_kv_handoff",
 ]

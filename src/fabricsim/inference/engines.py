@@ -138,6 +138,50 @@ class Kernels(BaseModel):
         return MODERN_KERNELS[name] if flag is None else flag.value
 
 
+LaunchField = Literal["tp", "pp", "dp", "ep", "tp_x_dp", "max_seqs", "max_batched_tokens", "memory_fraction",
+                      "weights", "kv", "chunked_prefill"]
+
+
+class LaunchFlag(BaseModel):
+    """One launch flag: when ``field``'s value meets ``when`` (``always``; ``gt1``: above 1; ``on``/``off`` for
+    chunked prefill; a format name for weights or KV), ``args`` join the command line (``{value}`` and any field
+    in braces formatted), ``option`` (a dotted key of the engine's config file) is set to ``set_to`` (else the
+    value), and ``note`` says what the command cannot (a checkpoint to load)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    field: LaunchField
+    when: Literal["always", "gt1", "on", "off", "bf16", "fp8", "int4", "fp4"]
+    args: list[str] = Field(default_factory=list)
+    option: str | None = None
+    set_to: str | int | float | bool | None = None
+    note: str = ""
+
+    def applies(self, value: Any) -> bool:
+        if self.when == "always":
+            return True
+        if self.when == "gt1":
+            return bool(value > 1)
+        if self.when in ("on", "off"):
+            return bool(value) is (self.when == "on")
+        return bool(value == self.when)
+
+    def option_value(self, value: Any) -> Any:
+        return value if self.set_to is None else self.set_to
+
+
+class Launch(_Figure):
+    """How a release is started: ``command`` (``{model}`` and fields in braces formatted), ``flags``, the extra
+    arguments of each disaggregated ``roles`` (prefill, decode), and the config file settings go to
+    (``config_file``, passed with ``config_flag``)."""
+
+    command: list[str] = Field(min_length=1)
+    flags: list[LaunchFlag] = Field(default_factory=list)
+    roles: dict[str, list[str]] = Field(default_factory=dict)
+    config_file: str | None = None
+    config_flag: str | None = None
+
+
 class EngineVersion(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -146,6 +190,7 @@ class EngineVersion(BaseModel):
     kv_memory: KvMemory
     startup_profile: StartupProfile | None = None
     kernels: Kernels = Field(default_factory=Kernels)
+    launch: Launch | None = None
     max_batch: MaxBatch
     max_batched_tokens: MaxBatchedTokens
     host: Host

@@ -195,6 +195,15 @@ class InferenceStepCost:
         return base + per_token * tokens if tokens > 0 else 0.0
 
 
+def with_kv_handoff(cost: InferenceStepCost, model: ModelSpec, cluster: Cluster, prefill: InferencePlan,
+                    decode: InferencePlan) -> InferenceStepCost:
+    """``cost`` (a prefill pool's) with its KV hand-off priced for a decode pool of another plan: each side moves
+    its shards at once, so the side with fewer GPUs carries the larger shard and sets the time."""
+    per_shard = kv_bytes_per_token_model(model, prefill.kv) / min(prefill.gpus, decode.gpus)
+    return replace(cost, transfer_same_node=_transfer(cluster, 2, per_shard),
+                   transfer_other_node=_transfer(cluster, 1, per_shard))
+
+
 def step_cost(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> InferenceStepCost:
     """Price a replica's iteration coefficients once (``plan.batch`` and lengths only size the memory check)."""
     gpu = cluster.catalog.gpu(cluster.system.gpu)

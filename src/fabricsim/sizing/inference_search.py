@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from fabricsim import units
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster
-from fabricsim.inference import InferencePlan, predict_inference
+from fabricsim.inference import InferencePlan, launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
 from fabricsim.sizing.defaults import sizing_defaults
@@ -261,7 +261,15 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
                    facility_w / 1000.0 / tokens_per_hour * 1e6},
         "bottleneck": _bottleneck(model, plan, int(row["max_batch"]), spec, catalog),
         "simulated": conf is not None and conf.passed, "simulation": sim, "screen": screen_figs,
+        "launch": _launch(spec, model, plan, catalog),
     }
+
+
+def _launch(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, catalog: Catalog) -> dict[str, Any]:
+    """The engine's command line for one replica of the plan, as the search priced it (engine defaults)."""
+    iplan = InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, prompt_tokens=spec.prompt_tokens,
+                          output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
+    return launch_json(iplan, catalog.gpu(catalog.system(plan.system).gpu), model.name)
 
 
 def _bottleneck(model: ModelSpec, plan: ReplicaPlan, batch: int, spec: InferenceSizingSpec, catalog: Catalog) -> str:

@@ -1,0 +1,27 @@
+"""The engine's own launch settings beside a prediction: `infer` and `size --inference` print the command (and the
+config file it reads) that starts the chosen plan, or say why the engine release has none."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+Checkpoint = Annotated[str | None, typer.Option(
+    "--checkpoint", help="checkpoint path or hub id the printed engine launch command names (default: the model's "
+    "name, to replace)")]
+
+
+def launch_lines(data: dict[str, Any]) -> list[str]:
+    """The launch settings as printed lines: each role's command, its config file and notes."""
+    if "error" in data:
+        return [f"launch: [dim]{data['error']}[/]"]
+    lines: list[str] = []
+    for role, settings in data.items():
+        times = f" (x{settings['instances']})" if settings["instances"] > 1 else ""
+        head = "launch" if role == "serve" else f"launch {role}{times}"
+        lines.append(f"{head} ({settings['engine']}): {settings['command']}")
+        for name, text in settings["config_files"].items():
+            lines.append(f"  {name}: " + text.strip().replace("\n", "; "))
+        lines += [f"  note: {note}" for note in settings["notes"]]
+    return lines

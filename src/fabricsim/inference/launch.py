@@ -1,0 +1,142 @@
+"""An engine's own launch settings for a plan: the command line (and config file) that starts the engine with the
+parallelism, formats, batch and prefill budget fabricsim priced, so a chosen plan can be deployed as is. The flag
+names live in ``data/engines.yaml`` (each release's ``launch`` block), not here."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from fabricsim.catalog import GPU
+from fabricsim.errors import SpecError
+from fabricsim.inference.engines import Launch
+from fabricsim.inference.plan import InferencePlan
+
+ROLES = ("prefill", "decode")
+PARALLEL_FIELDS = ("tp", "pp", "dp", "ep")
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """The engine's command line (``argv``), the config file it reads (name -> YAML text, empty when none) and notes
+    on what the command cannot say (a checkpoint to load)."""
+
+    engine: str
+    argv: tuple[str, ...]
+    config_files: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def command(self) -> str:
+        return shlex.join(self.argv)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"engine": self.engine, "command": self.command, "argv": list(self.argv),
+                "config_files": dict(self.config_files), "notes": list(self.notes)}
+
+
+def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int | None = None,
+                    max_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
+                    role: str | None = None) -> LaunchSettings:
+    """How to start ``plan``'s engine release for ``model`` (a checkpoint path or hub id) on ``gpu``: its
+    parallelism, weight and KV formats, memory fraction, batch and prefill budget (the engine's defaults where not
+    given), and the ``role`` of a disaggregated pool (prefill or decode). A release without launch settings, or a
+    plan its flags cannot state, is a one-line error."""
+    engine = plan.engine_profile
+    launch: Launch | None = engine.settings.launch
+    if launch is None:
+        raise SpecError(f"{engine.name} {engine.version} has no launch settings in fabricsim (releases with them: "
+                        f"{_with_launch(engine.engine)})", field="--engine")
+    if role is not None and role not in ROLES:
+        raise SpecError(f"unknown role {role!r}; allowed: {', '.join(ROLES)}", field="role")
+    values: dict[str, Any] = {
+        "model": model, "tp": plan.tp, "pp": plan.pp, "dp": plan.dp, "ep": plan.ep, "tp_x_dp": plan.tp * plan.dp,
+        "max_seqs": max_seqs or plan.max_seqs(gpu), "max_batched_tokens": max_batched_tokens or
+        plan.max_batched_tokens(gpu),
+        "chunked_prefill": engine.scheduler.chunked_prefill if chunked_prefill is None else chunked_prefill,
+        "memory_fraction": engine.settings.kv_memory.fraction, "weights": plan.weights, "kv": plan.kv,
+    }
+    argv = [part.format(**values) for part in launch.command]
+    options: dict[str, Any] = {}
+    notes: list[str] = []
+    stated: set[str] = set()
+    for flag in launch.flags:
+        value = values[flag.field]
+        if not flag.applies(value):
+            continue
+        stated.add(flag.field)
+        argv += [part.format(value=value, **values) for part in flag.args]
+        if flag.option is not None:
+            _set(options, flag.option, flag.option_value(value))
+        if flag.note:
+            notes.append(flag.note.format(value=value, **values))
+    if "tp_x_dp" in stated:  # the engine's tensor-parallel flag spans the attention data-parallel ranks too
+        stated.add("tp")
+    for name in PARALLEL_FIELDS:
+        if values[name] > 1 and name not in stated:
+            raise SpecError(f"{engine.name} {engine.version}'s launch settings cannot state {name}={values[name]}; "
+                            "run it as separate servers, or pick a release that has the flag", field=f"--{name}")
+    if role is not None:
+        if role not in launch.roles:
+            raise SpecError(f"{engine.name} {engine.version} has no disaggregated launch settings in fabricsim",
+                            field="--disagg")
+        argv += [part.format(**values) for part in launch.roles[role]]
+    files: dict[str, str] = {}
+    if options:
+        if launch.config_file is None or launch.config_flag is None:
+            raise SpecError(f"{engine.name} {engine.version}: a setting needs a config file its profile does not "
+                            "name", field="--engine")
+        files[launch.config_file] = _yaml(options)
+        argv += [launch.config_flag, launch.config_file]
+    return LaunchSettings(engine.label, tuple(argv), files, tuple(notes))
+
+
+def _set(options: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = options
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+    node[keys[-1]] = value
+
+
+def _yaml(options: dict[str, Any], indent: int = 0) -> str:
+    """A small YAML mapping (nested dicts of scalars), keys in the order set."""
+    lines = []
+    for key, value in options.items():
+        if isinstance(value, dict):
+            lines.append(" " * indent + f"{key}:")
+            lines.append(_yaml(value, indent + 2).rstrip("\n"))
+        else:
+            lines.append(" " * indent + f"{key}: {json.dumps(value)}")
+    return "\n".join(lines) + "\n"
+
+
+def _with_launch(engine_id: str) -> str:
+    from fabricsim.inference.engines import engines
+
+    ranges = [v.since for v in engines()[engine_id].versions if v.launch is not None]
+    return ", ".join(f"{engine_id}@{since}+" for since in ranges) or "none"
+
+
+def launch_json(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int | None = None,
+                max_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
+                disagg: tuple[int, int] | None = None, decode: tuple[InferencePlan, GPU] | None = None
+                ) -> dict[str, Any]:
+    """The launch settings of ``plan`` as JSON: {role: settings}, ``serve`` alone or ``prefill`` and ``decode``
+    with their instance counts under ``disagg`` (the decode pool on its own plan and GPU when ``decode`` gives
+    them); {"error": why} when the release or the plan has none."""
+    pools: list[tuple[str, str | None, int, InferencePlan, GPU]] = (
+        [("serve", None, 1, plan, gpu)] if disagg is None else
+        [("prefill", "prefill", disagg[0], plan, gpu), ("decode", "decode", disagg[1], *(decode or (plan, gpu)))])
+    out: dict[str, Any] = {}
+    try:
+        for name, role, count, pool_plan, pool_gpu in pools:
+            settings = launch_settings(pool_plan, pool_gpu, model, max_seqs=max_seqs,
+                                       max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill,
+                                       role=role)
+            out[name] = {**settings.to_json(), "instances": count}
+    except SpecError as exc:
+        return {"error": str(exc)}
+    return out
