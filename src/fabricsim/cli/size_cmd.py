@@ -286,6 +286,8 @@ def size_command(
                                         "--confirm")] = None,
     whole_nodes: Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
                                       "--whole-nodes/--no-whole-nodes")] = False,
+    disagg: Annotated[bool, _opt("inference: also search disaggregated prefill and decode pools (each pool's plan "
+                                 "and the P:D ratio), simulated", "--disagg/--no-disagg")] = False,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -318,6 +320,8 @@ def size_command(
         return
     from fabricsim.sizing import size
 
+    if disagg:
+        fail("--disagg: sizes disaggregated serving pools; add --inference")
     if objective not in ("time", "cost", "energy"):
         fail(f"--objective: {objective!r} is not one of time, cost, energy")
     if engine is not None and engine not in EXECUTORS:
@@ -340,7 +344,7 @@ def size_command(
         fail(f"--workers: must be at least 1, got {workers}")
     if not 1 <= seq <= MAX_SEQ:
         fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
-    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers")})
+    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg")})
     bar = None if as_json else _Bar()
     try:
         if bar is not None:

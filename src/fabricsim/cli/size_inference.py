@@ -48,7 +48,7 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "gpu_hour_usd": None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
         "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        "engine": kw.get("engine") or "trtllm",
+        "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")),
     }
     for key in ("weights", "kv"):  # unset: the spec's defaults
         if kw[key] is not None:
@@ -126,8 +126,31 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
     if result.best is not None:
         for line in launch_lines(result.best["launch"]):
             console.print(line, soft_wrap=True)
+    for line in disaggregated_lines(result.disaggregated, spec.slo_percentile):
+        console.print(line, soft_wrap=True)
     if result.rejected:
         console.print(f"[yellow]{len(result.rejected)} candidate(s) failed the simulation, e.g. "
                       f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")
     console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
                   f"screen at {spec.target_utilization:g} utilisation; {data['assumptions']['simulation']}")
+
+
+def disaggregated_lines(layouts: list[dict[str, Any]], percentile: int) -> list[str]:
+    """--disagg: each system's cheapest prefill and decode pools, simulated, and the first one's launch commands."""
+    lines = []
+    for e in layouts:
+        pre, dec = e["prefill"], e["decode"]
+
+        def plan(p: dict[str, Any]) -> str:
+            x = p["plan"]
+            return f"tp={x['tp']} pp={x['pp']} ep={x['ep']} {x['weights']}/{x['kv']}"
+
+        cost = "?" if e["usd_per_million_output_tokens"] is None else f"${e['usd_per_million_output_tokens']:.3f}"
+        verdict = "[green]meets the SLOs[/]" if e["simulated"] else f"[yellow]{e['simulation']['reason']}[/]"
+        lines.append(f"disaggregated on {e['system']} ({e['fabric']}): {e['disagg']} (prefill {plan(pre)} x"
+                     f"{pre['replicas']}, decode {plan(dec)} x{dec['replicas']}), {e['gpus']} GPUs, {cost} per "
+                     f"million output tokens, ttft p{percentile} {_ms(e[f'ttft_s_p{percentile}'])}, tpot "
+                     f"p{percentile} {_ms(e[f'tpot_s_p{percentile}'])}: {verdict}")
+    if layouts and layouts[0]["simulated"]:
+        lines += launch_lines(layouts[0]["launch"])
+    return lines

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ class InferenceSizingResult:
     wall_s: float
     screen_wall_s: float
     note: str | None = None
+    disaggregated: list[dict[str, Any]] = field(default_factory=list)  # --disagg: per system, cheapest first
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -84,6 +85,7 @@ class InferenceSizingResult:
             "wall_s": self.wall_s,
             "screen_wall_s": self.screen_wall_s,
             "note": self.note,
+            "disaggregated": self.disaggregated,
             "assumptions": {
                 "cost": ("rental: billed GPUs x gpu_hour_usd" if spec.gpu_hour_usd is not None else
                          "capex from the bill of materials / amortize + energy x PUE x kwh_usd, per hour"),
@@ -192,9 +194,34 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
     note = None
     if not passed:
         note = _binding_note(spec, frame, scr.pruned_reasons, rejected)
+    disaggregated: list[dict[str, Any]] = []
+    if spec.disagg and len(frame):
+        disaggregated, runs = _disaggregated(spec, model, frame, catalog)
+        simulations += runs
     return InferenceSizingResult(spec, frame, results, list(by_system.values()), rejected, scr.plans_evaluated,
                                  scr.plans_pruned, scr.pruned_reasons, simulations, time.perf_counter() - start,
-                                 screen_wall, note)
+                                 screen_wall, note, disaggregated)
+
+
+def _disaggregated(spec: InferenceSizingSpec, model: ModelSpec, frame: pd.DataFrame, catalog: Catalog
+                   ) -> tuple[list[dict[str, Any]], int]:
+    """The cheapest prefill and decode pools on each system (every timed plan a candidate for either), the
+    ``confirm_top`` cheapest confirmed by simulation; (layouts, cheapest simulated passing first; simulations)."""
+    from fabricsim.sizing.inference_disagg import best_pools, confirm_pools
+
+    plans = list(dict.fromkeys(_plan_of({str(k): v for k, v in r.items()}) for r in frame.to_dict("records")))
+    trace = poisson_requests(spec.rate_per_s, spec.duration_s, seed=spec.seed, prompt=spec.prompt_tokens,
+                             output=spec.output_tokens)
+    schedulers = {p.system: engine_scheduler(spec, catalog.gpu(catalog.system(p.system).gpu)) for p in plans}
+    out: list[dict[str, Any]] = []
+    runs = 0
+    for pre, dec in best_pools(spec, model, plans, catalog, schedulers)[: max(1, spec.confirm_top)]:
+        layout = confirm_pools(spec, model, pre, dec, trace, catalog, schedulers[pre.plan.system])
+        runs += int(layout["simulation"]["runs"])
+        out.append(layout)
+    out.sort(key=lambda e: (not e["simulated"], math.inf if e["usd_per_million_output_tokens"] is None
+                            else e["usd_per_million_output_tokens"]))
+    return out, runs
 
 
 def _order(frame: pd.DataFrame) -> pd.DataFrame:

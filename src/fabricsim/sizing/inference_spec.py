@@ -66,6 +66,7 @@ class InferenceSizingSpec(BaseModel):
     kwh_usd: float = Field(0.08, ge=0.0)
     top: int = Field(10, ge=1)
     engine: str = "trtllm"  # the serving engine (NAME[@VERSION]): its memory, scheduler and host time per step
+    disagg: bool = False  # also search disaggregated prefill and decode pools (each pool's plan, the P:D ratio)
 
     @field_validator("engine")
     @classmethod
