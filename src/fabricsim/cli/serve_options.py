@@ -34,12 +34,16 @@ ChunkedPrefill = Annotated[bool | None, typer.Option("--chunked-prefill/--no-chu
                                                      help="split long prompts over iterations (default: the "
                                                      "engine's: on for vLLM V1 and SGLang, off for vLLM V0 and "
                                                      "TensorRT-LLM)")]
-DecodeTp = Annotated[int | None, typer.Option("--decode-tp", help="with --disagg: the decode pool's tensor "
-                                              "parallelism (default: --tp)")]
-DecodeEp = Annotated[int | None, typer.Option("--decode-ep", help="with --disagg: the decode pool's expert "
-                                              "parallelism (default: --ep)")]
-DecodeDp = Annotated[int | None, typer.Option("--decode-dp", help="with --disagg: the decode pool's attention data "
-                                              "parallelism (default: --dp)")]
+
+
+def _decode_size(size: str, what: str) -> Any:
+    """The option --decode-SIZE: the decode pool's own ``what`` (default: --SIZE's)."""
+    return typer.Option(f"--decode-{size}", help=f"with --disagg: the decode pool's {what} (default: --{size})")
+
+
+DecodeTp = Annotated[int | None, _decode_size("tp", "tensor parallelism")]
+DecodeEp = Annotated[int | None, _decode_size("ep", "expert parallelism")]
+DecodeDp = Annotated[int | None, _decode_size("dp", "attention data parallelism")]
 DecodeSystem = Annotated[str | None, typer.Option("--decode-system", help="with --disagg: the decode pool's system "
                                                   "(its own GPU type; default: --system); the KV cache then "
                                                   "crosses the scale-out network")]
