@@ -34,6 +34,7 @@ from fabricsim.cli.serve_options import (
     MaxBatchedTokens,
     MaxSeqs,
     PrefixHit,
+    PrefixHost,
     Rate,
     Replicas,
     Seed,
@@ -160,6 +161,7 @@ def infer_command(
     seed: Seed = None,
     engine: EngineOpt = "trtllm",
     prefix_hit: PrefixHit = 0.0,
+    prefix_host: PrefixHost = 0.0,
     decode_tp: DecodeTp = None,
     decode_ep: DecodeEp = None,
     decode_dp: DecodeDp = None,
@@ -197,7 +199,8 @@ def infer_command(
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
                          weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
-                         engine=engine.strip(), prefix_hit=prefix_hit, engine_max_seqs=max_seqs,
+                         engine=engine.strip(), prefix_hit=prefix_hit, prefix_host=prefix_host,
+                         engine_max_seqs=max_seqs,
                          engine_max_batched_tokens=max_batched_tokens)
     if plan.draft_tokens and not spec.mtp_modules:
         raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
@@ -260,7 +263,7 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
            decode: tuple[InferencePlan, Cluster] | None = None) -> ServingResult:
     """Serve the requests on the replicas the options describe, each priced by the inference model (a
     disaggregated decode pool on its own plan and system when ``decode`` gives them)."""
-    from fabricsim.inference import step_cost, with_kv_handoff
+    from fabricsim.inference import host_link_bytes_per_s, kv_bytes_per_token_gpu, step_cost, with_kv_handoff
     from fabricsim.serving import (
         ServingLayout,
         engine_scheduler_config,
@@ -281,6 +284,9 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
                                     prompt=plan.prompt_tokens, output=plan.output_tokens)
     if plan.prefix_hit:
         requests = requests.with_prefix_hit(plan.prefix_hit)
+    if plan.prefix_host:  # the host tier's share, copied back over the GPU's host link before the request runs
+        requests = requests.with_host_hit(plan.prefix_host,
+                                          kv_bytes_per_token_gpu(spec, plan) / host_link_bytes_per_s(cluster))
     cost = step_cost(spec, cluster, plan)
     if cost.kv_capacity_tokens < plan.context:
         raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "

@@ -50,6 +50,10 @@ DecodeSystem = Annotated[str | None, typer.Option("--decode-system", help="with 
 PrefixHit = Annotated[float, typer.Option("--prefix-hit", help="fraction of each prompt already in the engine's "
                                           "prefix cache (0..1; not computed again): TTFT, and every request "
                                           "served; a --trace may give cached_tokens per request instead")]
+PrefixHost = Annotated[float, typer.Option("--prefix-host", help="fraction of each prompt found in the engine's "
+                                            "host-memory KV tier (offloaded copies): copied back over PCIe or "
+                                            "NVLink-C2C instead of computed (engines with one: fabricsim catalog "
+                                            "engines --json, kv_offload)")]
 Seed = Annotated[int | None, typer.Option("--seed", help="random seed of the Poisson arrivals (default 0)")]
 
 

@@ -182,6 +182,13 @@ class Launch(_Figure):
     config_flag: str | None = None
 
 
+class KvOffload(_Figure):
+    """The engine keeps a tier of KV blocks in host memory (copies of what it computed, LRU): a prefix found there
+    is loaded back over the GPU's host link instead of recomputed. ``args``: the launch flags that enable it."""
+
+    args: list[str] = Field(default_factory=list)
+
+
 class EngineVersion(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -191,6 +198,7 @@ class EngineVersion(BaseModel):
     startup_profile: StartupProfile | None = None
     kernels: Kernels = Field(default_factory=Kernels)
     launch: Launch | None = None
+    kv_offload: KvOffload | None = None
     max_batch: MaxBatch
     max_batched_tokens: MaxBatchedTokens
     host: Host

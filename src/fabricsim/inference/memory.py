@@ -9,6 +9,7 @@ from math import floor
 import numpy as np
 
 from fabricsim.catalog import GPU
+from fabricsim.comm import Cluster
 from fabricsim.inference.draft import _draft_parts
 from fabricsim.inference.experts import touched_experts
 from fabricsim.inference.plan import ACT_BYTES, InferencePlan
@@ -153,3 +154,11 @@ def decode_step_floor_s(model: ModelSpec, plan: InferencePlan, gpu: GPU) -> floa
 def kv_cache_table(model: ModelSpec, plan: InferencePlan, contexts: np.ndarray) -> np.ndarray:
     """KV bytes per GPU of the plan's batch at each context length (vectorised)."""
     return plan.batch / plan.dp * contexts * kv_bytes_per_token_gpu(model, plan)
+
+
+def host_link_bytes_per_s(cluster: Cluster) -> float:
+    """Bytes per second one GPU moves from host memory: over its direct CPU link (NVLink-C2C on Grace systems)
+    where it has one, else its PCIe x16, at the link's achievable fraction."""
+    system = cluster.system
+    link = cluster.catalog.link(system.cpu_gpu_link or system.pcie)
+    return float(link.bytes_per_s * link.efficiency)

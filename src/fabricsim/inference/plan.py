@@ -72,6 +72,9 @@ class InferencePlan:
     prefix_hit: float = 0.0
     """fraction of each prompt already in the engine's prefix cache: prefill computes only the rest (attending to
     the cached part), at least the last prompt token"""
+    prefix_host: float = 0.0
+    """fraction of each prompt found in the engine's host-memory KV tier (offloaded copies, engines.yaml
+    ``kv_offload``): loaded back over the GPU's host link (PCIe, NVLink-C2C) instead of computed"""
     engine_max_seqs: int | None = None
     """the engine's max sequences when set other than its default (``--max-seqs``): an engine that sizes its
     workspace at start-up sizes its sampler for them; None: the engine's default"""
@@ -124,13 +127,26 @@ class InferencePlan:
             raise SpecError(f"{profile.name} {profile.version} does not cache prefixes by default (fabricsim "
                             "catalog engines); drop --prefix-hit or pick a release or engine that does",
                             field="--prefix-hit")
+        g = self.prefix_host
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not isfinite(g) or not 0.0 <= g <= 1.0 - h:
+            raise SpecError(f"must be a fraction 0..1 - --prefix-hit ({1.0 - h:g}), got {g!r}", field="--prefix-host")
+        if g and profile.settings.kv_offload is None:
+            raise SpecError(f"{profile.name} {profile.version} keeps no KV tier in host memory in fabricsim "
+                            "(fabricsim catalog engines --json: kv_offload); drop --prefix-host", field="--prefix-host")
         if self.batch % self.dp:
             raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
 
     @property
     def cached_prompt_tokens(self) -> int:
-        """Prompt tokens a request finds in the prefix cache (at most the prompt less one)."""
-        return min(int(self.prefix_hit * self.prompt_tokens), self.prompt_tokens - 1)
+        """Prompt tokens a request finds in the prefix cache, on the GPU or in host memory (at most the prompt less
+        one)."""
+        return min(int((self.prefix_hit + self.prefix_host) * self.prompt_tokens), self.prompt_tokens - 1)
+
+    @property
+    def host_prompt_tokens(self) -> int:
+        """Of ``cached_prompt_tokens``, those loaded back from the host-memory tier (the rest are on the GPU)."""
+        return max(0, self.cached_prompt_tokens - min(int(self.prefix_hit * self.prompt_tokens),
+                                                      self.prompt_tokens - 1))
 
     @property
     def gpus(self) -> int:
@@ -160,6 +176,7 @@ class InferencePlan:
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
                 "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.kernel("fp8_mla_decode"),
                 "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit,
+                "prefix_host": self.prefix_host,
                 "engine_max_seqs": self.engine_max_seqs, "engine_max_batched_tokens": self.engine_max_batched_tokens}
 
     @property

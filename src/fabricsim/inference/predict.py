@@ -54,7 +54,14 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends
 from fabricsim.inference.draft import _draft_parts, _eh_proj_comm
-from fabricsim.inference.memory import InferenceMemory, inference_memory, max_batch, max_context
+from fabricsim.inference.memory import (
+    InferenceMemory,
+    host_link_bytes_per_s,
+    inference_memory,
+    kv_bytes_per_token_gpu,
+    max_batch,
+    max_context,
+)
 from fabricsim.inference.plan import LAYERS, InferencePlan, check_inference_plan
 from fabricsim.inference.stage import _Stage, _stage, _stage_work
 from fabricsim.model import ModelSpec
@@ -180,6 +187,9 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
         after_prompt = _draft_passes(model, plan, cluster, gpu, plan.batch, 0.0, plan.prompt_tokens, prefill=True)
         prefill = {k: prefill[k] + after_prompt[k] for k in LAYERS}
         decode = {k: decode[k] + drafts[k] for k in LAYERS}
+    if plan.host_prompt_tokens:  # the host tier's part is copied back before the rest is computed
+        prefill["pcie"] += plan.host_prompt_tokens * plan.batch / plan.dp * kv_bytes_per_token_gpu(model, plan) \
+            / host_link_bytes_per_s(cluster)
     ttft = sum(prefill.values())
     step = sum(decode.values())
     tpot = step / plan.acceptance_length  # a step yields the acceptance length in tokens

@@ -42,6 +42,8 @@ from __future__ import annotations
 import heapq
 import math
 
+import numpy as np
+
 from fabricsim.errors import SpecError
 from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
 from fabricsim.serving.replica import Replica, evict_blocks, free_blocks
@@ -68,7 +70,9 @@ class _Sim:
         self.cap_s = cap_s
         self.max_iterations = max_iterations
         n = trace.requests
-        self.arrival = trace.arrival_s.tolist()
+        ready = trace.ready_s  # a request waiting on its host-tier prefix joins the queue when it has it
+        self.order: list[int] = np.argsort(ready, kind="stable").tolist()
+        self.arrival = ready[self.order].tolist()
         self.prompt: list[int] = trace.prompt_tokens.tolist()
         self.output: list[int] = trace.output_tokens.tolist()
         self.cached: list[int] = trace.cached.tolist()  # prompt tokens found in the prefix cache
@@ -123,7 +127,8 @@ class _Sim:
 
     def run(self) -> None:
         """Process arrivals and events in time order until everything is done or the drain limit is reached."""
-        arrival = self.arrival
+        arrival = self.arrival  # ready times, sorted; the request at position ptr is order[ptr]
+        order = self.order
         n = len(arrival)
         ptr = 0
         events = self.events
@@ -136,10 +141,11 @@ class _Sim:
             if t_arr <= t_evt:
                 if t_arr > cap_s:
                     break
-                rep = self._route(ptr)
+                rid = order[ptr]
+                rep = self._route(rid)
                 rep.load += 1
-                self.owner[ptr] = rep.index
-                self._enqueue(rep, ptr, t_arr)
+                self.owner[rid] = rep.index
+                self._enqueue(rep, rid, t_arr)
                 ptr += 1
                 continue
             if t_evt > cap_s or self.iterations >= self.max_iterations:

@@ -65,13 +65,15 @@ class LengthDist:
 class RequestTrace:
     """Requests sorted by arrival: arrival time (s), prompt and output lengths (tokens); the arrival window (s);
     the prompt tokens found in the prefix cache (``cached_tokens``, none when absent: at most the prompt less one,
-    since an engine recomputes the last prompt token for its logits)."""
+    since an engine recomputes the last prompt token for its logits); ``load_s``: seconds after its arrival before a
+    request can be scheduled (its cached prefix copied back from a host-memory tier; none when absent)."""
 
     arrival_s: NDArray[np.float64]
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     duration_s: float
     cached_tokens: NDArray[np.int64] | None = None
+    load_s: NDArray[np.float64] | None = None
 
     def __post_init__(self) -> None:
         n = len(self.arrival_s)
@@ -81,6 +83,9 @@ class RequestTrace:
                 len(self.cached_tokens) != n
                 or (n and (self.cached_tokens.min() < 0 or np.any(self.cached_tokens >= self.prompt_tokens)))):
             raise SpecError("cached_tokens must be 0 .. prompt_tokens - 1 for every request", field="cached_tokens")
+        if self.load_s is not None and (len(self.load_s) != n or (n and (
+                not np.all(np.isfinite(self.load_s)) or self.load_s.min() < 0.0))):
+            raise SpecError("load_s must be finite and >= 0 for every request", field="load_s")
         if n and (not np.all(np.isfinite(self.arrival_s)) or self.arrival_s.min() < 0.0):
             raise SpecError("arrival times must be finite and >= 0", field="arrival_s")
         if n > 1 and np.any(np.diff(self.arrival_s) < 0.0):
@@ -99,6 +104,24 @@ class RequestTrace:
     def cached(self) -> NDArray[np.int64]:
         """Prompt tokens each request finds in the prefix cache (zeros when the trace gives none)."""
         return np.zeros(self.requests, dtype=np.int64) if self.cached_tokens is None else self.cached_tokens
+
+    @property
+    def ready_s(self) -> NDArray[np.float64]:
+        """When each request can first be scheduled: its arrival, plus its host-tier load."""
+        return self.arrival_s if self.load_s is None else self.arrival_s + self.load_s
+
+    def with_host_hit(self, host: float, load_s_per_token: float) -> RequestTrace:
+        """The same requests with the fraction ``host`` of every prompt, past what the prefix cache already holds,
+        found in a host-memory tier: those tokens join ``cached_tokens`` (at most the prompt less one) and the
+        request waits ``load_s_per_token`` a token for them to be copied back."""
+        if not (math.isfinite(host) and 0.0 <= host <= 1.0):
+            raise SpecError(f"must be a fraction 0..1, got {host}", field="--prefix-host")
+        if not (math.isfinite(load_s_per_token) and load_s_per_token >= 0.0):
+            raise SpecError(f"must be finite and >= 0, got {load_s_per_token}", field="load_s_per_token")
+        before = self.cached
+        cached = np.minimum(before + np.floor(host * self.prompt_tokens).astype(np.int64), self.prompt_tokens - 1)
+        return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached,
+                            (cached - before) * load_s_per_token)
 
     def with_prefix_hit(self, hit: float) -> RequestTrace:
         """The same requests with the fraction ``hit`` of every prompt in the prefix cache (rounded down, at most
