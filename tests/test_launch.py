@@ -103,3 +103,21 @@ def test_infer_and_size_print_the_launch_command() -> None:
     assert size.exit_code == 0, size.output
     best = json.loads(size.output)["results"][0]
     assert best["launch"]["serve"]["command"].startswith("python3 -m sglang.launch_server --model-path llama3-8b")
+
+
+def test_a_plan_counting_on_the_host_tier_switches_it_on() -> None:
+    sg = launch_settings(InferencePlan(engine="sglang", prefix_host=0.5), H100, "m")
+    assert "--enable-hierarchical-cache" in sg.argv
+    assert "--enable-hierarchical-cache" not in launch_settings(InferencePlan(engine="sglang"), H100, "m").argv
+    vl = launch_settings(InferencePlan(engine="vllm", prefix_host=0.5), H100, "m")
+    assert any("OffloadingConnector" in note for note in vl.notes)
+
+
+def test_size_names_the_checkpoint_and_refuses_it_for_training() -> None:
+    runner = CliRunner()
+    out = runner.invoke(app, ["size", "--inference", "--model", "llama3-8b", "--rate", "5", "--slo-ttft", "2s",
+                              "--slo-tpot", "80ms", "--systems", "dgx-h100", "--checkpoint", "org/ckpt", "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output)["results"][0]["launch"]["serve"]["argv"][1] == "org/ckpt"
+    wrong = runner.invoke(app, ["size", "--model", "llama3-8b", "--checkpoint", "org/ckpt"])
+    assert wrong.exit_code == 2 and "--checkpoint" in wrong.output

@@ -288,6 +288,8 @@ def size_command(
                                       "--whole-nodes/--no-whole-nodes")] = False,
     disagg: Annotated[bool, _opt("inference: also search disaggregated prefill and decode pools (each pool's plan "
                                  "and the P:D ratio), simulated", "--disagg/--no-disagg")] = False,
+    checkpoint: Annotated[str | None, _opt("inference: checkpoint path or hub id the printed engine launch commands "
+                                           "name (default: the model's name)", "--checkpoint")] = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -322,6 +324,8 @@ def size_command(
 
     if disagg:
         fail("--disagg: sizes disaggregated serving pools; add --inference")
+    if checkpoint is not None:
+        fail("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
     if objective not in ("time", "cost", "energy"):
         fail(f"--objective: {objective!r} is not one of time, cost, energy")
     if engine is not None and engine not in EXECUTORS:
@@ -344,7 +348,8 @@ def size_command(
         fail(f"--workers: must be at least 1, got {workers}")
     if not 1 <= seq <= MAX_SEQ:
         fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
-    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg")})
+    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
+                                                                         "checkpoint")})
     bar = None if as_json else _Bar()
     try:
         if bar is not None:

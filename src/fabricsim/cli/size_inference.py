@@ -48,7 +48,7 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "gpu_hour_usd": None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
         "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")),
+        "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")), "checkpoint": kw.get("checkpoint"),
     }
     for key in ("weights", "kv"):  # unset: the spec's defaults
         if kw[key] is not None:

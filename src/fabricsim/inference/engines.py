@@ -184,9 +184,11 @@ class Launch(_Figure):
 
 class KvOffload(_Figure):
     """The engine keeps a tier of KV blocks in host memory (copies of what it computed, LRU): a prefix found there
-    is loaded back over the GPU's host link instead of recomputed. ``args``: the launch flags that enable it."""
+    is loaded back over the GPU's host link instead of recomputed. ``args``: the launch flags that enable it;
+    ``note``: how to enable it where a flag cannot say it all (a size to choose, a config entry)."""
 
     args: list[str] = Field(default_factory=list)
+    note: str = ""
 
 
 class EngineVersion(BaseModel):

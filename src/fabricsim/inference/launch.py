@@ -78,6 +78,11 @@ def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int 
         if values[name] > 1 and name not in stated:
             raise SpecError(f"{engine.name} {engine.version}'s launch settings cannot state {name}={values[name]}; "
                             "run it as separate servers, or pick a release that has the flag", field=f"--{name}")
+    offload = engine.settings.kv_offload
+    if plan.prefix_host and offload is not None:  # the plan counts on the host tier: switch it on
+        argv += list(offload.args)
+        if offload.note:
+            notes.append(offload.note)
     if role is not None:
         if role not in launch.roles:
             raise SpecError(f"{engine.name} {engine.version} has no disaggregated launch settings in fabricsim",

@@ -154,7 +154,7 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     per_hour = sum(float(x["cost_usd_per_hour"]) for x in prices)
     tokens_per_hour = spec.rate_per_s * spec.output_tokens * 3600.0
     gpu = catalog.gpu(system.gpu)
-    launch = launch_json(iplan[pre], gpu, model.name, disagg=(p, d), decode=(iplan[dec], gpu))
+    launch = launch_json(iplan[pre], gpu, spec.checkpoint or model.name, disagg=(p, d), decode=(iplan[dec], gpu))
     return {
         "system": pre.plan.system, "fabric": pre.plan.fabric, "disagg": f"{p}:{d}",
         "prefill": {"plan": _plan_json(pre.plan), "replicas": p, "capacity_rps_per_replica": pre.capacity_rps,

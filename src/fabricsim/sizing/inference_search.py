@@ -296,7 +296,7 @@ def _launch(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, cata
     """The engine's command line for one replica of the plan, as the search priced it (engine defaults)."""
     iplan = InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, prompt_tokens=spec.prompt_tokens,
                           output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
-    return launch_json(iplan, catalog.gpu(catalog.system(plan.system).gpu), model.name)
+    return launch_json(iplan, catalog.gpu(catalog.system(plan.system).gpu), spec.checkpoint or model.name)
 
 
 def _bottleneck(model: ModelSpec, plan: ReplicaPlan, batch: int, spec: InferenceSizingSpec, catalog: Catalog) -> str:

@@ -67,6 +67,7 @@ class InferenceSizingSpec(BaseModel):
     top: int = Field(10, ge=1)
     engine: str = "trtllm"  # the serving engine (NAME[@VERSION]): its memory, scheduler and host time per step
     disagg: bool = False  # also search disaggregated prefill and decode pools (each pool's plan, the P:D ratio)
+    checkpoint: str | None = None  # the checkpoint path or hub id the launch commands name (None: the model's name)
 
     @field_validator("engine")
     @classmethod
