@@ -58,3 +58,15 @@ def test_a_looser_tpot_slo_never_lowers_a_decode_replicas_capacity(slo_s: float,
         capacities.append(0.0 if member is None else member.capacity_rps)
         assert member is None or member.latency_s <= slo
     assert capacities[1] >= capacities[0]
+
+
+def test_the_decode_pool_may_run_on_another_gpu_type() -> None:
+    """With two systems the search pairs pools across them too (prefill where compute is cheap, decode where
+    memory bandwidth is): the hand-off then crosses the network, and each pool's command is its own."""
+    args = [a if a != "dgx-h100" else "dgx-h100,hgx-h200" for a in ARGS]
+    out = CliRunner().invoke(app, [*args, "--disagg"])
+    assert out.exit_code == 0, out.output
+    layouts = json.loads(out.output)["disaggregated"]
+    pairs = {(e["system"], e["decode_system"]) for e in layouts}
+    assert {("dgx-h100", "hgx-h200"), ("hgx-h200", "dgx-h100")} & pairs
+    assert ("dgx-h100", "dgx-h100") in pairs or ("hgx-h200", "hgx-h200") in pairs

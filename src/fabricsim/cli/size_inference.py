@@ -136,7 +136,8 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
 
 
 def disaggregated_lines(layouts: list[dict[str, Any]], percentile: int) -> list[str]:
-    """--disagg: each system's cheapest prefill and decode pools, simulated, and the first one's launch commands."""
+    """--disagg: the cheapest prefill and decode pools of each pair of systems, simulated, and the first one's
+    launch commands."""
     lines = []
     for e in layouts:
         pre, dec = e["prefill"], e["decode"]
@@ -147,7 +148,8 @@ def disaggregated_lines(layouts: list[dict[str, Any]], percentile: int) -> list[
 
         cost = "?" if e["usd_per_million_output_tokens"] is None else f"${e['usd_per_million_output_tokens']:.3f}"
         verdict = "[green]meets the SLOs[/]" if e["simulated"] else f"[yellow]{e['simulation']['reason']}[/]"
-        lines.append(f"disaggregated on {e['system']} ({e['fabric']}): {e['disagg']} (prefill {plan(pre)} x"
+        where = e["system"] if e["decode_system"] == e["system"] else f"{e['system']} + {e['decode_system']}"
+        lines.append(f"disaggregated on {where} ({e['fabric']}): {e['disagg']} (prefill {plan(pre)} x"
                      f"{pre['replicas']}, decode {plan(dec)} x{dec['replicas']}), {e['gpus']} GPUs, {cost} per "
                      f"million output tokens, ttft p{percentile} {_ms(e[f'ttft_s_p{percentile}'])}, tpot "
                      f"p{percentile} {_ms(e[f'tpot_s_p{percentile}'])}: {verdict}")

@@ -35,13 +35,15 @@ class PoolMember:
 
     plan: ReplicaPlan
     capacity_rps: float
-    latency_s: float  # prefill: TTFT of one prompt with the hand-off; decode: TPOT at the chosen batch
+    latency_s: float  # prefill: TTFT of one prompt with the hand-off in a node; decode: TPOT at the chosen batch
     batch: int  # decode: requests held; prefill: prompts a pass
+    across_s: float = 0.0  # prefill: the extra TTFT when the hand-off crosses the network to another system
 
 
-def prefill_member(plan: ReplicaPlan, cost: InferenceStepCost, spec: InferenceSizingSpec, budget: int,
-                   same_node: bool) -> PoolMember:
-    """Prompts per second of a prefill replica at full passes, and one prompt's TTFT with its KV hand-off."""
+def prefill_member(plan: ReplicaPlan, cost: InferenceStepCost, spec: InferenceSizingSpec, budget: int
+                   ) -> PoolMember:
+    """Prompts per second of a prefill replica at full passes, and one prompt's TTFT with its KV hand-off (in a
+    node; ``across_s`` more when it crosses the network)."""
     p = spec.prompt_tokens
     pairs = p * (p + 1) / 2.0
     per_pass = max(1, budget // p)
@@ -49,7 +51,8 @@ def prefill_member(plan: ReplicaPlan, cost: InferenceStepCost, spec: InferenceSi
     full = float(cost.step_s_many(np.array([per_pass * p / chunks]), np.array([per_pass * pairs / chunks]),
                                   np.zeros(1), np.zeros(1))[0])
     one = float(cost.step_s_many(np.array([p / chunks]), np.array([pairs / chunks]), np.zeros(1), np.zeros(1))[0])
-    return PoolMember(plan, per_pass / (chunks * full), chunks * one + cost.kv_transfer_s(p, same_node), per_pass)
+    near, far = cost.kv_transfer_s(p, True), cost.kv_transfer_s(p, False)
+    return PoolMember(plan, per_pass / (chunks * full), chunks * one + near, per_pass, max(0.0, far - near))
 
 
 def decode_member(plan: ReplicaPlan, cost: InferenceStepCost, spec: InferenceSizingSpec, max_seqs: int
@@ -79,39 +82,44 @@ def _replicas(spec: InferenceSizingSpec, member: PoolMember) -> int:
 
 def best_pools(spec: InferenceSizingSpec, model: ModelSpec, plans: list[ReplicaPlan], catalog: Catalog,
                schedulers: dict[str, SchedulerConfig]) -> list[tuple[PoolMember, PoolMember]]:
-    """Per system (its engine scheduler in ``schedulers``), the cheapest prefill member meeting the TTFT SLO and the
-    cheapest decode member meeting the TPOT SLO (USD per hour of the replicas the rate needs) of one checkpoint and
-    KV format (the hand-off moves KV blocks as they are), cheapest system first."""
-    by_system: dict[tuple[str, str, str], tuple[list[PoolMember], list[PoolMember]]] = {}
+    """The cheapest prefill pool meeting the TTFT SLO and decode pool meeting the TPOT SLO (USD per hour of the
+    replicas the rate needs; each system's engine scheduler in ``schedulers``) for every pair of systems, the
+    decode pool on the prefill pool's system or another GPU type (the hand-off then crosses the network); one
+    checkpoint and KV format for both (the hand-off moves KV blocks as they are). Cheapest pair first."""
+    prefills: dict[tuple[str, str, str], list[PoolMember]] = {}
+    decodes: dict[tuple[str, str, str], list[PoolMember]] = {}
     for plan in plans:
         cfg = schedulers[plan.system]
         cost = replica_step_cost(model, plan, spec, catalog)
         if cost.kv_capacity_tokens < spec.prompt_tokens + spec.output_tokens:
             continue
-        pre = prefill_member(plan, cost, spec, cfg.max_num_batched_tokens, same_node=True)
-        dec = decode_member(plan, cost, spec, cfg.max_num_seqs)
-        pools = by_system.setdefault((plan.system, plan.weights, plan.kv), ([], []))
+        key = (plan.system, plan.weights, plan.kv)
+        pre = prefill_member(plan, cost, spec, cfg.max_num_batched_tokens)
         if pre.latency_s <= spec.slo_ttft_s:
-            pools[0].append(pre)
+            prefills.setdefault(key, []).append(pre)
+        dec = decode_member(plan, cost, spec, cfg.max_num_seqs)
         if dec is not None:
-            pools[1].append(dec)
-    out: list[tuple[float, PoolMember, PoolMember]] = []
-    for prefills, decodes in by_system.values():
-        if not prefills or not decodes:
-            continue
+            decodes.setdefault(key, []).append(dec)
 
-        def hourly(m: PoolMember) -> float:
-            value = float(_pool_price(spec, m, _replicas(spec, m), catalog)["cost_usd_per_hour"])
-            return value if math.isfinite(value) else math.inf
+    def hourly(m: PoolMember) -> float:
+        value = float(_pool_price(spec, m, _replicas(spec, m), catalog)["cost_usd_per_hour"])
+        return value if math.isfinite(value) else math.inf
 
-        pre = min(prefills, key=lambda m: (hourly(m), m.plan.gpus))
-        dec = min(decodes, key=lambda m: (hourly(m), m.plan.gpus))
-        out.append((hourly(pre) + hourly(dec), pre, dec))
-    out.sort(key=lambda t: t[0])
-    systems: dict[str, tuple[PoolMember, PoolMember]] = {}
-    for _, pre, dec in out:  # the cheapest formats on each system
-        systems.setdefault(pre.plan.system, (pre, dec))
-    return list(systems.values())
+    best_decode = {key: min(ms, key=lambda m: (hourly(m), m.plan.gpus)) for key, ms in decodes.items()}
+    pairs: dict[tuple[str, str], tuple[float, PoolMember, PoolMember]] = {}
+    for (system, weights, kv), members in prefills.items():
+        for (decode_system, dweights, dkv), dec in best_decode.items():
+            if (dweights, dkv) != (weights, kv):
+                continue
+            across = decode_system != system
+            ok = [m for m in members if m.latency_s + (m.across_s if across else 0.0) <= spec.slo_ttft_s]
+            if not ok:
+                continue
+            pre = min(ok, key=lambda m: (hourly(m), m.plan.gpus))
+            total = hourly(pre) + hourly(dec)
+            if (system, decode_system) not in pairs or total < pairs[(system, decode_system)][0]:
+                pairs[(system, decode_system)] = (total, pre, dec)
+    return [(pre, dec) for _, pre, dec in sorted(pairs.values(), key=lambda t: t[0])]
 
 
 def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, dec: PoolMember,
@@ -132,7 +140,8 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     reason = ""
     runs = 0
     for _ in range(bumps + 1):
-        same_node = p * pre.plan.gpus + d * dec.plan.gpus <= system.nvlink_domain_gpus
+        same_node = (dec.plan.system == pre.plan.system
+                     and p * pre.plan.gpus + d * dec.plan.gpus <= system.nvlink_domain_gpus)
         result = simulate_serving(cost, trace, scheduler=cfg, decode_cost=decode_cost,
                                   layout=ServingLayout(disagg=(p, d), kv_same_node=same_node),
                                   slo_ttft_s=spec.slo_ttft_s, slo_tpot_s=spec.slo_tpot_s)
@@ -153,10 +162,11 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     prices = [_pool_price(spec, pre, p, catalog), _pool_price(spec, dec, d, catalog)]
     per_hour = sum(float(x["cost_usd_per_hour"]) for x in prices)
     tokens_per_hour = spec.rate_per_s * spec.output_tokens * 3600.0
-    gpu = catalog.gpu(system.gpu)
-    launch = launch_json(iplan[pre], gpu, spec.checkpoint or model.name, disagg=(p, d), decode=(iplan[dec], gpu))
+    launch = launch_json(iplan[pre], catalog.gpu(system.gpu), spec.checkpoint or model.name, disagg=(p, d),
+                         decode=(iplan[dec], catalog.gpu(catalog.system(dec.plan.system).gpu)))
     return {
-        "system": pre.plan.system, "fabric": pre.plan.fabric, "disagg": f"{p}:{d}",
+        "system": pre.plan.system, "decode_system": dec.plan.system, "fabric": pre.plan.fabric,
+        "disagg": f"{p}:{d}",
         "prefill": {"plan": _plan_json(pre.plan), "replicas": p, "capacity_rps_per_replica": pre.capacity_rps,
                     "screen_ttft_s": pre.latency_s},
         "decode": {"plan": _plan_json(dec.plan), "replicas": d, "capacity_rps_per_replica": dec.capacity_rps,
