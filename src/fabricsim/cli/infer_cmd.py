@@ -232,7 +232,7 @@ def infer_command(
         plot_bars(pred.breakdown_s, f"{spec.name}: {plan.gpus} GPUs on {system}", "seconds (whole batch)", plot)
     from fabricsim.inference import launch_json
 
-    launch = launch_json(plan, catalog.gpu(catalog.system(system).gpu), checkpoint or model,
+    launch = launch_json(plan, gpu, checkpoint or model,
                          max_seqs=serve.max_seqs if serve.active else None,
                          max_batched_tokens=None if not serve.active or serve.budget_from_engine
                          else serve.max_batched_tokens,
@@ -292,19 +292,17 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
         raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "
                         f"of {plan.context}; add --tp/--pp or use --weights fp8 / --kv fp8", field="--rate")
     decode_cost = None
-    pools = 1 if serve.disagg is None else sum(serve.disagg)
-    same_node = pools * plan.gpus <= cluster.system.nvlink_domain_gpus
+    decode_plan, decode_cluster = decode or (plan, cluster)  # the decode pool: its own plan and system, or these
+    p, d = serve.disagg or (1, 0)
+    same_node = (decode_cluster.system.id == cluster.system.id
+                 and p * plan.gpus + d * decode_plan.gpus <= cluster.system.nvlink_domain_gpus)
     if decode is not None and serve.disagg is not None:
-        decode_plan, decode_cluster = decode
         decode_cost = step_cost(spec, decode_cluster, decode_plan)
         if decode_cost.kv_capacity_tokens < plan.context:
             raise SpecError(f"the KV cache of one decode replica holds {decode_cost.kv_capacity_tokens} tokens, "
                             f"fewer than one request of {plan.context}; raise --decode-tp or use --kv fp8",
                             field="--decode-tp")
         cost = with_kv_handoff(cost, spec, cluster, plan, decode_plan)
-        p, d = serve.disagg
-        same_node = (decode_cluster.system.id == cluster.system.id
-                     and p * plan.gpus + d * decode_plan.gpus <= cluster.system.nvlink_domain_gpus)
     layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",
                            disagg=serve.disagg, kv_same_node=same_node)
     scheduler = engine_scheduler_config(

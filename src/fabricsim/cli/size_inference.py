@@ -138,14 +138,13 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
 def disaggregated_lines(layouts: list[dict[str, Any]], percentile: int) -> list[str]:
     """--disagg: the cheapest prefill and decode pools of each pair of systems, simulated, and the first one's
     launch commands."""
+    def plan(pool: dict[str, Any]) -> str:
+        x = pool["plan"]
+        return f"tp={x['tp']} pp={x['pp']} ep={x['ep']} {x['weights']}/{x['kv']}"
+
     lines = []
     for e in layouts:
         pre, dec = e["prefill"], e["decode"]
-
-        def plan(p: dict[str, Any]) -> str:
-            x = p["plan"]
-            return f"tp={x['tp']} pp={x['pp']} ep={x['ep']} {x['weights']}/{x['kv']}"
-
         cost = "?" if e["usd_per_million_output_tokens"] is None else f"${e['usd_per_million_output_tokens']:.3f}"
         verdict = "[green]meets the SLOs[/]" if e["simulated"] else f"[yellow]{e['simulation']['reason']}[/]"
         where = e["system"] if e["decode_system"] == e["system"] else f"{e['system']} + {e['decode_system']}"

@@ -120,16 +120,12 @@ class InferencePlan:
             value = getattr(self, name)
             if value is not None and not isinstance(value, bool):
                 raise SpecError(f"must be true, false or None (as the engine runs it), got {value!r}", field=name)
-        h = self.prefix_hit
-        if isinstance(h, bool) or not isinstance(h, (int, float)) or not isfinite(h) or not 0.0 <= h <= 1.0:
-            raise SpecError(f"must be a fraction 0..1, got {h!r}", field="--prefix-hit")
+        h = _fraction(self.prefix_hit, 1.0, "--prefix-hit", "0..1")
         if h and not profile.scheduler.prefix_cache:
             raise SpecError(f"{profile.name} {profile.version} does not cache prefixes by default (fabricsim "
                             "catalog engines); drop --prefix-hit or pick a release or engine that does",
                             field="--prefix-hit")
-        g = self.prefix_host
-        if isinstance(g, bool) or not isinstance(g, (int, float)) or not isfinite(g) or not 0.0 <= g <= 1.0 - h:
-            raise SpecError(f"must be a fraction 0..1 - --prefix-hit ({1.0 - h:g}), got {g!r}", field="--prefix-host")
+        g = _fraction(self.prefix_host, 1.0 - h, "--prefix-host", f"0..1 - --prefix-hit ({1.0 - h:g})")
         if g and profile.settings.kv_offload is None:
             raise SpecError(f"{profile.name} {profile.version} keeps no KV tier in host memory in fabricsim "
                             "(fabricsim catalog engines --json: kv_offload); drop --prefix-host", field="--prefix-host")
@@ -197,6 +193,14 @@ class InferencePlan:
     def max_batched_tokens(self, gpu: GPU) -> int:
         """Prompt tokens per pass on ``gpu``: ``engine_max_batched_tokens``, else the engine's default."""
         return self.engine_max_batched_tokens or self.engine_profile.max_batched_tokens(gpu)
+
+
+def _fraction(value: object, high: float, field: str, allowed: str) -> float:
+    """``value`` checked as a number in [0, ``high``] (``allowed`` says the range in the error)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not isfinite(value) \
+            or not 0.0 <= value <= high:
+        raise SpecError(f"must be a fraction {allowed}, got {value!r}", field=field)
+    return float(value)
 
 
 def _flag(name: str) -> str:

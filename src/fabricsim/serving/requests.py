@@ -114,22 +114,25 @@ class RequestTrace:
         """The same requests with the fraction ``host`` of every prompt, past what the prefix cache already holds,
         found in a host-memory tier: those tokens join ``cached_tokens`` (at most the prompt less one) and the
         request waits ``load_s_per_token`` a token for them to be copied back."""
-        if not (math.isfinite(host) and 0.0 <= host <= 1.0):
-            raise SpecError(f"must be a fraction 0..1, got {host}", field="--prefix-host")
         if not (math.isfinite(load_s_per_token) and load_s_per_token >= 0.0):
             raise SpecError(f"must be finite and >= 0, got {load_s_per_token}", field="load_s_per_token")
         before = self.cached
-        cached = np.minimum(before + np.floor(host * self.prompt_tokens).astype(np.int64), self.prompt_tokens - 1)
+        cached = np.minimum(before + self._share(host, "--prefix-host"), self.prompt_tokens - 1)
         return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached,
                             (cached - before) * load_s_per_token)
 
     def with_prefix_hit(self, hit: float) -> RequestTrace:
         """The same requests with the fraction ``hit`` of every prompt in the prefix cache (rounded down, at most
         the prompt less one token)."""
-        if not (math.isfinite(hit) and 0.0 <= hit <= 1.0):
-            raise SpecError(f"must be a fraction 0..1, got {hit}", field="--prefix-hit")
-        cached = np.minimum(np.floor(hit * self.prompt_tokens).astype(np.int64), self.prompt_tokens - 1)
+        cached = np.minimum(self._share(hit, "--prefix-hit"), self.prompt_tokens - 1)
         return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached)
+
+    def _share(self, fraction: float, field: str) -> NDArray[np.int64]:
+        """The fraction ``fraction`` (checked 0..1) of every prompt, in whole tokens rounded down."""
+        if not (math.isfinite(fraction) and 0.0 <= fraction <= 1.0):
+            raise SpecError(f"must be a fraction 0..1, got {fraction}", field=field)
+        tokens: NDArray[np.int64] = np.floor(fraction * self.prompt_tokens).astype(np.int64)
+        return tokens
 
 
 def poisson_requests(rate_per_s: float, duration_s: float, *, seed: int, prompt: LengthDist | int = 1024,

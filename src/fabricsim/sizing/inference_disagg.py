@@ -21,11 +21,11 @@ import numpy as np
 
 from fabricsim.catalog import Catalog
 from fabricsim.comm import Cluster
-from fabricsim.inference import InferencePlan, InferenceStepCost, launch_json, with_kv_handoff
+from fabricsim.inference import InferenceStepCost, launch_json, with_kv_handoff
 from fabricsim.model import ModelSpec
 from fabricsim.serving import RequestTrace, SchedulerConfig, ServingLayout, ServingResult, simulate_serving
 from fabricsim.sizing.defaults import sizing_defaults
-from fabricsim.sizing.inference_screen import ReplicaPlan, price, replica_step_cost
+from fabricsim.sizing.inference_screen import ReplicaPlan, inference_plan, price, replica_step_cost
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
 
 
@@ -101,9 +101,14 @@ def best_pools(spec: InferenceSizingSpec, model: ModelSpec, plans: list[ReplicaP
         if dec is not None:
             decodes.setdefault(key, []).append(dec)
 
+    cost_per_hour: dict[PoolMember, float] = {}
+
     def hourly(m: PoolMember) -> float:
-        value = float(_pool_price(spec, m, _replicas(spec, m), catalog)["cost_usd_per_hour"])
-        return value if math.isfinite(value) else math.inf
+        """USD per hour of the replicas the rate needs of ``m`` (priced once per member)."""
+        if m not in cost_per_hour:
+            value = float(_pool_price(spec, m, _replicas(spec, m), catalog)["cost_usd_per_hour"])
+            cost_per_hour[m] = value if math.isfinite(value) else math.inf
+        return cost_per_hour[m]
 
     best_decode = {key: min(ms, key=lambda m: (hourly(m), m.plan.gpus)) for key, ms in decodes.items()}
     pairs: dict[tuple[str, str], tuple[float, PoolMember, PoolMember]] = {}
@@ -128,9 +133,7 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     ``inference_max_replica_bumps`` times). The layout as JSON, with its cost and simulated latencies."""
     system = catalog.system(pre.plan.system)
     cluster = Cluster(system, fabric=pre.plan.link, catalog=catalog)
-    iplan = {m: InferencePlan(tp=m.plan.tp, pp=m.plan.pp, ep=m.plan.ep, prompt_tokens=spec.prompt_tokens,
-                              output_tokens=spec.output_tokens, weights=m.plan.weights, kv=m.plan.kv,
-                              engine=spec.engine) for m in (pre, dec)}
+    iplan = {m: inference_plan(m.plan, spec) for m in (pre, dec)}
     cost = with_kv_handoff(replica_step_cost(model, pre.plan, spec, catalog), model, cluster, iplan[pre],
                            iplan[dec])
     decode_cost = replica_step_cost(model, dec.plan, spec, catalog)
@@ -161,7 +164,7 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     assert result is not None
     prices = [_pool_price(spec, pre, p, catalog), _pool_price(spec, dec, d, catalog)]
     per_hour = sum(float(x["cost_usd_per_hour"]) for x in prices)
-    tokens_per_hour = spec.rate_per_s * spec.output_tokens * 3600.0
+    per_million = sum(float(x["usd_per_million_output_tokens"]) for x in prices)
     launch = launch_json(iplan[pre], catalog.gpu(system.gpu), spec.checkpoint or model.name, disagg=(p, d),
                          decode=(iplan[dec], catalog.gpu(catalog.system(dec.plan.system).gpu)))
     return {
@@ -172,7 +175,7 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
         "decode": {"plan": _plan_json(dec.plan), "replicas": d, "capacity_rps_per_replica": dec.capacity_rps,
                    "screen_tpot_s": dec.latency_s, "batch": dec.batch},
         "gpus": p * pre.plan.gpus + d * dec.plan.gpus, **result.percentiles_json(("ttft", "tpot")),
-        "usd_per_million_output_tokens": per_hour / tokens_per_hour * 1e6 if math.isfinite(per_hour) else None,
+        "usd_per_million_output_tokens": per_million if math.isfinite(per_million) else None,
         "cost_usd_per_hour": per_hour if math.isfinite(per_hour) else None,
         "simulated": not reason, "simulation": {"passed": not reason, "reason": reason, "runs": runs,
                                                 "preemptions": result.preemptions,
@@ -182,5 +185,4 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
 
 
 def _plan_json(plan: ReplicaPlan) -> dict[str, Any]:
-    return {"tp": plan.tp, "pp": plan.pp, "ep": plan.ep, "weights": plan.weights, "kv": plan.kv,
-            "gpus": plan.gpus}
+    return {**plan.to_json(), "gpus": plan.gpus}

@@ -54,6 +54,10 @@ class ReplicaPlan:
     def gpus(self) -> int:
         return self.tp * self.pp
 
+    def to_json(self) -> dict[str, object]:
+        """The plan's parallelism and formats."""
+        return {"tp": self.tp, "pp": self.pp, "ep": self.ep, "weights": self.weights, "kv": self.kv}
+
 
 @dataclass
 class Screen:
@@ -153,13 +157,17 @@ def _step_cost(model: ByIdentity[ModelSpec], system: ByIdentity[System], link: s
     return step_cost(model.value, Cluster(system.value, fabric=link, catalog=catalog.value), plan)
 
 
+def inference_plan(plan: ReplicaPlan, spec: InferenceSizingSpec, batch: int = 1) -> InferencePlan:
+    """The inference model's plan of one replica: its parallelism and formats, the spec's lengths and engine."""
+    return InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, batch=batch, prompt_tokens=spec.prompt_tokens,
+                         output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
+
+
 def replica_step_cost(model: ModelSpec, plan: ReplicaPlan, spec: InferenceSizingSpec, catalog: Catalog
                       ) -> InferenceStepCost:
     """The iteration cost of a replica plan (cached per model, system, fabric and plan)."""
-    iplan = InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, batch=1, prompt_tokens=spec.prompt_tokens,
-                          output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
     return _step_cost(ByIdentity(model), ByIdentity(catalog.system(plan.system)), plan.link, ByIdentity(catalog),
-                      iplan)
+                      inference_plan(plan, spec))
 
 
 def _prune(reasons: dict[str, int], why: str, count: int = 1) -> None:

@@ -14,11 +14,18 @@ from typing import TYPE_CHECKING, Any
 from fabricsim import units
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster
-from fabricsim.inference import InferencePlan, launch_json, predict_inference
+from fabricsim.inference import launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
 from fabricsim.sizing.defaults import sizing_defaults
-from fabricsim.sizing.inference_screen import ReplicaPlan, engine_scheduler, price, replica_step_cost, screen
+from fabricsim.sizing.inference_screen import (
+    ReplicaPlan,
+    engine_scheduler,
+    inference_plan,
+    price,
+    replica_step_cost,
+    screen,
+)
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
 from fabricsim.sizing.store import check_out_file, write_parquet
 
@@ -277,7 +284,7 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
     tokens_per_hour = spec.rate_per_s * spec.output_tokens * 3600.0
     return {
         "system": plan.system, "fabric": plan.fabric,
-        "plan": {"tp": plan.tp, "pp": plan.pp, "ep": plan.ep, "weights": plan.weights, "kv": plan.kv},
+        "plan": plan.to_json(),
         "gpus_per_replica": plan.gpus, "replicas": replicas, "gpus": replicas * plan.gpus,
         "nodes": _num(costs["nodes"]), "max_batch": _num(row["max_batch"]), **lat,
         "goodput_rps": goodput, "slo_attainment": attainment,
@@ -294,18 +301,14 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
 
 def _launch(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, catalog: Catalog) -> dict[str, Any]:
     """The engine's command line for one replica of the plan, as the search priced it (engine defaults)."""
-    iplan = InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, prompt_tokens=spec.prompt_tokens,
-                          output_tokens=spec.output_tokens, weights=plan.weights, kv=plan.kv, engine=spec.engine)
-    return launch_json(iplan, catalog.gpu(catalog.system(plan.system).gpu), spec.checkpoint or model.name)
+    return launch_json(inference_plan(plan, spec), catalog.gpu(catalog.system(plan.system).gpu),
+                       spec.checkpoint or model.name)
 
 
 def _bottleneck(model: ModelSpec, plan: ReplicaPlan, batch: int, spec: InferenceSizingSpec, catalog: Catalog) -> str:
     """The layer that bounds a static batch of the chosen size (compute, HBM, NVLink, ...), from the inference model."""
     cluster = Cluster(catalog.system(plan.system), fabric=plan.link, catalog=catalog)
-    pred = predict_inference(model, cluster, InferencePlan(tp=plan.tp, pp=plan.pp, ep=plan.ep, batch=max(1, batch),
-                                                           prompt_tokens=spec.prompt_tokens,
-                                                           output_tokens=spec.output_tokens, weights=plan.weights,
-                                                           kv=plan.kv, engine=spec.engine))
+    pred = predict_inference(model, cluster, inference_plan(plan, spec, max(1, batch)))
     return pred.bottleneck
 
 
