@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fabricsim.bench.calibration import (
     RESIDUAL_WARN,
@@ -97,6 +98,8 @@ def test_calibrate_cli_on_sample_log_brings_predictions_within_5_percent(tmp_pat
     assert result.exit_code == 0, result.output
     fit = json.loads(result.output)
     assert max(abs(r["after_error"]) for r in fit["rows"]) <= 0.05
+    kept = yaml.safe_load(overlay.read_text())["measurements"]  # for the error bands: the errors left after the fit
+    assert len(kept) == len(fit["rows"]) and {m["op"] for m in kept} == {"all_reduce"}
     compared = runner.invoke(app, ["compare", log, "--system", "dgx-h100", "--calibration", str(overlay), "--json",
                                    "--plot", str(tmp_path / "cmp.png")])
     assert compared.exit_code == 0, compared.output

@@ -17,7 +17,8 @@ def test_collective_json_schema(runner: CliRunner) -> None:
     data = json.loads(result.output)
     assert len(data["rows"]) == 31
     assert set(data["rows"][0]) == {"size_bytes", "time_s", "algbw_bytes_per_s", "busbw_bytes_per_s", "algorithm",
-                                    "protocol", "bound"}
+                                    "protocol", "bound", "time_s_band", "algbw_bytes_per_s_band",
+                                    "busbw_bytes_per_s_band"}
     assert data["ranks"] == 8 and data["inputs"]["op"] == "all_reduce" and data["inputs"]["max_size"] == "8G"
     assert data["rows"][-1]["algorithm"] == "nvls"
     assert data["assumptions"]["system"] == "dgx-h100"

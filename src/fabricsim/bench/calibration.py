@@ -272,7 +272,9 @@ def calibrate(measurements: Sequence[Measurement], system: str | System, *, fabr
         rows = rows_fit
     warnings += _log_warnings(logs, kept)
     return CalibrationResult(system=sysm.id, fitted=names, before=before, after=after, rows=rows,
-                             overlay={} if kept else _overlay(fitted_catalog, sysm, fabric, note), logs=logs,
+                             overlay={} if kept else {**_overlay(fitted_catalog, sysm, fabric, note),
+                                                      "measurements": _measurement_records(measurements, sysm)},
+                             logs=logs,
                              rms_log_error_before=rms_before, rms_log_error_fit=rms_fit, kept_catalog=kept,
                              warnings=warnings)
 
@@ -350,6 +352,13 @@ def _log_warnings(logs: Sequence[LogError], kept: bool) -> list[str]:
             out.append(f"{e.log}: busbw error up to {e.after_max_abs_error:.0%} {with_what} (above "
                        f"{RESIDUAL_WARN:.0%}): the model does not explain this log")
     return out
+
+
+def _measurement_records(measurements: Sequence[Measurement], system: System) -> list[dict[str, Any]]:
+    """The measurements the overlay was fitted on, kept in it: the error model's bands for this cluster are then
+    the errors that remain after calibration (``fabricsim.validation``)."""
+    return [{"system": system.id, "op": m.op, "nranks": m.nranks, "nnodes": m.nnodes, "size_bytes": m.size_bytes,
+             "time_s": m.time_s, "log": m.log} for m in measurements]
 
 
 def _overlay(catalog: Catalog, system: System, fabric: str | None, note: str) -> dict[str, Any]:

@@ -66,6 +66,11 @@ def parse_entries(model: type[M], items: Any, source: str, category: str) -> dic
     return out
 
 
+NOT_CATALOG_KEYS = frozenset({"measurements"})
+"""Keys an overlay may carry beside catalog entries: ``measurements``, the runs a calibration was fitted on (the
+error model reads them to narrow its bands; the catalog ignores them)."""
+
+
 def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None) -> Catalog:
     """Build a catalog from parsed YAML documents; entries in later documents replace earlier ones by id."""
     merged: dict[str, dict[str, Any]] = {c: {} for c in CATEGORY_MODELS}
@@ -78,6 +83,8 @@ def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None
         if not isinstance(doc, dict):
             raise SpecError("expected a mapping of categories", source=source)
         for category, items in doc.items():
+            if category in NOT_CATALOG_KEYS:
+                continue
             if category not in CATEGORY_MODELS:
                 allowed = ", ".join(CATEGORY_MODELS)
                 raise SpecError(f"unknown category; allowed: {allowed}", field=str(category), source=source)

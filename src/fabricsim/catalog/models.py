@@ -69,6 +69,9 @@ class SourcedBytes(SourcedFigure):
 
 class GPU(Priced):
     vendor: str
+    architecture: Literal["ampere", "hopper", "blackwell", "cdna3"] | None = Field(
+        None, description="microarchitecture as the vendor names it; error bands compare like with like by it"
+    )
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
     fp8_flops_per_s: FlopPerS | None = Field(None, description="dense FP8 tensor peak, None if unsupported")
     fp4_flops_per_s: FlopPerS | None = Field(None, description="dense FP4 (NVFP4) tensor peak, None if unsupported")

@@ -27,8 +27,9 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
 
     from fabricsim.bench import BenchResult
-    from fabricsim.catalog import Catalog
+    from fabricsim.catalog import GPU, Catalog
     from fabricsim.collectives import Prediction
+    from fabricsim.validation import BandResult
 
 
 class CollectiveFormat(StrEnum):
@@ -114,6 +115,7 @@ def collective_command(
     """Predict what nccl-tests would measure for one collective across message sizes."""
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import CollectiveModel, group_shape, parse_op, size_sweep
+    from fabricsim.validation import band_fields, band_note, band_text
 
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
@@ -166,6 +168,9 @@ def collective_command(
 
         plot_collective_sweep(model, name, prediction, plot)
     data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction)}
+    row_bands = _row_bands(prediction, shape.nnodes, name, catalog.gpu(sysm.gpu), calibration)
+    for row, found in zip(data["rows"], row_bands, strict=True):
+        row.update(band_fields(found))
     if form == "nccl-tests":
         from fabricsim.bench import format_nccl_tests
 
@@ -175,24 +180,37 @@ def collective_command(
         return
     table = new_table(title=f"{name}: {ngpus} GPUs on {nodes} x {sysm.id}", header_style="bold")
     secondary = ("count", "type", "protocol") if narrow() else ()
-    for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "algorithm",
-                   "protocol", "bound"):
+    for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw 80% band",
+                   "algorithm", "protocol", "bound"):
         if header in secondary:
             continue
         if header.startswith(("size", "count", "time", "algbw", "busbw")):
             num_column(table, header)
         else:
             text_column(table, header)
-    for r in prediction.rows:
+    for r, found in zip(prediction.rows, row_bands, strict=True):
         cells = {"size (B)": str(r.size_bytes), "count": str(r.count), "type": r.dtype,
                  "time (us)": f"{r.time_s * 1e6:.2f}", "algbw (GB/s)": f"{r.algbw_GBps:.2f}",
-                 "busbw (GB/s)": f"{r.busbw_GBps:.2f}", "algorithm": r.algorithm, "protocol": r.protocol,
-                 "bound": r.bound}
+                 "busbw (GB/s)": f"{r.busbw_GBps:.2f}", "busbw 80% band": band_text(found["busbw_bytes_per_s"], 1e-9),
+                 "algorithm": r.algorithm, "protocol": r.protocol, "bound": r.bound}
         table.add_row(*(v for k, v in cells.items() if k not in secondary))
     console.print(table)
     console.print(data["regime"])
+    for note in dict.fromkeys(band_note({"busbw": found["busbw_bytes_per_s"]}) for found in row_bands):
+        console.print(note)
     if plot is not None:
         console.print(f"plot written to {plot}")
+
+
+def _row_bands(prediction: Prediction, nnodes: int, op: str, gpu: GPU, calibration: list[str]
+               ) -> list[dict[str, BandResult]]:
+    """Each row's error bands: its time and bandwidths, in the regime its bound puts it in."""
+    from fabricsim.validation import bands, collective_regime
+
+    return [bands({"time_s": (r.time_s, True), "algbw_bytes_per_s": (r.algbw_GBps * 1e9, False),
+                   "busbw_bytes_per_s": (r.busbw_GBps * 1e9, False)}, collective_regime(nnodes, r.bound, op, gpu),
+                  calibration)
+            for r in prediction.rows]
 
 
 def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,

@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from fabricsim.inference import InferencePlan, InferencePrediction
     from fabricsim.model import ModelSpec
     from fabricsim.serving import ServingResult
+    from fabricsim.validation import BandResult
 
 Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
 Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
@@ -96,7 +97,8 @@ def render_inference(pred: InferencePrediction, title: str) -> Table:
     return table
 
 
-def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
+def summary_lines(pred: InferencePrediction, plan: InferencePlan,
+                  found: dict[str, BandResult] | None = None) -> list[str]:
     fit = (f"[green]fits[/]: {pred.memory.summary()}" if pred.fits else
            f"[bold red]{pred.memory.summary()}[/]; try more --tp or --pp, --weights fp8 (or int4), --kv fp8, "
            "or a smaller --batch")
@@ -105,8 +107,8 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
              f"{units.format_duration(sum(pred.draft_step_s.values()))})"] if plan.draft_tokens else [])
     return [
         *spec,
-        f"TTFT {units.format_duration(pred.ttft_s)}, TPOT {units.format_duration(pred.tpot_s)}, end to end "
-        f"{units.format_duration(pred.e2e_s)}",
+        f"TTFT {units.format_duration(pred.ttft_s)}{_band(found, 'ttft_s')}, TPOT "
+        f"{units.format_duration(pred.tpot_s)}{_band(found, 'tpot_s')}, end to end {units.format_duration(pred.e2e_s)}",
         f"{pred.output_tokens_per_s:,.0f} output tokens/s ({pred.output_tokens_per_s_per_gpu:,.1f} per GPU), "
         f"{1.0 / pred.tpot_s:,.1f} tokens/s per user",
         fit,
@@ -114,6 +116,17 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan) -> list[str]:
         f"{pred.max_context}",
         f"bottleneck: [bold]{pred.bottleneck}[/]",
     ]
+
+
+def _band(found: dict[str, BandResult] | None, key: str) -> str:
+    """' (low-high, 80% band from n comparable published cases)' for a duration, or '' without bands."""
+    return "" if not found or key not in found else " " + found[key].text(units.format_duration)
+
+
+def _p50_band(found: dict[str, BandResult] | None, key: str) -> str:
+    """'; p50 (low-high, 80% band ...)' for a served percentile, or ''."""
+    text = _band(found, key)
+    return f"; p50{text}" if text else ""
 
 
 def _max_context(model: str) -> int | None:
@@ -239,21 +252,32 @@ def infer_command(
                          chunked_prefill=serve.chunked_prefill if serve.active else None, disagg=serve.disagg,
                          decode=None if decode is None else (decode[0], decode[1].catalog.gpu(
                              decode[1].system.gpu)))
-    data: dict[str, Any] = {**pred.to_json(), "plan": plan.to_json(), "launch": launch}
+    from fabricsim.validation import band_fields, inference_bands, served_values, static_inference_values
+
+    def banded(values: dict[str, tuple[float, bool, str]], served_run: bool) -> dict[str, BandResult]:
+        return inference_bands(values, plan.engine_profile.label, gpu, spec.moe is not None, served_run,
+                               plan.weights, calibration or [])
+
+    found = banded(static_inference_values(pred.ttft_s, pred.tpot_s, pred.e2e_s, pred.output_tokens_per_s,
+                                           pred.output_tokens_per_s_per_gpu), False)
+    data: dict[str, Any] = {**pred.to_json(), **band_fields(found), "plan": plan.to_json(), "launch": launch}
     if decode is not None:
         data["decode_pool"] = {"system": decode[1].system.id, "plan": decode[0].to_json()}
+    served_found: dict[str, BandResult] = {}
     if served is not None:
-        data |= {**_serving_json(served), "serving_options": serve.to_json()}
+        served_found = banded(served_values(served.percentiles_json(), served.output_tokens_per_s), True)
+        data |= {**_serving_json(served), **band_fields(served_found), "serving_options": serve.to_json()}
     if emit(form, data, inputs):
         return
     title = (f"{spec.name} on {plan.gpus} x {system} GPUs: tp={tp} pp={pp} ep={ep} dp={dp}, batch {batch}, prompt "
              f"{prompt}, output {output}, weights {plan.weights}, KV {plan.kv}, engine {plan.engine_profile.label}")
     console.print(render_inference(pred, title))
-    for line in summary_lines(pred, plan):
+    for line in summary_lines(pred, plan, found):
         console.print(line)
     if served is not None:
         for line in serving_lines(served, serve, "" if decode is None else (
-                f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})")):
+                f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})"),
+                served_found):
             console.print(line)
     for line in launch_lines(launch):
         console.print(line, soft_wrap=True)
@@ -329,7 +353,8 @@ def _serving_json(r: ServingResult) -> dict[str, Any]:
     return out
 
 
-def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "") -> list[str]:
+def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "",
+                  found: dict[str, BandResult] | None = None) -> list[str]:
     """The serving simulation in a few lines: percentiles, throughput, goodput, overload (``decode``: the
     disaggregated decode pool's own plan, in words)."""
     def pcts(stats: Any) -> str:
@@ -342,7 +367,8 @@ def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "") -> li
     lines = [f"[bold]serving[/] ({source} on {where}): {r.requests_completed:,} of {r.requests_arrived:,} requests "
              f"completed, {r.output_tokens_per_s:,.0f} output tokens/s, {r.preemptions:,} preemptions, mean batch "
              f"{r.mean_batch_size:.1f}",
-             f"TTFT {pcts(r.ttft)}", f"TPOT {pcts(r.tpot)}", f"end to end {pcts(r.e2e)}"]
+             f"TTFT {pcts(r.ttft)}{_p50_band(found, 'ttft_s_p50')}",
+             f"TPOT {pcts(r.tpot)}{_p50_band(found, 'tpot_s_p50')}", f"end to end {pcts(r.e2e)}"]
     if r.goodput_rps is not None and r.slo_attainment is not None:
         lines.append(f"goodput {r.goodput_rps:.2f} requests/s ({r.slo_attainment:.1%} of requests meet the SLOs)")
     if r.overloaded:

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from fabricsim.model import ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
     from fabricsim.training import AutoChoice, ParallelPlan, TrainingPrediction
+    from fabricsim.validation import BandResult
 
 
 def render_training(pred: TrainingPrediction, title: str) -> Table:
@@ -64,10 +65,30 @@ def mfu_lines(pred: TrainingPrediction) -> list[str]:
             "attention as run)"]
 
 
-def summary_lines(pred: TrainingPrediction) -> list[str]:
-    """Step time and throughput, memory, bottleneck and warnings: the lines under the breakdown table."""
+def training_bands(run: Run, calibration: list[str] | None) -> dict[str, BandResult]:
+    """The error bands of a run's step time and rates, from comparable published training runs."""
+    from fabricsim.validation import bands, training_regime
+
+    pred = run.prediction
+    gpu = run.cluster.catalog.gpu(run.cluster.system.gpu)
+    regime = training_regime(run.spec.moe is not None, gpu, pred.peak_precision, pred.gpus)
+    return bands({"step_time_s": (pred.step_time_s, True), "tokens_per_s": (pred.tokens_per_s, False),
+                  "model_flops_per_s_per_gpu": (pred.model_tflops_per_gpu * 1e12, False)}, regime,
+                 calibration or [])
+
+
+def step_line(pred: TrainingPrediction, found: dict[str, BandResult] | None = None) -> str:
+    """'step time 9.68 s (8.9-10.6 s, 80% band from n comparable published cases), 1,234 tokens/s'."""
+    text = f"step time {units.format_duration(pred.step_time_s)}"
+    if found is not None:
+        text += " " + found["step_time_s"].text(units.format_duration)
+    return text + f", {pred.tokens_per_s:,.0f} tokens/s"
+
+
+def summary_lines(pred: TrainingPrediction, found: dict[str, BandResult] | None = None) -> list[str]:
+    """Step time (with its band) and throughput, memory, bottleneck and warnings: the lines under the table."""
     return [
-        f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s",
+        step_line(pred, found),
         *mfu_lines(pred),
         f"memory: {pred.memory.summary()}",
         f"bottleneck: [bold]{pred.bottleneck}[/]",
@@ -366,12 +387,15 @@ def train_command(
         from fabricsim.report import plot_breakdown
 
         plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {system})", plot)
-    data = {**pred.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
+    from fabricsim.validation import band_fields
+
+    found = training_bands(run, calibration)
+    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
     if emit(form, data, inputs, rows):
         return
     console.print(render_training(pred, run_title(run)))
     console.print(choice_line(run.choice))
-    for line in summary_lines(pred):
+    for line in summary_lines(pred, found):
         console.print(line)

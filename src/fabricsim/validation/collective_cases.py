@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.collectives import CollectiveModel, group_shape
 from fabricsim.errors import SpecError
+from fabricsim.validation.regimes import collective_regime
 
 BANDWIDTH_METRICS = ("busbw_GBps", "avg_busbw_GBps", "peak_busbw_GBps")
 LATENCY_METRICS = ("time_us",)
@@ -34,6 +35,8 @@ class CaseResult(BaseModel):
     group: str = ""
     metric: str = ""
     engine: str = ""  # inference: the serving engine profile the case ran (trtllm@0.9, sglang@0.5, ...)
+    regime: dict[str, Any] = {}  # where the case sits (``Regime.to_json``): the error model compares like with like
+    time_like: bool = False  # the metric is a duration (a band turns over between durations and rates)
 
 
 def tolerance_for_size(size_bytes: int) -> float:
@@ -137,4 +140,7 @@ def run_collective_case(case: dict[str, Any], catalog: Catalog | None = None) ->
                f"{row.algorithm}/{row.protocol} bound={row.bound}",
         source=str(case.get("source", "")),
         group="collective latency" if metric in LATENCY_METRICS else "collective bandwidth", metric=metric,
+        regime=collective_regime(model.shape.nnodes, row.bound, op, cat.gpu(cat.system(str(case["system"])).gpu)
+                                 ).to_json(),
+        time_like=metric in LATENCY_METRICS,
     )

@@ -22,6 +22,7 @@ from fabricsim.inference import (
 from fabricsim.model import ModelSpec
 from fabricsim.validation.cases import NotExpressibleCase
 from fabricsim.validation.collective_cases import CaseResult
+from fabricsim.validation.regimes import TIME_METRICS, Regime, inference_family, inference_regime
 from fabricsim.validation.serving_cases import is_serving_case, predict_serving_case
 
 THROUGHPUT_TOLERANCE = 0.15
@@ -380,10 +381,25 @@ def run_inference_case(case: dict[str, Any], catalog: Catalog | None = None) -> 
     source = case.get("source")
     source_line = " ".join(str(source[k]) for k in ("repo", "path", "url") if source.get(k)) \
         if isinstance(source, dict) else str(source or "")
+    metric = str(case["metric"]["name"])
+    engine = case_engine(case.get("config", {}))
     return CaseResult(
         id=str(case["id"]), kind="inference", measured=measured, predicted=predicted, unit=unit, error=error,
         tolerance=tol, passed=abs(error) <= tol and "DOES NOT FIT" not in detail, detail=detail,
         source=source_line, group="serving" if case.get("group") == "serving" else "inference",
-        metric=str(case["metric"]["name"]),
-        engine=case_engine(case.get("config", {})),
+        metric=metric, engine=engine, regime=case_regime(case, metric, engine, catalog).to_json(),
+        time_like=metric in TIME_METRICS,
     )
+
+
+def case_regime(case: dict[str, Any], metric: str, engine: str, catalog: Catalog | None) -> Regime:
+    """The case's regime for the error model (its metric's family, engine, GPU, batching, model, weights)."""
+    cat = catalog or default_catalog()
+    gpu = cat.gpu(cat.system(_system(case["hardware"])).gpu)
+    model = case.get("model") or {}
+    moe = isinstance(model, dict) and bool(model.get("moe"))
+    try:
+        weights = precisions(case.get("config", {}), case.get("source"))[0]
+    except SpecError:
+        weights = "unstated"
+    return inference_regime(inference_family(metric), engine, gpu, moe, is_serving_case(case), weights)

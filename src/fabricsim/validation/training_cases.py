@@ -10,6 +10,7 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
 from fabricsim.training import TrainingPrediction, build_plan, parse_extra, predict_training
 from fabricsim.validation.collective_cases import CaseResult
+from fabricsim.validation.regimes import training_regime
 
 TRAINING_TOLERANCE = 0.15
 RUN_FIELDS = ("gpus", "tp", "pp", "dp", "cp", "ep", "seq", "gbs", "mbs")
@@ -40,7 +41,10 @@ def case_tolerance(case: dict[str, Any]) -> float:
 
 def run_training_case(case: dict[str, Any], catalog: Catalog | None = None) -> CaseResult:
     """Predict one training case; a plan the model says does not fit in memory fails (the published run ran)."""
-    pred = predict_case(case, catalog)
+    cat = catalog or default_catalog()
+    pred = predict_case(case, cat)
+    moe = ModelSpec.from_data(case["model"], source=str(case.get("id"))).moe is not None
+    regime = training_regime(moe, cat.gpu(cat.system(case["system"]).gpu), pred.peak_precision, pred.gpus)
     measured = float(case["tokens_per_s"])
     error = (pred.tokens_per_s - measured) / measured
     tol = case_tolerance(case)
@@ -50,5 +54,5 @@ def run_training_case(case: dict[str, Any], catalog: Catalog | None = None) -> C
         error=error, tolerance=tol, passed=abs(error) <= tol and fits,
         detail=f"{pred.gpus} GPUs, {pred.tflops_per_gpu:.0f} TFLOP/s/GPU, bound={pred.bottleneck}"
                + ("" if fits else ", DOES NOT FIT in memory"),
-        source=str(case.get("source", "")), group="training", metric="tokens_per_s",
+        source=str(case.get("source", "")), group="training", metric="tokens_per_s", regime=regime.to_json(),
     )

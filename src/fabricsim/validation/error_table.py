@@ -1,0 +1,215 @@
+"""The residuals of every counted validation case, computed once and kept on disk under a fingerprint of the code,
+the catalog and the cases (any change recomputes them), and their leave-one-source-out coverage.
+
+The cache lives in ``$FABRICSIM_CACHE_DIR``, else ``$XDG_CACHE_HOME/fabricsim``, else ``~/.cache/fabricsim``; a
+folder that cannot be written only costs the recomputation (about a second)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import os
+import statistics
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fabricsim.catalog import Catalog
+from fabricsim.errors import SpecError
+from fabricsim.validation.errors import LEVEL, Residual, comparable, conformal_interval, log_ratio, source_key
+from fabricsim.validation.regimes import Regime, collective_regime
+
+CACHE_ENV = "FABRICSIM_CACHE_DIR"
+PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+TABLE_VERSION = 1
+
+
+def regime_from_json(data: dict[str, Any]) -> Regime:
+    """A regime as ``Regime.to_json`` wrote it."""
+    features = tuple((str(k), str(v)) for k, v in dict(data["features"]).items())
+    return Regime(str(data["kind"]), str(data["family"]), features, essential=len(data.get("essential", [])))
+
+
+def residuals_of(results: Sequence[Any]) -> list[Residual]:
+    """The residual of every counted case that carries a regime (validation's ``CaseResult``s)."""
+    out: list[Residual] = []
+    for r in results:
+        regime = getattr(r, "regime", None)
+        if not regime or r.measured <= 0 or r.predicted <= 0:
+            continue
+        out.append(Residual(id=r.id, source=source_key(r.source), regime=regime_from_json(regime),
+                            log_ratio=log_ratio(r.error, r.time_like)))
+    return out
+
+
+def fingerprint(extra: Sequence[str] = ()) -> str:
+    """A hash of fabricsim's code and packaged data, the validation files in use and ``extra`` texts (overlays)."""
+    from fabricsim.validation.cases import validation_sources
+
+    digest = hashlib.sha256(f"v{TABLE_VERSION}".encode())
+    for path in sorted(PACKAGE_ROOT.rglob("*")):
+        if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
+            digest.update(path.read_bytes())
+    for name, (text, _) in validation_sources().items():
+        digest.update(name.encode())
+        digest.update(text.encode())
+    for text in extra:
+        digest.update(text.encode())
+    return digest.hexdigest()[:24]
+
+
+def cache_dir() -> Path:
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base) if base else Path.home() / ".cache") / "fabricsim"
+
+
+def _to_json(residuals: Sequence[Residual]) -> list[dict[str, object]]:
+    return [{"id": r.id, "source": r.source, "regime": r.regime.to_json(), "log_ratio": r.log_ratio, "own": r.own}
+            for r in residuals]
+
+
+def _from_json(rows: list[dict[str, Any]]) -> list[Residual]:
+    return [Residual(id=str(r["id"]), source=str(r["source"]), regime=regime_from_json(r["regime"]),
+                     log_ratio=float(r["log_ratio"]), own=bool(r.get("own", False))) for r in rows]
+
+
+def _read(path: Path) -> list[Residual] | None:
+    try:
+        return _from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(path: Path, residuals: Sequence[Residual]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp",
+                                         encoding="utf-8") as handle:
+            json.dump(_to_json(residuals), handle)
+        os.replace(handle.name, path)
+    except OSError:
+        pass  # an unwritable cache only costs recomputing next time
+
+
+def _compute(overlays: tuple[str, ...]) -> list[Residual]:
+    from fabricsim.catalog import load_catalog
+    from fabricsim.validation.runner import run_validation
+
+    catalog = load_catalog(*overlays)
+    own = [r for path in overlays for r in calibration_residuals(path, catalog)]
+    return residuals_of(run_validation(catalog)) + own
+
+
+def calibration_residuals(path: str, catalog: Catalog) -> list[Residual]:
+    """The residuals left on the measurements a calibration overlay keeps (``measurements``: nccl-tests points of
+    the user's cluster), predicted with the calibrated catalog."""
+    from fabricsim.collectives import CollectiveModel, group_shape
+    from fabricsim.inputs import load_yaml, read_text
+
+    doc = load_yaml(read_text(path), path)
+    records = doc.get("measurements") if isinstance(doc, dict) else None
+    if not records:
+        return []
+    if not isinstance(records, list) or not all(isinstance(m, dict) for m in records):
+        raise SpecError("expected a list of measurements", field="measurements", source=path)
+    out: list[Residual] = []
+    for i, m in enumerate(records):
+        try:
+            system = catalog.system(str(m["system"]))
+            nranks, nnodes, op = int(m["nranks"]), int(m["nnodes"]), str(m["op"])
+            size, measured = int(m["size_bytes"]), float(m["time_s"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SpecError(f"measurement {i}: {exc}", field="measurements", source=path) from None
+        shape = group_shape(system, nranks, ranks_per_node=-(-nranks // nnodes), catalog=catalog)
+        row = CollectiveModel(shape, catalog=catalog).predict(op, [size]).rows[0]
+        if measured <= 0 or row.time_s <= 0:
+            continue
+        regime = collective_regime(shape.nnodes, row.bound, op, catalog.gpu(system.gpu))
+        out.append(Residual(id=f"{path}#{i}", source=f"calibration {path}", regime=regime,
+                            log_ratio=math.log(measured / row.time_s), own=True))
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def published_residuals(overlays: tuple[str, ...] = ()) -> tuple[Residual, ...]:
+    """Every counted case's residual under the packaged catalog with ``overlays`` applied (calibration files), from
+    the disk cache when the fingerprint matches."""
+    texts = [Path(p).read_text(encoding="utf-8") for p in overlays]
+    path = cache_dir() / f"residuals-{fingerprint(texts)}.json"
+    cached = _read(path) if path.is_file() else None
+    if cached is not None:
+        return tuple(cached)
+    residuals = _compute(overlays)
+    _write(path, residuals)
+    return tuple(residuals)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Leave-one-source-out coverage of one kind's bands: how many of its cases fell inside the band fitted on the
+    other documents, how many got a band at all, and the median band width (high / low - 1)."""
+
+    kind: str
+    cases: int
+    banded: int
+    covered: int
+    median_width: float | None
+
+    @property
+    def rate(self) -> float | None:
+        return self.covered / self.banded if self.banded else None
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind, "cases": self.cases, "banded": self.banded, "covered": self.covered,
+                "coverage": self.rate, "median_width": self.median_width}
+
+
+def held_out_band(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
+                  ) -> tuple[float, float] | None:
+    """The band of ``target`` fitted without any case from its document (log ratios), or None."""
+    pool = [r for r in residuals if r.source != target.source]
+    found = comparable(target.regime, pool, level)
+    if not isinstance(found, tuple):
+        return None
+    return conformal_interval([r.log_ratio for r in found[0]], level)
+
+
+@dataclass(frozen=True)
+class HeldOut:
+    """One case's band fitted without its document: its width (high / low - 1) and whether it held the case."""
+
+    width: float
+    covered: bool
+
+
+def held_out(residuals: Sequence[Residual], level: float = LEVEL) -> dict[str, HeldOut | None]:
+    """Every case's leave-one-source-out band, by case id (None: too few comparable cases in other documents)."""
+    out: dict[str, HeldOut | None] = {}
+    for r in residuals:
+        interval = held_out_band(r, residuals, level)
+        out[r.id] = None if interval is None else HeldOut(
+            width=math.expm1(interval[1] - interval[0]), covered=interval[0] <= r.log_ratio <= interval[1])
+    return out
+
+
+def summarise_held_out(name: str, ids: Sequence[str], found: dict[str, HeldOut | None]) -> Coverage:
+    """Coverage and median width over the cases ``ids`` (a kind or a validate group)."""
+    banded = [h for i in ids if (h := found.get(i)) is not None]
+    widths = sorted(h.width for h in banded)
+    return Coverage(kind=name, cases=len(ids), banded=len(banded), covered=sum(h.covered for h in banded),
+                    median_width=statistics.median(widths) if widths else None)
+
+
+def coverage(residuals: Sequence[Residual], level: float = LEVEL) -> list[Coverage]:
+    """Leave-one-source-out coverage per kind (collective, training, inference)."""
+    found = held_out(residuals, level)
+    return [summarise_held_out(kind, [r.id for r in residuals if r.regime.kind == kind], found)
+            for kind in sorted({r.regime.kind for r in residuals})]

@@ -1,0 +1,188 @@
+"""The error model: how wrong fabricsim has been on published measurements like the question asked, turned into a
+band around each prediction.
+
+Each counted validation case leaves a residual, ``ln(predicted / measured)`` of its rate (a duration's residual is
+turned over, so a step time and a tokens/s figure share one sign convention). A question's comparable cases are those
+of its kind and family that share its regime's features, dropping the least telling feature until enough remain
+(``fabricsim.validation.regimes``). The band is the split-conformal interval of their residuals (Lei, G'Sell,
+Rinaldo, Tibshirani & Wasserman, 'Distribution-Free Predictive Inference for Regression', JASA 2018): with n
+residuals sorted, order statistics j = floor((n + 1)(1 - level) / 2) and n + 1 - j, which cover a new exchangeable
+case with probability at least ``level``. Few cases widen the band by themselves (the order statistics move out);
+fewer than 2 / (1 - level) - 1 cases (9 at 80%) give no finite band, and the answer says so instead of pretending.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from fabricsim.validation.regimes import Regime
+
+LEVEL = 0.8
+"""The band's nominal coverage: 80% (10th to 90th percentile of the comparable errors, widened when they are few)."""
+
+
+@dataclass(frozen=True)
+class Residual:
+    """One published case's error in rate orientation: ``log_ratio = ln(predicted rate / measured rate)``."""
+
+    id: str
+    source: str  # the document it is from (``source_key``): cross-validation leaves a whole one out
+    regime: Regime
+    log_ratio: float
+    own: bool = False  # a measurement of the user's own cluster kept in a calibration overlay
+
+
+@dataclass(frozen=True)
+class Band:
+    """Where the measured value of a prediction should lie, at ``level``, from ``cases`` comparable published
+    cases; ``bias`` is their median relative error on this quantity ((predicted - measured) / measured) and
+    ``estimate`` the prediction with that bias taken out (always inside the band)."""
+
+    low: float
+    high: float
+    level: float
+    cases: int
+    bias: float
+    estimate: float
+    matched: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"low": self.low, "high": self.high, "level": self.level, "cases": self.cases, "bias": self.bias,
+                "estimate": self.estimate, "comparable": self.matched}
+
+    def text(self, show: Callable[[float], str] = "{:.4g}".format) -> str:
+        """'(low-high, 80% band from n comparable published cases)', ``show`` writing the bounds."""
+        return (f"({show(self.low)}-{show(self.high)}, {self.level:.0%} band from {self.cases} comparable published "
+                "cases)")
+
+
+@dataclass(frozen=True)
+class NoBand:
+    """No band: no comparable published measurement (the reason says what was missing)."""
+
+    reason: str
+    level: float = LEVEL
+
+    def to_json(self) -> dict[str, object]:
+        return {"low": None, "high": None, "level": self.level, "cases": 0, "bias": None, "estimate": None,
+                "comparable": None, "reason": self.reason}
+
+    def text(self, show: Callable[[float], str] = "{:.4g}".format) -> str:
+        return f"({self.reason})"
+
+
+def minimum_cases(level: float = LEVEL) -> int:
+    """The fewest residuals that give a finite two-sided conformal band at ``level`` (9 at 80%)."""
+    return max(1, math.ceil(2.0 / (1.0 - level) - 1.0 - 1e-9))
+
+
+def conformal_interval(log_ratios: Sequence[float], level: float = LEVEL) -> tuple[float, float] | None:
+    """The split-conformal interval of the residuals at ``level``; None when they are too few for a finite one."""
+    n = len(log_ratios)
+    j = math.floor((n + 1) * (1.0 - level) / 2.0 + 1e-9)
+    if j < 1:
+        return None
+    ordered = np.sort(np.asarray(log_ratios, dtype=float))
+    return float(ordered[j - 1]), float(ordered[n - j])
+
+
+def _deepest(regime: Regime, same: Sequence[Residual], need: int) -> tuple[list[Residual], int] | None:
+    """The residuals sharing the most leading features of ``regime`` (at least its essential ones) that still
+    number ``need``, and how many features they share."""
+    for depth in range(len(regime.features), regime.essential - 1, -1):
+        key = regime.features[:depth]
+        matched = [r for r in same if r.regime.features[:depth] == key]
+        if len(matched) >= need:
+            return matched, depth
+    return None
+
+
+def comparable(regime: Regime, residuals: Sequence[Residual], level: float = LEVEL
+               ) -> tuple[list[Residual], int] | NoBand:
+    """The residuals comparable with ``regime`` and how many of its features they share: the most features that
+    still leave enough cases, never fewer than its essential ones. The user's own calibration measurements, where
+    enough of them are comparable, stand alone: they are the errors left on this very cluster."""
+    need = minimum_cases(level)
+    same = [r for r in residuals if r.regime.kind == regime.kind and r.regime.family == regime.family]
+    for pool in ([r for r in same if r.own], [r for r in same if not r.own]):
+        found = _deepest(regime, pool, need)
+        if found is not None:
+            return found
+    same = [r for r in same if not r.own]
+    essential = [r for r in same if r.regime.features[: regime.essential] == regime.features[: regime.essential]]
+    return NoBand(f"no comparable published measurement: {len(essential)} published case(s) of "
+                  f"{regime.describe(regime.essential)}; {need} are needed for an {level:.0%} band", level)
+
+
+def band(value: float, time_like: bool, regime: Regime, residuals: Sequence[Residual], level: float = LEVEL
+         ) -> Band | NoBand:
+    """The band of one predicted ``value`` (a duration when ``time_like``, else a rate) in ``regime``."""
+    found = comparable(regime, residuals, level)
+    if isinstance(found, NoBand):
+        return found
+    matched, depth = found
+    logs = [r.log_ratio for r in matched]
+    interval = conformal_interval(logs, level)
+    if interval is None:  # comparable() returns at least minimum_cases(level) residuals
+        raise AssertionError("too few residuals for a conformal interval")
+    lo, hi = interval
+    centre = statistics.median(logs)
+    sign = 1.0 if time_like else -1.0  # the measured value is value * exp(sign * log_ratio)
+    ends = sorted((value * math.exp(sign * lo), value * math.exp(sign * hi)))
+    estimate = value * math.exp(sign * centre)
+    where = regime.describe(depth)
+    if matched[0].own:
+        where = f"your calibration measurements: {where}"
+    return Band(low=ends[0], high=ends[1], level=level, cases=len(matched), bias=value / estimate - 1.0,
+                estimate=estimate, matched=where)
+
+
+def log_ratio(error: float, time_like: bool) -> float:
+    """A case's relative error ((predicted - measured) / measured) as a rate-oriented log ratio."""
+    value = math.log1p(error)
+    return -value if time_like else value
+
+
+_URL = re.compile(r"^(?:https?://)?(?:www\.)?(?P<host>[^/\s]+)/(?P<path>\S*)")
+_REPO = re.compile(r"^[\w.-]+/[\w.-]+$")
+_NUMBER = re.compile(r"^#?(\d+)")
+
+
+def _stem(path: str) -> str:
+    """A document's name without folders, extension or trailing punctuation."""
+    name = path.rstrip("/,;:)'\"").rsplit("/", 1)[-1]
+    return re.sub(r"\.(md|html?|txt|pdf|yaml)$", "", name)
+
+
+def source_key(source: str) -> str:
+    """The published document a case is from, so cross-validation can leave a whole one out: repository and
+    document name (every release of TensorRT-LLM's performance.md is one document), an issue or pull request by
+    number, a web page by host and name, a paper by its first author."""
+    text = source.strip()
+    url = _URL.match(text)
+    if url and "." in url.group("host"):
+        host, parts = url.group("host").lower(), url.group("path").split("/")
+        if host in ("github.com", "raw.githubusercontent.com") and len(parts) >= 2:
+            repo, rest = f"{parts[0]}/{parts[1]}", parts[2:]
+            if len(rest) >= 2 and rest[0] in ("issues", "pull") and _NUMBER.match(rest[1]):
+                return f"{repo}#{_NUMBER.match(rest[1]).group(1)}".lower()  # type: ignore[union-attr]
+            return f"{repo}:{_stem('/'.join(rest))}".lower()
+        if host.endswith(".github.io") and parts:
+            return f"{host.split('.')[0]}/{parts[0]}:{_stem(url.group('path'))}".lower()
+        return f"{host}:{_stem(url.group('path'))}".lower()
+    tokens = text.split()
+    if tokens and _REPO.match(tokens[0]):
+        repo = tokens[0]
+        for i, token in enumerate(tokens[1:4], start=1):
+            if token.lower() in ("pr", "issue", "pull") and i + 1 < len(tokens) and _NUMBER.match(tokens[i + 1]):
+                return f"{repo}#{_NUMBER.match(tokens[i + 1]).group(1)}".lower()  # type: ignore[union-attr]
+            if "/" in token or re.search(r"\.(md|html?|txt|pdf|yaml)\b", token):
+                return f"{repo}:{_stem(token)}".lower()
+        return repo.lower()
+    return (tokens[0].rstrip(",.;") if tokens else "unknown").lower()
