@@ -167,3 +167,76 @@ def test_a_calibration_overlay_with_its_measurements_narrows_the_band(runner: Cl
     assert "your calibration" not in published["comparable"]
     assert mine["high"] / mine["low"] < published["high"] / published["low"]
     assert 0.01 <= mine["bias"] <= 0.03  # the node is 1-3% slower than the model: its busbw is 1-3% high
+
+
+@given(times=st.lists(st.floats(1.0, 1e3), min_size=1, max_size=30), extra=st.floats(0.5, 2e3),
+       spread=st.floats(0.0, 0.5))
+def test_ties_keep_the_best_and_never_rank_a_plan_above_one_inside_the_band(times: list[float], extra: float,
+                                                                           spread: float) -> None:
+    import numpy as np
+    import pandas as pd
+
+    from fabricsim.sizing.rank import tie_mask
+
+    def ranked(values: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"time_to_train_s": sorted(values)})
+
+    mask = tie_mask(ranked(times), "time", spread)
+    assert mask[0] and not (np.diff(mask.astype(int)) > 0).any()  # the best, then a prefix: ties never follow a worse
+    best = min(times)
+    grown = ranked([*times, extra])
+    still = tie_mask(grown, "time", spread)
+    assert still[int(np.flatnonzero(grown["time_to_train_s"].to_numpy() == best)[0])] or extra * np.exp(spread) < best
+
+
+def test_a_swap_pays_only_beyond_the_models_error() -> None:
+    from fabricsim.analysis.deltas import SwapDelta
+
+    base_capex = 100e6
+    close = SwapDelta("ib=xdr", 0.95, 1.05, 1e6, True, speedup_range=(1.05 * 0.8, 1.05 * 1.25))
+    clear = SwapDelta("ib=xdr", 0.95, 1.05, 1e6, True, speedup_range=(1.04, 1.06))
+    assert close.pays_as_predicted(base_capex) and not close.worth_it(base_capex) and close.within_error(base_capex)
+    assert clear.worth_it(base_capex) and not clear.within_error(base_capex)
+    unbounded = SwapDelta("ib=xdr", 0.95, 1.05, 1e6, True)
+    assert unbounded.pays_as_predicted(base_capex) and not unbounded.worth_it(base_capex)
+
+
+def test_whatif_json_carries_the_base_band_and_each_swaps_speedup_band(runner: CliRunner) -> None:
+    data = _json(runner, "whatif", "--model", "llama3-8b", "--system", "dgx-h100", "--gpus", "16", "--tp", "1",
+                 "--pp", "1", "--seq", "4096", "--gbs", "64", "--swap", "oversubscription=2")
+    _check(data["base_step_s_band"])
+    swap = data["swaps"][0]
+    assert swap["speedup_band"]["low"] <= swap["speedup"] <= swap["speedup_band"]["high"]
+    assert data["comparison_band"]["pairs"] > 0
+
+
+def _banded(obj: dict[str, object], *keys: str) -> None:
+    for key in keys:
+        assert key in obj, key
+        _check(obj[f"{key}_band"])
+
+
+def test_every_predicted_time_or_rate_in_size_whatif_and_traffic_json_has_its_band(runner: CliRunner) -> None:
+    size = _json(runner, "size", "--model", "llama3-8b", "--tokens", "100B", "--gpus", "16", "--systems", "dgx-h100",
+                 "--fabrics", "ndr", "--oversubscription", "1", "--top", "3")
+    for key in ("results", "pareto", "best_by_system_fabric"):
+        for row in size[key]:  # type: ignore[union-attr]
+            _banded(row, "time_to_train_s", "tokens_per_s", "cost_usd", "energy_mwh")
+    _banded(size["ties"]["recommended"], "time_to_train_s")  # type: ignore[index]
+    assert [r["tie"] for r in size["results"]][0] is True  # type: ignore[union-attr,index]
+    whatif = _json(runner, "whatif", "--model", "llama3-8b", "--system", "dgx-h100", "--gpus", "16", "--tp", "1",
+                   "--pp", "1", "--seq", "4096", "--gbs", "64", "--swap", "ib=hdr")
+    for row in [*whatif["layers"], *whatif["swaps"]]:  # type: ignore[misc]
+        _banded(row, "step_time_s")
+    traffic = _json(runner, "traffic", "--system", "dgx-h100", "--nodes", "2", "--fabric", "fat-tree", "--ib", "ndr",
+                    "--pattern", "permutation", "--bytes", "16M")
+    _banded(traffic, "makespan_s")
+    for job in traffic["jobs"]:  # type: ignore[union-attr]
+        _banded(job, "completion_time_s", "bytes_per_s_per_gpu")
+
+
+def test_inference_sizing_results_carry_bands(runner: CliRunner) -> None:
+    data = _json(runner, "size", "--inference", "--model", "llama3-8b", "--rate", "5", "--slo-ttft", "2s",
+                 "--slo-tpot", "100ms", "--systems", "dgx-h100")
+    row = data["results"][0]  # type: ignore[index]
+    _banded(row, "ttft_s_p50", "tpot_s_p90", "usd_per_million_output_tokens")

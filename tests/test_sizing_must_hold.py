@@ -63,6 +63,34 @@ SC21_RANK_BOUND = {"megatron_t1_1.7B": 0.05, "megatron_t1_7.5B": 0.02, "megatron
                    "megatron_t1_145.6B": 0.07, "megatron_t1_529.6B": 0.47}
 
 
+# Measured at this landing: the published plan is a tie of the best for 1.7B, 7.5B and 145.6B; for 39.1B it ranks
+# 53rd with 25 ties (the model prefers plans more than the 10% comparison error faster) and for 529.6B 6th with 5
+# ties (just outside). Strict: the marks must come off when the training model closes the gap.
+SC21_NOT_YET_TIES = {"megatron_t1_39.1B", "megatron_t1_529.6B"}
+
+
+def _tie_param(case: dict[str, Any]) -> Any:
+    marks = [pytest.mark.xfail(strict=True, reason="published plan outside the tie set at this landing")] \
+        if case["id"] in SC21_NOT_YET_TIES else []
+    return pytest.param(case, id=case["id"], marks=marks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [_tie_param(c) for c in _sc21_cases()])
+def test_sc21_published_plan_is_in_the_tie_set_of_the_best(case: dict[str, Any]) -> None:
+    """Issue 24: the published plan is within the model's error on comparing two plans of the best plan found."""
+    from fabricsim.sizing.search import ranking_ties
+
+    ranked, position, _ = _sc21_search(case)
+    assert position is not None
+    run = case["run"]
+    spec = SizingSpec(model=case["model"], tokens=1e12, seq=run["seq"], gbs=(run["gbs"],), gpus=(run["gpus"],),
+                      systems=(case["system"],), fabrics=("hdr",), oversubscription=(1.0,), objective="time",
+                      knobs=SC21_KNOBS, fixed=SC21_FIXED)
+    ties = ranking_ties(spec, ranked)
+    assert ties is not None and ties.mask[position], (position, int(ties.mask.sum()), ties.band)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("case", _sc21_cases(), ids=lambda c: c["id"])
 def test_sc21_published_plan_rank_never_worsens(case: dict[str, Any]) -> None:

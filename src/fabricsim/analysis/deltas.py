@@ -16,9 +16,11 @@ class LayerDelta:
     layer: str
     step_time_s: float
     speedup: float
+    band: dict[str, object] | None = None  # the step time's error band (JSON), from comparable published runs
 
     def to_json(self) -> dict[str, Any]:
-        return {"layer": self.layer, "step_time_s": self.step_time_s, "speedup": self.speedup}
+        return {"layer": self.layer, "step_time_s": self.step_time_s, "speedup": self.speedup,
+                "step_time_s_band": self.band}
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class SwapDelta:
     cost_delta_usd: float | None  # None when a price is missing from the catalog
     fits: bool
     missing_prices: tuple[str, ...] = ()
+    speedup_range: tuple[float, float] | None = None
+    """the speed-up the model's error on comparisons allows (paired published residuals); None: not bounded"""
+    band: dict[str, object] | None = None  # the step time's error band (JSON) on the swapped cluster
 
     @property
     def percent_faster(self) -> float:
@@ -75,27 +80,49 @@ class SwapDelta:
             return None
         return -self.cost_delta_usd / self.percent_slower
 
-    def work_per_usd_change(self, base_capex_usd: float | None) -> float | None:
-        """Relative change of throughput per capital dollar (+0.05: 5% more work per dollar; None: unknown)."""
+    def work_per_usd_change(self, base_capex_usd: float | None, speedup: float | None = None) -> float | None:
+        """Relative change of throughput per capital dollar (+0.05: 5% more work per dollar; None: unknown), at the
+        predicted speed-up or at ``speedup``."""
         if self.cost_delta_usd is None or base_capex_usd is None or base_capex_usd <= 0:
             return None
-        return self.speedup * base_capex_usd / (base_capex_usd + self.cost_delta_usd) - 1.0
+        return (self.speedup if speedup is None else speedup) * base_capex_usd / (base_capex_usd
+                                                                                  + self.cost_delta_usd) - 1.0
 
-    def worth_it(self, base_capex_usd: float | None) -> bool | None:
-        """True when spending on the swap pays: it is faster (an upgrade or a win) and throughput per capital dollar
-        improves (speedup > new capex / base capex). A downgrade is never "worth it" in this sense, whatever it
-        saves: its trade is `savings_usd_per_percent_slower` (None: cost unknown)."""
+    def pays_as_predicted(self, base_capex_usd: float | None) -> bool | None:
+        """True when the swap is faster (an upgrade or a win) and throughput per capital dollar improves at the
+        predicted speed-up (None: cost unknown)."""
         change = self.work_per_usd_change(base_capex_usd)
         if change is None:
             return None
         return self.kind in ("upgrade", "win") and change > 0
 
+    def worth_it(self, base_capex_usd: float | None) -> bool | None:
+        """True when spending on the swap pays beyond the model's error: it pays as predicted and still pays at the
+        low end of ``speedup_range`` (a swap with no bounded range never clearly pays). A downgrade is never
+        "worth it" in this sense, whatever it saves: its trade is `savings_usd_per_percent_slower` (None: cost
+        unknown)."""
+        pays = self.pays_as_predicted(base_capex_usd)
+        if not pays:
+            return pays
+        if self.speedup_range is None:
+            return False
+        low = self.work_per_usd_change(base_capex_usd, self.speedup_range[0])
+        return low is not None and low > 0
+
+    def within_error(self, base_capex_usd: float | None) -> bool:
+        """Pays at the predicted speed-up, but not at the low end of the model's error on comparisons."""
+        return bool(self.pays_as_predicted(base_capex_usd)) and not self.worth_it(base_capex_usd)
+
     def to_json(self, base_capex_usd: float | None) -> dict[str, Any]:
-        return {"swap": self.swap, "step_time_s": self.step_time_s, "speedup": self.speedup,
+        return {"swap": self.swap, "step_time_s": self.step_time_s, "step_time_s_band": self.band,
+                "speedup": self.speedup,
                 "cost_delta_usd": self.cost_delta_usd, "percent_faster": self.percent_faster,
                 "percent_slower": self.percent_slower, "kind": self.kind,
                 "percent_per_million_usd": self.percent_per_million_usd,
                 "savings_usd_per_percent_slower": self.savings_usd_per_percent_slower,
                 "work_per_usd_change": self.work_per_usd_change(base_capex_usd),
-                "worth_it": self.worth_it(base_capex_usd), "fits": self.fits,
+                "worth_it": self.worth_it(base_capex_usd),
+                "pays_as_predicted": self.pays_as_predicted(base_capex_usd),
+                "speedup_band": None if self.speedup_range is None else
+                {"low": self.speedup_range[0], "high": self.speedup_range[1]}, "fits": self.fits,
                 "missing_prices": list(self.missing_prices)}

@@ -8,6 +8,7 @@ from typing import Any
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
 from fabricsim.training import TrainingPrediction
+from fabricsim.validation import ComparisonBand, NoBand
 
 ON_CHIP = ("compute", "hbm")
 
@@ -55,6 +56,21 @@ def _downgrade_note(swaps: tuple[SwapDelta, ...], base_capex_usd: float | None) 
     return f"; a downgrade, if time allows: {_swap_phrase(top)}{work}"
 
 
+def _within_error_note(swaps: tuple[SwapDelta, ...], base_capex_usd: float | None,
+                       comparison: ComparisonBand | NoBand | None) -> str:
+    """Swaps that would pay at the predicted speed-up but not beyond the model's error on comparisons."""
+    close = [s for s in swaps if s.within_error(base_capex_usd)]
+    if not close:
+        return ""
+    names = ", ".join(s.swap for s in close)
+    if isinstance(comparison, ComparisonBand):
+        why = (f"within the model's error on a speed-up (±{comparison.percent:.0f}% at {comparison.level:.0%}, "
+               f"{comparison.pairs} pairs of comparable published runs)")
+    else:
+        why = "not bounded: " + (comparison.reason if isinstance(comparison, NoBand) else "no error model")
+    return f"; {names} would pay at the predicted speed-up, but the gain is {why}: not a clear gain"
+
+
 def _rank(s: SwapDelta) -> float:
     """Gain per dollar; a swap that costs nothing (or saves money) and is faster ranks first."""
     per = s.percent_per_million_usd
@@ -62,7 +78,8 @@ def _rank(s: SwapDelta) -> float:
 
 
 def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, ...], swaps: tuple[SwapDelta, ...],
-            base_capex_usd: float | None, missing_prices: tuple[str, ...] = ()) -> Verdict:
+            base_capex_usd: float | None, missing_prices: tuple[str, ...] = (),
+            comparison: ComparisonBand | NoBand | None = None) -> Verdict:
     """The layer with the largest speed-up (the first listed on ties), and the best swap that pays for itself."""
     best = max(layers, key=lambda d: d.speedup)
     compute_bound = best.layer in ON_CHIP
@@ -87,6 +104,7 @@ def verdict(base: TrainingPrediction, factor: float, layers: tuple[LayerDelta, .
             tail += " (best per dollar: " + _swap_phrase(max(priced, key=_rank)) + ")"
     else:
         tail = "; no network upgrade would pay" if compute_bound else f"; the next dollar goes to {best.layer}"
+    tail += _within_error_note(swaps, base_capex_usd, comparison)
     tail += _downgrade_note(swaps, base_capex_usd)
     if unknown:
         missing = sorted({m for s in unknown for m in s.missing_prices} | set(missing_prices))

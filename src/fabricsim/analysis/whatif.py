@@ -3,7 +3,7 @@ from the bill of materials, so the next dollar goes where it buys the most step 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
@@ -14,6 +14,14 @@ from fabricsim.analysis.verdict import Verdict, verdict
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
 from fabricsim.training import ParallelPlan, TrainingPrediction, predict_training
+from fabricsim.validation import (
+    ComparisonBand,
+    NoBand,
+    bands,
+    comparison_band,
+    published_residuals,
+    training_regime,
+)
 
 LOCAL_LAYERS = ("compute", "hbm", "nvlink", "pcie")
 
@@ -28,13 +36,16 @@ class WhatIf:
     layers: tuple[LayerDelta, ...]
     swaps: tuple[SwapDelta, ...]
     verdict: Verdict
+    comparison: ComparisonBand | NoBand | None = None
+    """the model's error on a speed-up between two clusters (paired published residuals)"""
 
     def to_json(self) -> dict[str, Any]:
         return {"base_step_s": float(self.base.step_time_s), "base_bottleneck": self.base.bottleneck,
                 "base_capex_usd": self.base_capex_usd, "factor": self.factor,
                 "layers": [d.to_json() for d in self.layers],
                 "swaps": [s.to_json(self.base_capex_usd) for s in self.swaps],
-                "verdict": self.verdict.to_json()}
+                "verdict": self.verdict.to_json(),
+                "comparison_band": None if self.comparison is None else self.comparison.to_json()}
 
 
 def varied_layers(scenario: Scenario) -> tuple[str, ...]:
@@ -65,7 +76,7 @@ def swap_delta(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_st
 
 
 def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: float = 2.0,
-            swaps: tuple[Swap, ...] = ()) -> WhatIf:
+            swaps: tuple[Swap, ...] = (), calibration: tuple[str, ...] = ()) -> WhatIf:
     """Base prediction, layer deltas, priced swaps and the verdict for one plan on one cluster."""
     if not factor > 1.0 or factor == float("inf"):
         raise SpecError(f"must be a finite speed-up > 1 (2 = twice as fast), got {factor}", field="--factor")
@@ -73,6 +84,28 @@ def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: fl
     base_capex = scenario.capex()
     base_step = float(base.step_time_s)
     layers = layer_deltas(model, plan, scenario, base_step, factor)
-    deltas = tuple(swap_delta(model, plan, scenario, base_step, base_capex.usd, s) for s in swaps)
+    comparison = comparison_error(model, base, scenario, calibration)
+    layers = tuple(replace(d, band=step_band(model, base, scenario, d.step_time_s, calibration)) for d in layers)
+    deltas = tuple(replace(d, speedup_range=None if isinstance(comparison, NoBand) else
+                           comparison.ratio_range(d.speedup),
+                           band=step_band(model, base, apply_swap(scenario, s), d.step_time_s, calibration))
+                   for s, d in ((s, swap_delta(model, plan, scenario, base_step, base_capex.usd, s)) for s in swaps))
     return WhatIf(base, base_capex.usd, factor, layers, deltas,
-                  verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing))
+                  verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing, comparison), comparison)
+
+
+def step_band(model: ModelSpec, base: TrainingPrediction, scenario: Scenario, step_time_s: float,
+              calibration: tuple[str, ...] = ()) -> dict[str, object]:
+    """The error band (JSON) of a step time of this plan on ``scenario``'s GPUs, from comparable published runs."""
+    gpu = scenario.catalog.gpu(scenario.system.gpu)
+    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus)
+    return bands({"step_time_s": (step_time_s, True)}, regime, calibration)["step_time_s"].to_json()
+
+
+def comparison_error(model: ModelSpec, base: TrainingPrediction, scenario: Scenario,
+                     calibration: tuple[str, ...] = ()) -> ComparisonBand | NoBand:
+    """How far a predicted speed-up between two clusters for this plan may be off: paired published residuals of
+    training runs like this one (``validation.comparison_band``)."""
+    gpu = scenario.catalog.gpu(scenario.system.gpu)
+    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus)
+    return comparison_band(regime, published_residuals(calibration))

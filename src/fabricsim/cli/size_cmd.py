@@ -147,11 +147,25 @@ def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
             text_column(table, header)
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
-        cells = {"#": str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
+        cells = {"#": "tie" if e.get("tie") else str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
                  "days": f"{e['time_to_train_s'] / DAY_S:.1f}", "cost": units.format_usd(e["cost_usd"]),
                  "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
         table.add_row(*(cells[h] for h in headers))
     return table
+
+
+def tie_line(ties: dict[str, Any]) -> str:
+    """How many plans the model cannot tell from the best, the error that makes them ties, and the pick."""
+    band = ties["comparison_band"]
+    if band.get("low") is None:
+        within = f"no bound on comparisons ({band.get('reason')}): only the best is listed as a tie"
+    else:
+        within = (f"{ties['count']} plan(s) within the model's error on comparing two plans ({band['low']:.2f}-"
+                  f"{band['high']:.2f}x at {band['level']:.0%}, {band['pairs']} pairs of comparable published runs: "
+                  f"{band['comparable']}) are ties, marked 'tie'")
+    pick = ties["recommended"]
+    return (f"ties: {within}; recommended by {ties['secondary']}: {_cluster(pick)} {_plan(pick['plan'])}, "
+            f"{pick['time_to_train_s'] / DAY_S:.1f} days, {units.format_usd(pick['cost_usd'])}")
 
 
 def matrix_table(result: SizingResult) -> Table:
@@ -378,6 +392,8 @@ def size_command(
                   f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
                   f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")
     console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}"))
+    if data.get("ties"):
+        console.print(tie_line(data["ties"]))
     console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
     console.print(matrix_table(result))
     from rich.markup import escape

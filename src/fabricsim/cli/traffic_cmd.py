@@ -47,14 +47,22 @@ if TYPE_CHECKING:
 def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
     """jobs, links (by tier, hottest), flows, events, wall_s."""
     from fabricsim.traffic import job_metrics, link_summary
+    from fabricsim.validation import unvalidated_band
 
+    none = unvalidated_band(UNVALIDATED).to_json()
     jobs = job_metrics(run)
     for j in jobs:
         if j["name"] in slow:
             j["slowdown"] = slow[j["name"]]
+        j.update({f"{k}_band": none for k in ("completion_time_s", "bytes_per_s_per_gpu",
+                                               "scale_out_bytes_per_s_per_gpu")})
     return {"routing": routing, "gpus": run.topology.num_gpus, "jobs": jobs, "links": link_summary(run),
             "flows": run.flowset.num_flows, "events": run.result.events,
-            "makespan_s": run.result.makespan, "wall_s": run.wall_s}
+            "makespan_s": run.result.makespan, "makespan_s_band": none, "wall_s": run.wall_s}
+
+
+UNVALIDATED = ("no comparable published measurement: flow-level traffic is checked against the analytical model and "
+               "its invariants (bytes conserved, no link above capacity), not against published runs")
 
 
 def traffic_tables(data: dict[str, Any]) -> list[Table]:
@@ -70,7 +78,8 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
                      units.format_rate(j["bytes_per_s_per_gpu"]), units.format_rate(j["scale_out_bytes_per_s_per_gpu"]),
                      f"{j['fraction_of_line_rate']:.1%}", f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
     jobs.caption = ("sent/s: bytes a GPU sent per second of the job's completion time (all peers); scale-out: the "
-                    "part that left its node; % of NIC line rate: scale-out over the GPU's share of its node's NICs")
+                    "part that left its node; % of NIC line rate: scale-out over the GPU's share of its node's NICs; "
+                    f"error band: {UNVALIDATED}")
     tiers = new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
     text_column(tiers, "tier")
     for col in ("links", "mean", "p99", "max"):

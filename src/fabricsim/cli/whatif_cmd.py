@@ -59,6 +59,8 @@ from fabricsim.cli.train_cmd import (
     plan_json,
     prepare_run,
     run_title,
+    step_line,
+    training_bands,
 )
 
 if TYPE_CHECKING:
@@ -181,14 +183,19 @@ def whatif_command(
                       calibration=calibration, grad_dtype=grad_dtype, etp=etp,
                       gpus_per_node=gpus_per_node)
     scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
-    result = what_if(run.spec, run.plan, scenario, factor, swaps)
-    data = {**result.to_json(), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
+    result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration or []))
+    from fabricsim.validation import band_fields
+
+    found = training_bands(run, calibration)
+    data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}), "plan": plan_json(run.plan),
+            "chosen": run.choice.to_json()}
     rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
         [{"kind": "swap", **d} for d in data.get("swaps", [])]
     if emit(form, data, inputs, rows):
         return
     console.print(f"[bold]what if[/]: {run_title(run)}")
     console.print(choice_line(run.choice))
+    console.print("base " + step_line(run.prediction, found))
     console.print(layer_table(result))
     if result.swaps:
         console.print(swap_table(result))

@@ -24,6 +24,7 @@ from fabricsim.comm import Cluster
 from fabricsim.inference import InferenceStepCost, launch_json, with_kv_handoff
 from fabricsim.model import ModelSpec
 from fabricsim.serving import RequestTrace, SchedulerConfig, ServingLayout, ServingResult, simulate_serving
+from fabricsim.sizing.bands import result_bands
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference_screen import ReplicaPlan, inference_plan, price, replica_step_cost
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
@@ -167,6 +168,9 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
     per_million = sum(float(x["usd_per_million_output_tokens"]) for x in prices)
     launch = launch_json(iplan[pre], catalog.gpu(system.gpu), spec.checkpoint or model.name, disagg=(p, d),
                          decode=(iplan[dec], catalog.gpu(catalog.system(dec.plan.system).gpu)))
+    latencies = result.percentiles_json(("ttft", "tpot"))
+    bands = result_bands(spec.engine, model, dec.plan.system, dec.plan.weights, catalog, latencies,
+                         per_million if math.isfinite(per_million) else None, True)
     return {
         "system": pre.plan.system, "decode_system": dec.plan.system, "fabric": pre.plan.fabric,
         "disagg": f"{p}:{d}",
@@ -174,13 +178,13 @@ def confirm_pools(spec: InferenceSizingSpec, model: ModelSpec, pre: PoolMember, 
                     "screen_ttft_s": pre.latency_s},
         "decode": {"plan": _plan_json(dec.plan), "replicas": d, "capacity_rps_per_replica": dec.capacity_rps,
                    "screen_tpot_s": dec.latency_s, "batch": dec.batch},
-        "gpus": p * pre.plan.gpus + d * dec.plan.gpus, **result.percentiles_json(("ttft", "tpot")),
+        "gpus": p * pre.plan.gpus + d * dec.plan.gpus, **latencies,
         "usd_per_million_output_tokens": per_million if math.isfinite(per_million) else None,
         "cost_usd_per_hour": per_hour if math.isfinite(per_hour) else None,
         "simulated": not reason, "simulation": {"passed": not reason, "reason": reason, "runs": runs,
                                                 "preemptions": result.preemptions,
                                                 "overloaded": result.overloaded},
-        "launch": launch,
+        "launch": launch, **bands,
     }
 
 

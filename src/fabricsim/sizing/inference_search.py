@@ -17,6 +17,7 @@ from fabricsim.comm import Cluster
 from fabricsim.inference import launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
+from fabricsim.sizing.bands import result_bands
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference_screen import (
     ReplicaPlan,
@@ -282,6 +283,8 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
     per_hour = _num(costs["cost_usd_per_hour"])
     facility_w = _num(costs["facility_power_w"])
     tokens_per_hour = spec.rate_per_s * spec.output_tokens * 3600.0
+    bands = result_bands(spec.engine, model, plan.system, plan.weights, catalog, lat,
+                         _num(costs["usd_per_million_output_tokens"]), conf is not None)
     return {
         "system": plan.system, "fabric": plan.fabric,
         "plan": plan.to_json(),
@@ -295,7 +298,7 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
                    facility_w / 1000.0 / tokens_per_hour * 1e6},
         "bottleneck": _bottleneck(model, plan, int(row["max_batch"]), spec, catalog),
         "simulated": conf is not None and conf.passed, "simulation": sim, "screen": screen_figs,
-        "launch": _launch(spec, model, plan, catalog),
+        "launch": _launch(spec, model, plan, catalog), **bands,
     }
 
 

@@ -90,3 +90,32 @@ def binding_note(frame: pd.DataFrame, spec: SizingSpec) -> str:
     if parts:
         return "; ".join(parts)
     return "no plan meets all of " + ", ".join(masks) + " at once (each alone is met)"
+
+
+SECONDARY = ("cost_usd", "gpus", "tp_outside_nvlink", "pp")
+SECONDARY_TEXT = "cost, then fewer GPUs, then tensor parallelism inside one NVLink domain, then fewer pipeline stages"
+
+
+def tie_mask(ranked: pd.DataFrame, objective: str, spread_log: float | None) -> np.ndarray:
+    """Plans whose objective is within the model's error on a comparison of the best (``spread_log``: the high end
+    of the paired-residual band, a log ratio) and so cannot be told apart from it; the best is always one. No
+    spread (no comparable published pairs): only the best."""
+    mask = np.zeros(len(ranked), dtype=bool)
+    if ranked.empty:
+        return mask
+    values = ranked[OBJECTIVE_COLUMN[objective]].to_numpy(dtype=float)
+    if spread_log is None or not np.isfinite(values[0]):
+        mask[0] = True
+        return mask
+    within: np.ndarray = np.isfinite(values) & (values <= values[0] * np.exp(spread_log))
+    return within
+
+
+def tie_winner(ranked: pd.DataFrame, mask: np.ndarray, nvlink_gpus: dict[str, int], objective: str) -> int:
+    """The position in ``ranked`` of the tie set's pick by the secondary objective (``SECONDARY_TEXT``), the
+    primary objective and the fixed order breaking what remains."""
+    ties = ranked[mask]
+    outside = (ties["tp"].to_numpy() > np.array([nvlink_gpus.get(s, 1) for s in ties["system"]])).astype(int)
+    keyed = ties.assign(tp_outside_nvlink=outside, position=np.flatnonzero(mask))
+    columns = [*SECONDARY, OBJECTIVE_COLUMN[objective], "position"]
+    return int(keyed.sort_values(columns, kind="mergesort", na_position="last")["position"].iloc[0])

@@ -9,9 +9,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.sizing.defaults import sizing_defaults
+from fabricsim.sizing.rank import SECONDARY_TEXT
 from fabricsim.sizing.spec import SizingSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "recompute", "zero", "precision", "flash_attn", "gbs",
@@ -51,6 +53,39 @@ def entries(frame: pd.DataFrame, limit: int | None = None,
     return [entry(r, known.get(str(r.get("chunk")), ())) for r in rows.to_dict("records")]
 
 
+def with_bands(rows: list[dict[str, Any]], moe: bool) -> list[dict[str, Any]]:
+    """Entries with the error bands of their time to train, throughput, cost and energy (cost and energy scale with
+    the time): the band of a training step like each row's, from comparable published runs."""
+    from fabricsim.catalog import default_catalog
+    from fabricsim.validation import band_fields, bands, training_regime
+
+    catalog = default_catalog()
+    out = []
+    for row in rows:
+        gpu = catalog.gpu(catalog.system(str(row["system"])).gpu)
+        regime = training_regime(moe, gpu, str(row["plan"]["precision"]), int(row["gpus"]))
+        values = {k: (float(row[k]), k != "tokens_per_s") for k in ("time_to_train_s", "tokens_per_s", "cost_usd",
+                                                                     "energy_mwh") if row.get(k) is not None}
+        out.append({**row, **band_fields(bands(values, regime))})
+    return out
+
+
+@dataclass(frozen=True)
+class Ties:
+    """The ranked plans within the model's error of the best (``mask`` over the ranked rows), the position of the
+    one the secondary objective picks, and the comparison band used (JSON)."""
+
+    mask: np.ndarray
+    pick: int
+    band: dict[str, object]
+
+    def to_json(self, recommended: dict[str, Any]) -> dict[str, Any]:
+        return {"count": int(self.mask.sum()), "comparison_band": self.band, "secondary": SECONDARY_TEXT,
+                "recommended": recommended,
+                "rule": "plans whose objective is within the model's error on comparing two plans (paired published "
+                        "residuals) of the best are ties; the secondary objective picks among them"}
+
+
 @dataclass
 class SizingResult:
     """The outcome of a search; ``note`` says why nothing qualified when ``ranked`` is empty."""
@@ -68,6 +103,7 @@ class SizingResult:
     complete: bool = True
     candidates: list[dict[str, Any]] = field(default_factory=list)  # per system x fabric: best plan or reasons
     missing: dict[str, list[str]] = field(default_factory=dict)  # chunk -> catalog prices or powers it lacks
+    ties: Ties | None = None  # the ranked plans the model cannot tell from the best, and the pick among them
 
     @classmethod
     def interrupted(cls, spec: SizingSpec) -> SizingResult:
@@ -76,18 +112,33 @@ class SizingResult:
         empty = pd.DataFrame()
         return cls(spec, empty, empty, empty, empty, 0, 0, 0.0, {}, "interrupted", complete=False)
 
+    def _tagged(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Result rows with ``tie``: within the model's error of the best (never reported as better or worse)."""
+        if self.ties is None:
+            return rows
+        return [{**row, "tie": bool(self.ties.mask[i])} for i, row in enumerate(rows)]
+
     def to_json(self) -> dict[str, Any]:
+        from fabricsim.sizing.evaluate import spec_model
+
         defaults = sizing_defaults()
         spec = self.spec
+        moe = spec_model(spec).moe is not None if len(self.ranked) else False
+
+        def banded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return with_bands(rows, moe)
+
         return {
             "model": spec.model if isinstance(spec.model, str) else spec.model.get("name", "model"),
             "tokens": spec.tokens,
             "objective": spec.objective,
             "constraints": {"deadline_s": spec.deadline_s, "budget_usd": spec.budget_usd,
                             "power_cap_w": spec.power_cap_w},
-            "results": entries(self.ranked, spec.top, self.missing),
-            "pareto": entries(self.pareto, None, self.missing),
-            "best_by_system_fabric": entries(self.best_by_system_fabric, None, self.missing),
+            "results": self._tagged(banded(entries(self.ranked, spec.top, self.missing))),
+            "ties": None if self.ties is None else self.ties.to_json(banded(entries(
+                self.ranked.iloc[[self.ties.pick]], None, self.missing))[0]),
+            "pareto": banded(entries(self.pareto, None, self.missing)),
+            "best_by_system_fabric": banded(entries(self.best_by_system_fabric, None, self.missing)),
             "candidates": self.candidates,
             "plans_evaluated": self.plans_evaluated,
             "plans_pruned": self.plans_pruned,

@@ -12,8 +12,8 @@ from fabricsim.catalog import default_catalog
 from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
 from fabricsim.sizing.explain import candidates, no_plan_note
-from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank
-from fabricsim.sizing.result import SizingResult
+from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank, tie_mask, tie_winner
+from fabricsim.sizing.result import SizingResult, Ties
 from fabricsim.sizing.space import ClusterChoice, clusters
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.sizing.store import ResultStore
@@ -94,5 +94,24 @@ def _result(spec: SizingSpec, choices: list[ClusterChoice], frame: pd.DataFrame,
         return SizingResult(spec, frame, frame, frame, frame, evaluated, pruned, wall_s, errors, no_plan_note(found),
                             candidates=found, missing=missing)
     note = None if len(ranked) else binding_note(frame, spec)
+    ties = ranking_ties(spec, ranked)
     return SizingResult(spec, frame, ranked, pareto(ranked), best_by_system_fabric(ranked), evaluated, pruned,
-                        wall_s, errors, note, candidates=found, missing=missing)
+                        wall_s, errors, note, candidates=found, missing=missing, ties=ties)
+
+
+def ranking_ties(spec: SizingSpec, ranked: pd.DataFrame) -> Ties | None:
+    """The plans the model cannot tell from the best (its error on comparing two training plans like the best,
+    from paired published residuals) and the one the secondary objective picks among them."""
+    if ranked.empty:
+        return None
+    from fabricsim.validation import ComparisonBand, comparison_band, published_residuals, training_regime
+
+    catalog = default_catalog()
+    best = ranked.iloc[0]
+    gpu = catalog.gpu(catalog.system(str(best["system"])).gpu)
+    regime = training_regime(spec_model(spec).moe is not None, gpu, str(best["precision"]), int(best["gpus"]))
+    band = comparison_band(regime, published_residuals())
+    spread = band.high if isinstance(band, ComparisonBand) else None
+    mask = tie_mask(ranked, spec.objective, spread)
+    nvlink = {s: catalog.system(s).nvlink_domain_gpus for s in set(ranked["system"])}
+    return Ties(mask=mask, pick=tie_winner(ranked, mask, nvlink, spec.objective), band=band.to_json())

@@ -9,6 +9,7 @@ from fabricsim.validation.bands import (
     inference_bands,
     served_values,
     static_inference_values,
+    unvalidated_band,
 )
 from fabricsim.validation.cases import Case, all_cases, load_cases, shared_validation_dir
 from fabricsim.validation.collective_cases import CaseResult, run_collective_case, sweep_sizes, tolerance_for_size
@@ -21,7 +22,16 @@ from fabricsim.validation.error_table import (
     residuals_of,
     summarise_held_out,
 )
-from fabricsim.validation.errors import LEVEL, Band, NoBand, Residual, minimum_cases, source_key
+from fabricsim.validation.errors import (
+    LEVEL,
+    Band,
+    ComparisonBand,
+    NoBand,
+    Residual,
+    comparison_band,
+    minimum_cases,
+    source_key,
+)
 from fabricsim.validation.regimes import (
     DECODE,
     Regime,
@@ -45,6 +55,7 @@ __all__ = [
     "BandResult",
     "Case",
     "CaseResult",
+    "ComparisonBand",
     "Coverage",
     "GroupSummary",
     "HeldOut",
@@ -60,6 +71,7 @@ __all__ = [
     "band_text",
     "bands",
     "collective_regime",
+    "comparison_band",
     "coverage",
     "engine_breakdown",
     "group_summaries",
@@ -85,4 +97,5 @@ __all__ = [
     "sweep_sizes",
     "tolerance_for_size",
     "training_regime",
+    "unvalidated_band",
 ]

@@ -21,6 +21,11 @@ def bands(values: Mapping[str, tuple[float, bool]], regime: Regime, calibration:
     return {key: band(value, time_like, regime, residuals, level) for key, (value, time_like) in values.items()}
 
 
+def unvalidated_band(reason: str, level: float = LEVEL) -> NoBand:
+    """The answer for a figure no published measurement covers (the reason says why), for its ``<key>_band``."""
+    return NoBand(reason, level)
+
+
 def band_fields(found: Mapping[str, BandResult]) -> dict[str, object]:
     """``{<key>_band: {low, high, level, cases, bias, estimate, comparable}}`` for a JSON object."""
     return {f"{key}_band": b.to_json() for key, b in found.items()}

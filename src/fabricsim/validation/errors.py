@@ -186,3 +186,50 @@ def source_key(source: str) -> str:
                 return f"{repo}:{_stem(token)}".lower()
         return repo.lower()
     return (tokens[0].rstrip(",.;") if tokens else "unknown").lower()
+
+
+@dataclass(frozen=True)
+class ComparisonBand:
+    """How far the ratio of two predictions of one kind (a swap's speed-up, one plan against another) may be off:
+    the conformal interval of the differences between residuals of cases from the same published document (one
+    campaign: the model's errors on its cases move together), both orders, so it is symmetric about 0. Assumes the
+    two plans compared are as alike as two cases of one document; the pairs are not independent, so the level is
+    approximate."""
+
+    low: float  # log ratio
+    high: float
+    level: float
+    pairs: int
+    matched: str
+
+    def ratio_range(self, ratio: float) -> tuple[float, float]:
+        """The range of the true ratio for a predicted ``ratio`` (a speed-up)."""
+        return ratio * math.exp(self.low), ratio * math.exp(self.high)
+
+    @property
+    def percent(self) -> float:
+        """The half-width as a percentage of the ratio (the high side)."""
+        return math.expm1(self.high) * 100.0
+
+    def to_json(self) -> dict[str, object]:
+        return {"low": math.exp(self.low), "high": math.exp(self.high), "level": self.level, "pairs": self.pairs,
+                "comparable": self.matched}
+
+
+def comparison_band(regime: Regime, residuals: Sequence[Residual], level: float = LEVEL
+                    ) -> ComparisonBand | NoBand:
+    """The band of a ratio of two predictions in ``regime`` from paired residuals (``ComparisonBand``)."""
+    found = comparable(regime, [r for r in residuals if not r.own], level)
+    if isinstance(found, NoBand):
+        return found
+    matched, depth = found
+    by_source: dict[str, list[float]] = {}
+    for r in matched:
+        by_source.setdefault(r.source, []).append(r.log_ratio)
+    diffs = [a - b for logs in by_source.values() for i, a in enumerate(logs) for j, b in enumerate(logs) if i != j]
+    interval = conformal_interval(diffs, level)
+    if interval is None:
+        return NoBand(f"too few pairs of comparable published cases from one document ({len(diffs) // 2}) to "
+                      "bound a comparison", level)
+    return ComparisonBand(low=interval[0], high=interval[1], level=level, pairs=len(diffs) // 2,
+                          matched=regime.describe(depth))
