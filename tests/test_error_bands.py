@@ -223,7 +223,7 @@ def test_every_predicted_time_or_rate_in_size_whatif_and_traffic_json_has_its_ba
         for row in size[key]:  # type: ignore[union-attr]
             _banded(row, "time_to_train_s", "tokens_per_s", "cost_usd", "energy_mwh")
     _banded(size["ties"]["recommended"], "time_to_train_s")  # type: ignore[index]
-    assert [r["tie"] for r in size["results"]][0] is True  # type: ignore[union-attr,index]
+    assert size["results"][0]["tie"] is True  # type: ignore[index]
     whatif = _json(runner, "whatif", "--model", "llama3-8b", "--system", "dgx-h100", "--gpus", "16", "--tp", "1",
                    "--pp", "1", "--seq", "4096", "--gbs", "64", "--swap", "ib=hdr")
     for row in [*whatif["layers"], *whatif["swaps"]]:  # type: ignore[misc]
