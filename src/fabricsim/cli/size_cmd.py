@@ -138,20 +138,29 @@ def _cluster(e: dict[str, Any]) -> str:
 def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
     """One row per plan: cluster, plan, days, cost, $/M tokens, MFU and the bounding layer."""
     table = new_table(title=title, header_style="bold", title_justify="left")
-    headers = [h for h in ("#", "cluster", "plan", "days", "cost", "$/Mtok", "MFU", "bound")
+    headers = [h for h in ("#", "cluster", "plan", "days (80% band)", "cost", "$/Mtok", "MFU", "bound")
                if not (narrow() and h in ("$/Mtok", "MFU"))]
     for header in headers:
-        if header in ("#", "days", "cost", "$/Mtok", "MFU"):
+        if header in ("#", "days (80% band)", "cost", "$/Mtok", "MFU"):
             num_column(table, header)
         else:
             text_column(table, header)
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
         cells = {"#": "tie" if e.get("tie") else str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
-                 "days": f"{e['time_to_train_s'] / DAY_S:.1f}", "cost": units.format_usd(e["cost_usd"]),
+                 "days (80% band)": f"{e['time_to_train_s'] / DAY_S:.1f}{_days_band(e)}",
+                 "cost": units.format_usd(e["cost_usd"]),
                  "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
         table.add_row(*(cells[h] for h in headers))
     return table
+
+
+def _days_band(e: dict[str, Any]) -> str:
+    """' (11.2-16.8)': the 80% band of a row's days to train, '' without one."""
+    band = e.get("time_to_train_s_band") or {}
+    if band.get("low") is None:
+        return ""
+    return f" ({band['low'] / DAY_S:.1f}-{band['high'] / DAY_S:.1f})"
 
 
 def tie_line(ties: dict[str, Any]) -> str:

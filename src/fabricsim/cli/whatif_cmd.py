@@ -75,6 +75,15 @@ def _money(value: float | None) -> str:
     return f"{'-' if value < 0 else '+'}${abs(value):,.0f}"
 
 
+def _band_cell(band: dict[str, object] | None) -> str:
+    """' (low-high)' of a step time's 80% band for a table cell; '' without one."""
+    if not band or band.get("low") is None:
+        return ""
+    low, high = band["low"], band["high"]
+    assert isinstance(low, float) and isinstance(high, float)
+    return f" ({units.format_duration(low)}-{units.format_duration(high)})"
+
+
 def layer_table(result: WhatIf) -> Table:
     """Step time and speed-up with each layer made faster, a bar per speed-up."""
     table = new_table(title=f"each layer {result.factor:g}x faster (base step "
@@ -87,7 +96,7 @@ def layer_table(result: WhatIf) -> Table:
     for d in result.layers:
         bar = "█" * round((d.speedup - 1.0) * 40)
         style = "bold green" if d.layer == result.verdict.layer and top > 1.0 else ""
-        table.add_row(d.layer, units.format_duration(d.step_time_s), f"{d.speedup:.3f}x",
+        table.add_row(d.layer, units.format_duration(d.step_time_s) + _band_cell(d.band), f"{d.speedup:.3f}x",
                       f"[{style}]{bar}[/]" if style else bar)
     return table
 
@@ -115,7 +124,8 @@ def swap_table(result: WhatIf) -> Table:
     for s in result.swaps:
         change = s.work_per_usd_change(result.base_capex_usd)
         work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
-        step = units.format_duration(s.step_time_s) + ("" if s.fits else " [yellow](does not fit)[/]")
+        step = units.format_duration(s.step_time_s) + _band_cell(s.band) + (
+            "" if s.fits else " [yellow](does not fit)[/]")
         table.add_row(s.swap, step, f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s), work)
     return table
 
