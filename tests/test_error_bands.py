@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import yaml
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -169,6 +169,7 @@ def test_a_calibration_overlay_with_its_measurements_narrows_the_band(runner: Cl
     assert 0.01 <= mine["bias"] <= 0.03  # the node is 1-3% slower than the model: its busbw is 1-3% high
 
 
+@settings(deadline=None)  # the first example imports pandas
 @given(times=st.lists(st.floats(1.0, 1e3), min_size=1, max_size=30), extra=st.floats(0.5, 2e3),
        spread=st.floats(0.0, 0.5))
 def test_ties_keep_the_best_and_never_rank_a_plan_above_one_inside_the_band(times: list[float], extra: float,
@@ -240,3 +241,19 @@ def test_inference_sizing_results_carry_bands(runner: CliRunner) -> None:
                  "--slo-tpot", "100ms", "--systems", "dgx-h100")
     row = data["results"][0]  # type: ignore[index]
     _banded(row, "ttft_s_p50", "tpot_s_p90", "usd_per_million_output_tokens")
+
+
+def test_inference_sizing_marks_ties_within_the_comparison_error_and_recommends_one(runner: CliRunner) -> None:
+    data = _json(runner, "size", "--inference", "--model", "llama3-8b", "--rate", "5", "--slo-ttft", "2s",
+                 "--slo-tpot", "100ms", "--systems", "dgx-h100")
+    ties = data["ties"]
+    assert isinstance(ties, dict) and ties["count"] >= 1
+    results = data["results"]
+    assert isinstance(results, list) and results[0]["tie"] is True
+    tied = [r for r in results if r["tie"]]
+    assert ties["recommended"] in tied or ties["count"] > len(tied)
+    band = ties["comparison_band"]
+    cheapest = results[0]["usd_per_million_output_tokens"]
+    for r in tied:  # a tie is never costlier than the band allows
+        assert r["usd_per_million_output_tokens"] <= cheapest * band["high"] * (1 + 1e-12)
+    assert all(not r["tie"] for r in results if not r["simulated"])

@@ -67,7 +67,7 @@ def _ms(value: float | None) -> str:
 
 
 
-def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> Table:
+def inference_table(rows: list[dict[str, Any]], title: str, percentile: int, ties: bool = True) -> Table:
     """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound; below
     120 columns the secondary columns (fabric, GPUs per replica, KV format, $/h, capex, bound) are dropped."""
     table = new_table(f"{title} (latencies at p{percentile}, $ per million output tokens)", title_justify="left")
@@ -93,7 +93,8 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int) -> 
         checked = "sim" if e["simulated"] else "screen"
         if sim and sim["replicas"] != e["screen"]["replicas"]:
             checked += f" (+{sim['replicas'] - e['screen']['replicas']} rep)"
-        cells = {"#": str(i), "system": e["system"], "fabric": e["fabric"], "gpus/rep": str(e["gpus_per_replica"]),
+        cells = {"#": "tie" if ties and e.get("tie") else str(i), "system": e["system"], "fabric": e["fabric"],
+                 "gpus/rep": str(e["gpus_per_replica"]),
                  "replicas": str(e["replicas"]), "GPUs": str(e["gpus"]),
                  "tp/pp/ep": f"{plan['tp']}/{plan['pp']}/{plan['ep']}", "weights/kv": f"{plan['weights']}/{plan['kv']}",
                  "batch": str(e["max_batch"]), "ttft": _ms(ttft), "tpot": _ms(tpot),
@@ -122,7 +123,9 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
                   f"{_ms(spec.slo_tpot_s)} at p{spec.slo_percentile}; {result.plans_evaluated:,} plans timed, "
                   f"{result.plans_pruned:,} pruned, {result.simulations} simulations ({result.wall_s:.1f} s)")
     console.print(inference_table(data["results"], "cheapest per million output tokens", spec.slo_percentile))
-    console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile))
+    if data.get("ties"):
+        console.print(inference_tie_line(data["ties"]), soft_wrap=True)
+    console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile, ties=False))
     if result.best is not None:
         for line in launch_lines(result.best["launch"]):
             console.print(line, soft_wrap=True)
@@ -133,6 +136,20 @@ def run_inference(kw: dict[str, Any], form: str = "table") -> None:
                       f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")
     console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
                   f"screen at {spec.target_utilization:g} utilisation; {data['assumptions']['simulation']}")
+
+
+def inference_tie_line(ties: dict[str, Any]) -> str:
+    """How many confirmed plans cost within the model's error of the cheapest, and which one the tie-break picks."""
+    band = ties["comparison_band"]
+    pick = ties["recommended"]
+    plan = pick["plan"]
+    within = ("no bound on comparisons: only the cheapest is a tie" if band.get("low") is None else
+              f"{ties['count']} confirmed plan(s) cost within the model's error on comparing two plans "
+              f"({band['low']:.2f}-{band['high']:.2f}x at {band['level']:.0%}, {band['pairs']} pairs: "
+              f"{band['comparable']}) of the cheapest: ties, marked 'tie'")
+    return (f"ties: {within}; recommended by {ties['secondary']}: {pick['replicas']} x tp={plan['tp']} "
+            f"pp={plan['pp']} {plan['weights']} on {pick['system']}, {pick['gpus']} GPUs, "
+            f"${pick['usd_per_million_output_tokens']:.3f}/M output tokens")
 
 
 def disaggregated_lines(layouts: list[dict[str, Any]], percentile: int) -> list[str]:

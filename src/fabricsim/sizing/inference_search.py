@@ -17,7 +17,7 @@ from fabricsim.comm import Cluster
 from fabricsim.inference import launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
-from fabricsim.sizing.bands import result_bands
+from fabricsim.sizing.bands import inference_ties, result_bands
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference_screen import (
     ReplicaPlan,
@@ -67,6 +67,7 @@ class InferenceSizingResult:
     screen_wall_s: float
     note: str | None = None
     disaggregated: list[dict[str, Any]] = field(default_factory=list)  # --disagg: per system, cheapest first
+    ties: dict[str, Any] | None = None  # confirmed results within the model's error of the cheapest, and the pick
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -83,6 +84,7 @@ class InferenceSizingResult:
             "inputs": spec.model_dump(mode="json"),
             "objective": "usd_per_million_output_tokens",
             "results": self.results[: spec.top],
+            "ties": self.ties,
             "best_by_system": self.best_by_system,
             "rejected": self.rejected,
             "plans_evaluated": self.plans_evaluated,
@@ -191,7 +193,8 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
         entry = _entry(spec, model, row, catalog, conf)
         (passed if conf.passed else rejected).append(entry)
     passed.sort(key=_entry_key)
-    screen_only = [_entry(spec, model, r, catalog, None) for r in candidates[confirmed:]][: spec.top]
+    ties = inference_ties(spec.engine, model, passed, catalog)
+    screen_only = [{**_entry(spec, model, r, catalog, None), "tie": False} for r in candidates[confirmed:]][: spec.top]
     results = passed + screen_only
     by_system: dict[str, dict[str, Any]] = {}
     for e in passed:
@@ -208,7 +211,7 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
         simulations += runs
     return InferenceSizingResult(spec, frame, results, list(by_system.values()), rejected, scr.plans_evaluated,
                                  scr.plans_pruned, scr.pruned_reasons, simulations, time.perf_counter() - start,
-                                 screen_wall, note, disaggregated)
+                                 screen_wall, note, disaggregated, ties)
 
 
 def _disaggregated(spec: InferenceSizingSpec, model: ModelSpec, frame: pd.DataFrame, catalog: Catalog

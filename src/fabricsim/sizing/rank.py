@@ -93,7 +93,18 @@ def binding_note(frame: pd.DataFrame, spec: SizingSpec) -> str:
 
 
 SECONDARY = ("cost_usd", "gpus", "tp_outside_nvlink", "pp")
-SECONDARY_TEXT = "cost, then fewer GPUs, then tensor parallelism inside one NVLink domain, then fewer pipeline stages"
+SECONDARY_WORDS = {"cost_usd": "cost", "gpus": "fewer GPUs", "tp_outside_nvlink": "tensor parallelism inside one "
+                   "NVLink domain", "pp": "fewer pipeline stages"}
+
+
+def secondary(objective: str) -> tuple[str, ...]:
+    """The tie-break columns for an objective: ``SECONDARY`` without the objective itself."""
+    return tuple(c for c in SECONDARY if c != OBJECTIVE_COLUMN.get(objective))
+
+
+def secondary_text(objective: str) -> str:
+    """The tie-break in words: 'cost, then fewer GPUs, then ...' (the objective itself left out)."""
+    return ", then ".join(SECONDARY_WORDS[c] for c in secondary(objective))
 
 
 def tie_mask(ranked: pd.DataFrame, objective: str, spread_log: float | None) -> np.ndarray:
@@ -112,10 +123,10 @@ def tie_mask(ranked: pd.DataFrame, objective: str, spread_log: float | None) -> 
 
 
 def tie_winner(ranked: pd.DataFrame, mask: np.ndarray, nvlink_gpus: dict[str, int], objective: str) -> int:
-    """The position in ``ranked`` of the tie set's pick by the secondary objective (``SECONDARY_TEXT``), the
+    """The position in ``ranked`` of the tie set's pick by the secondary objective (``secondary_text``), the
     primary objective and the fixed order breaking what remains."""
     ties = ranked[mask]
     outside = (ties["tp"].to_numpy() > np.array([nvlink_gpus.get(s, 1) for s in ties["system"]])).astype(int)
     keyed = ties.assign(tp_outside_nvlink=outside, position=np.flatnonzero(mask))
-    columns = [*SECONDARY, OBJECTIVE_COLUMN[objective], "position"]
+    columns = [*secondary(objective), OBJECTIVE_COLUMN[objective], "position"]
     return int(keyed.sort_values(columns, kind="mergesort", na_position="last")["position"].iloc[0])

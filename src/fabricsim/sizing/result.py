@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.sizing.defaults import sizing_defaults
-from fabricsim.sizing.rank import SECONDARY_TEXT
+from fabricsim.sizing.rank import secondary_text
 from fabricsim.sizing.spec import SizingSpec
 
 if TYPE_CHECKING:
@@ -78,9 +78,11 @@ class Ties:
     mask: np.ndarray
     pick: int
     band: dict[str, object]
+    objective: str = "time"
 
     def to_json(self, recommended: dict[str, Any]) -> dict[str, Any]:
-        return {"count": int(self.mask.sum()), "comparison_band": self.band, "secondary": SECONDARY_TEXT,
+        return {"count": int(self.mask.sum()), "comparison_band": self.band,
+                "secondary": secondary_text(self.objective),
                 "recommended": recommended,
                 "rule": "plans whose objective is within the model's error on comparing two plans (paired published "
                         "residuals) of the best are ties; the secondary objective picks among them"}

@@ -114,4 +114,5 @@ def ranking_ties(spec: SizingSpec, ranked: pd.DataFrame) -> Ties | None:
     spread = band.high if isinstance(band, ComparisonBand) else None
     mask = tie_mask(ranked, spec.objective, spread)
     nvlink = {s: catalog.system(s).nvlink_domain_gpus for s in set(ranked["system"])}
-    return Ties(mask=mask, pick=tie_winner(ranked, mask, nvlink, spec.objective), band=band.to_json())
+    return Ties(mask=mask, pick=tie_winner(ranked, mask, nvlink, spec.objective), band=band.to_json(),
+                objective=spec.objective)
