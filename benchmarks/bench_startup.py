@@ -43,6 +43,25 @@ def startup_table(runs: int = 3) -> list[tuple[str, float]]:
     return rows
 
 
+TRAIN = ("train", "--model", "llama3-70b", "--system", "dgx-h100", "--gpus", "1024", "--tp", "8", "--pp", "4",
+         "--seq", "8192", "--gbs", "1024")
+ONE_PLAN = ("--vpp", "1", "--mbs", "1", "--recompute", "none", "--zero", "1")
+
+
+def train_table(runs: int = 3) -> list[tuple[str, float]]:
+    """(label, seconds) of a whole `fabricsim train` call: one plan (every knob given), and the README's call whose
+    unset knobs (--vpp, --mbs, --recompute, --zero) are searched."""
+    base = [sys.executable, "-m", "fabricsim", *TRAIN, "--json"]
+    return [("fabricsim train (one plan)", best_of([*base, *ONE_PLAN], runs)),
+            ("fabricsim train (knobs searched)", best_of(base, runs))]
+
+
+def test_train_call() -> None:
+    """Issue 25: one `fabricsim train` call under 0.5 s wall (one plan: start-up plus milliseconds)."""
+    seconds = train_table()[0][1]
+    assert seconds < 0.5, f"fabricsim train (one plan): {seconds * 1e3:.0f} ms"
+
+
 def test_startup() -> None:
     """`fabricsim --help` within about twice the typer+rich floor; a command's --help also pays typer's own
     pydantic type adapters (typer 0.29 builds them per option), about 80 ms more."""
@@ -59,3 +78,5 @@ if __name__ == "__main__":
     floor = table[0][1]
     for label, seconds in table:
         print(f"{label:45s} {seconds * 1e3:7.1f} ms  {seconds / floor:4.2f}x")
+    for label, seconds in train_table():
+        print(f"{label:45s} {seconds * 1e3:7.1f} ms")

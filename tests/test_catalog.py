@@ -162,3 +162,18 @@ def test_packaged_documents_all_parse() -> None:
     docs = packaged_documents()
     assert {name for name, _ in docs} >= {"gpus.yaml", "links.yaml", "switches.yaml", "nics.yaml", "systems.yaml"}
     load_documents(docs)
+
+
+def test_packaged_yaml_parses_the_same_with_the_checked_loader() -> None:
+    """The packaged data is read with libyaml's fast parser; the checked loader (duplicate keys, nesting, aliases
+    refused) must read every packaged file to the same data."""
+    from pathlib import Path
+
+    from fabricsim.inputs import load_packaged_yaml, load_yaml
+
+    root = Path(__file__).resolve().parents[1] / "src" / "fabricsim"
+    files = sorted(root.rglob("data/*.yaml"))
+    assert len(files) >= 10
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        assert load_packaged_yaml(text, path.name) == load_yaml(text, path.name), path

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
 from fabricsim.errors import SpecError
-from fabricsim.inputs import load_spec_file, load_yaml, read_text
+from fabricsim.inputs import load_packaged_yaml, load_spec_file, load_yaml, read_text
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -25,7 +25,7 @@ def read_yaml(text: str, source: str) -> Any:
 
 def read_packaged_yaml(package: str, filename: str) -> Any:
     """Parse a YAML file shipped inside a ``fabricsim`` data package (``fabricsim.model.data``, ...)."""
-    return read_yaml(resources.files(package).joinpath(filename).read_text(encoding="utf-8"), filename)
+    return load_packaged_yaml(resources.files(package).joinpath(filename).read_text(encoding="utf-8"), filename)
 
 
 def read_spec_file(path: str | Path, what: str = "file") -> Any:
@@ -100,7 +100,7 @@ def packaged_documents() -> list[tuple[str, Any]]:
     docs = []
     for item in sorted(data.iterdir(), key=lambda p: p.name):
         if item.name.endswith(".yaml"):
-            docs.append((item.name, read_yaml(item.read_text(encoding="utf-8"), item.name)))
+            docs.append((item.name, load_packaged_yaml(item.read_text(encoding="utf-8"), item.name)))
     return docs
 
 

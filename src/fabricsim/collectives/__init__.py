@@ -1,5 +1,7 @@
 """Collective operations as algorithms with NCCL-style costs; predictions in nccl-tests conventions."""
 
+from typing import TYPE_CHECKING
+
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import (
     OP_SPELLINGS,
@@ -11,11 +13,19 @@ from fabricsim.collectives.conventions import (
     parse_op,
 )
 from fabricsim.collectives.cost import Cost
-from fabricsim.collectives.flow import concurrent_groups_time, predict_on_flow
 from fabricsim.collectives.group import GroupShape, fabric_nic, group_shape, group_shape_on, resolve_fabric_link, scaled
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule, schedule_size
+from fabricsim.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from fabricsim.collectives.flow import concurrent_groups_time, predict_on_flow
+
+# the flow simulator (fabricsim.network, and through the topology scipy.sparse) loads on first use: an analytical
+# prediction does not need it
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("concurrent_groups_time", "predict_on_flow"),
+                                                   "fabricsim.collectives.flow"))
 
 __all__ = [
     "ALGORITHMS",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from fabricsim.catalog import Catalog, System, default_catalog
 from fabricsim.errors import SpecError
-from fabricsim.traffic import BackgroundSpec, JobSpec
+
+if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulator) loads when a flow run needs it
+    from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
 

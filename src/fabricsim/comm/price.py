@@ -6,16 +6,19 @@ from __future__ import annotations
 
 from functools import lru_cache
 from math import ceil
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
-from fabricsim.collectives import CollectiveModel, GroupShape, concurrent_groups_time, group_shape, resolve_fabric_link
+from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, resolve_fabric_link
 from fabricsim.comm.cluster import Cluster
-from fabricsim.topology import Topology, build_cluster
-from fabricsim.traffic import Traffic, build_traffic
+
+if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
+    from fabricsim.topology import Topology
+    from fabricsim.traffic import Traffic
 
 
 def cached_group_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
@@ -56,12 +59,16 @@ def groups_comm(cluster: Cluster, groups: NDArray[np.int64], world_size: int, op
     nodes = max(job_nodes, cluster.fabric_nodes or 0)
     topology = _fabric(cluster_ref, nodes)
     others = _other_traffic(cluster_ref, nodes, world_size) if cluster.other_jobs else None
+    from fabricsim.collectives import concurrent_groups_time
+
     return concurrent_groups_time(topology, groups, op, size, cluster.routing, others)
 
 
 @lru_cache(maxsize=64)
 def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
     """The rail-optimized fat tree of ``nodes`` nodes the cluster describes (its fabric and oversubscription)."""
+    from fabricsim.topology import build_cluster
+
     cluster = cluster_ref.value
     link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
     return build_cluster(cluster.system.id, nodes=nodes, fabric="fat-tree", link=link,
@@ -71,6 +78,8 @@ def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
 @lru_cache(maxsize=64)
 def _other_traffic(cluster_ref: ByIdentity[Cluster], nodes: int, job_gpus: int) -> Traffic:
     """The other jobs and background transfers, placed on the fabric's GPUs after this job's first ``job_gpus``."""
+    from fabricsim.traffic import build_traffic
+
     cluster = cluster_ref.value
     return build_traffic(_fabric(cluster_ref, nodes), list(cluster.other_jobs), list(cluster.background),
                          cluster.storage_nodes, reserved_gpus=job_gpus)

@@ -8,10 +8,13 @@ what the vectorized routers produce without a Python loop per flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-from scipy import sparse
+
+if TYPE_CHECKING:  # scipy loads when a flow simulation builds its incidence matrix, not with every topology
+    from scipy import sparse
 
 IntArray = npt.NDArray[np.int64]
 
@@ -69,6 +72,8 @@ class Routes:
 
     def incidence(self, num_links: int) -> sparse.csr_matrix:
         """The flows x links 0/1 matrix (CSR): entry (i, l) is 1 when flow i crosses link l."""
+        from scipy import sparse
+
         data = np.ones(len(self.links), dtype=np.float64)
         return sparse.csr_matrix((data, self.links, self.indptr), shape=(len(self), num_links))
 

@@ -1,5 +1,8 @@
 """Validation against published measurements (nccl-tests bandwidths and latencies, training throughput)."""
 
+from typing import TYPE_CHECKING
+
+from fabricsim.lazy import lazy_exports
 from fabricsim.validation.bands import (
     BandResult,
     band_fields,
@@ -11,8 +14,6 @@ from fabricsim.validation.bands import (
     static_inference_values,
     unvalidated_band,
 )
-from fabricsim.validation.cases import Case, all_cases, load_cases, shared_validation_dir
-from fabricsim.validation.collective_cases import CaseResult, run_collective_case, sweep_sizes, tolerance_for_size
 from fabricsim.validation.error_table import (
     Coverage,
     HeldOut,
@@ -40,10 +41,34 @@ from fabricsim.validation.regimes import (
     inference_regime,
     training_regime,
 )
-from fabricsim.validation.runner import GROUPS, INFERENCE_REASON, NotExpressible, run_cases, run_validation
-from fabricsim.validation.settings import ValidationSettings, load_settings
-from fabricsim.validation.summary import GroupSummary, all_passed, engine_breakdown, group_summaries
-from fabricsim.validation.training_cases import TRAINING_TOLERANCE, predict_case, run_training_case
+
+if TYPE_CHECKING:
+    from fabricsim.validation.cases import Case, all_cases, load_cases, shared_validation_dir
+    from fabricsim.validation.collective_cases import (
+        CaseResult,
+        run_collective_case,
+        sweep_sizes,
+        tolerance_for_size,
+    )
+    from fabricsim.validation.runner import GROUPS, INFERENCE_REASON, NotExpressible, run_cases, run_validation
+    from fabricsim.validation.settings import ValidationSettings, load_settings
+    from fabricsim.validation.summary import GroupSummary, all_passed, engine_breakdown, group_summaries
+    from fabricsim.validation.training_cases import TRAINING_TOLERANCE, predict_case, run_training_case
+
+# The cases and their runners (every model: training, inference, serving) load on first use; a command that only
+# prints a band needs the error model, not the runners.
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(("Case", "all_cases", "load_cases", "shared_validation_dir"), "fabricsim.validation.cases"),
+    **dict.fromkeys(("CaseResult", "run_collective_case", "sweep_sizes", "tolerance_for_size"),
+                    "fabricsim.validation.collective_cases"),
+    **dict.fromkeys(("GROUPS", "INFERENCE_REASON", "NotExpressible", "run_cases", "run_validation"),
+                    "fabricsim.validation.runner"),
+    **dict.fromkeys(("ValidationSettings", "load_settings"), "fabricsim.validation.settings"),
+    **dict.fromkeys(("GroupSummary", "all_passed", "engine_breakdown", "group_summaries"),
+                    "fabricsim.validation.summary"),
+    **dict.fromkeys(("TRAINING_TOLERANCE", "predict_case", "run_training_case"),
+                    "fabricsim.validation.training_cases"),
+})
 
 __all__ = [
     "DECODE",
