@@ -54,12 +54,22 @@ def test_nvls_uses_the_switch_and_moves_s_times_n_plus_1_over_n() -> None:
     assert np.allclose(bytes_sent_per_rank(phases, n), size * (n + 1) / n)
 
 
-def test_tree_reaches_every_rank() -> None:
-    n = 13
-    phases = schedule("tree", "all_reduce", n, 8, 1024.0)
-    up = [ph for ph in phases if ph.label.startswith("reduce")]
-    senders = set(np.concatenate([ph.src for ph in up]).tolist())
-    assert senders == set(range(1, n))
+@pytest.mark.parametrize(("n", "per_node", "channels"), [(13, 8, 1), (32, 8, 4), (16, 4, 2), (3, 1, 1)])
+def test_tree_reaches_every_rank(n: int, per_node: int, channels: int) -> None:
+    """The pipelined double binary tree: one phase whose edges join every rank, each edge used both ways (reduce
+    up, broadcast down) with as many bytes."""
+    (phase,) = schedule("tree", "all_reduce", n, per_node, 1024.0, channels=channels)
+    assert set(phase.src.tolist()) == set(range(n)) == set(phase.dst.tolist())
+    reached, frontier = {0}, [0]
+    while frontier:
+        r = frontier.pop()
+        for nxt in phase.dst[phase.src == r].tolist():
+            if nxt not in reached:
+                reached.add(nxt)
+                frontier.append(nxt)
+    assert reached == set(range(n))
+    sent = {(int(a), int(b)): float(s) for a, b, s in zip(phase.src, phase.dst, phase.bytes, strict=True)}
+    assert all(sent.get((b, a)) is not None for a, b in sent)
 
 
 def test_unknown_schedule_raises() -> None:

@@ -95,8 +95,11 @@ def test_collective_sim_flow_times_the_schedule_on_the_fabric() -> None:
     out = runner.invoke(_app, args)
     assert out.exit_code == 0, out.output
     row = _json.loads(out.output)["rows"][0]
-    assert row["protocol"] == "flow" and row["bound"] == "infiniband"
-    assert 360e9 < row["busbw_bytes_per_s"] <= 400e9 * (1 + 1e-9)
+    analytical = _json.loads(runner.invoke(_app, [*args[:-3], "--algo", "ring", "--json"]).output)["rows"][0]
+    # one model of a link (issue 25): with nothing else on the fabric the flow run is the analytical ring
+    assert row["protocol"] == analytical["protocol"] == "Simple" and row["bound"] == "infiniband"
+    assert row["busbw_bytes_per_s"] == pytest.approx(analytical["busbw_bytes_per_s"], rel=0.02)
+    assert row["congestion_s"] <= 0.02 * row["time_s"]
     bad = runner.invoke(_app, [*args[:-1], "--algo", "nvls"])
     assert bad.exit_code == 2 and bad.output.startswith("error:") and "in the network" in bad.output
 

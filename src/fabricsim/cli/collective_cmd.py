@@ -180,9 +180,10 @@ def collective_command(
         return
     table = new_table(title=f"{name}: {ngpus} GPUs on {nodes} x {sysm.id}", header_style="bold")
     secondary = ("count", "type", "protocol") if narrow() else ()
+    flow = any(r.congestion_s is not None for r in prediction.rows)
     for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw 80% band",
-                   "algorithm", "protocol", "bound"):
-        if header in secondary:
+                   "congestion", "algorithm", "protocol", "bound"):
+        if header in secondary or (header == "congestion" and not flow):
             continue
         if header.startswith(("size", "count", "time", "algbw", "busbw")):
             num_column(table, header)
@@ -192,10 +193,14 @@ def collective_command(
         cells = {"size (B)": str(r.size_bytes), "count": str(r.count), "type": r.dtype,
                  "time (us)": f"{r.time_s * 1e6:.2f}", "algbw (GB/s)": f"{r.algbw_GBps:.2f}",
                  "busbw (GB/s)": f"{r.busbw_GBps:.2f}", "busbw 80% band": band_text(found["busbw_bytes_per_s"], 1e-9),
+                 "congestion": "" if r.congestion_s is None else f"{r.congestion_s / r.time_s:.1%}",
                  "algorithm": r.algorithm, "protocol": r.protocol, "bound": r.bound}
-        table.add_row(*(v for k, v in cells.items() if k not in secondary))
+        table.add_row(*(v for k, v in cells.items() if k not in secondary and (flow or k != "congestion")))
     console.print(table)
     console.print(data["regime"])
+    if flow:
+        console.print("congestion: the share of the time beyond the same algorithm and protocol alone on the fabric "
+                      "(the flow run uses the analytical model's link rates and step latencies)")
     for note in dict.fromkeys(band_note({"busbw": found["busbw_bytes_per_s"]}) for found in row_bands):
         console.print(note)
     if plot is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from fabricsim.catalog import Tuning
 from fabricsim.collectives.cost import Cost
 from fabricsim.collectives.group import GroupShape
+from fabricsim.collectives.trees import btree, second_tree_rank
 
 CostFn = Callable[[str, GroupShape, str, Tuning], Cost]
 
@@ -84,29 +85,8 @@ def launch_floor(shape: GroupShape, tuning: Tuning) -> float:
     return tuning.launch_s * scale.get(shape.host_link_id or "", 1.0) * per_thread
 
 
-def _btree(nranks: int, rank: int) -> tuple[int, list[int]]:
-    """Parent and children of `rank` in NCCL's binary tree (src/graph/trees.cc ncclGetBtree)."""
-    bit = 1
-    while bit < nranks and not bit & rank:
-        bit <<= 1
-    if rank == 0:
-        return -1, ([bit >> 1] if nranks > 1 else [])
-    up = (rank ^ bit) | (bit << 1)
-    if up >= nranks:
-        up = rank ^ bit
-    lowbit = bit >> 1
-    children = [] if lowbit == 0 else [rank - lowbit]
-    right = rank + lowbit
-    while lowbit and right >= nranks:
-        lowbit >>= 1
-        right = rank + lowbit
-    if lowbit:
-        children.append(right)
-    return up, children
-
-
 def _edges(nranks: int, rank: int) -> int:
-    parent, children = _btree(nranks, rank)
+    parent, children = btree(nranks, rank)
     return len(children) + (parent >= 0)
 
 
@@ -119,8 +99,7 @@ def dtree_bytes_per_direction(nnodes: int) -> float:
         return 0.0
     worst = 0
     for r in range(nnodes):
-        second = nnodes - 1 - r if nnodes % 2 == 0 else (r - 1 + nnodes) % nnodes
-        worst = max(worst, _edges(nnodes, r) + _edges(nnodes, second))
+        worst = max(worst, _edges(nnodes, r) + _edges(nnodes, second_tree_rank(nnodes, r)))
     return 0.5 * worst
 
 
@@ -128,10 +107,14 @@ def tree_net_rate(shape: GroupShape, tuning: Tuning) -> float:
     """Network rate per node that a tree or NVLS-tree achieves: its heads (one rank per network channel, each on
     its own NIC; NCCL src/graph/search.cc pairs each NVLS/tree channel with one NIC:GPU) carry all inter-node
     bytes, so only min(NICs of the group, channels) NICs' worth is usable."""
+    return shape.net_bytes_per_s_per_node * tree_channels(shape, tuning) / max(1, shape.emptiest_nics)
+
+
+def tree_channels(shape: GroupShape, tuning: Tuning) -> int:
+    """Tree channels that cross the network, each from its own head GPU on its own NIC: min(NICs of the group,
+    NCCL's tree channels for this NVLink generation)."""
     table: dict[str, int] = tuning.tree_net_channels_by_nvlink
-    channels = table.get(shape.intra_link_id or "", shape.emptiest_nics)
-    used = min(shape.emptiest_nics, channels)
-    return shape.net_bytes_per_s_per_node * used / max(1, shape.emptiest_nics)
+    return max(1, min(shape.emptiest_nics, table.get(shape.intra_link_id or "", shape.emptiest_nics)))
 
 
 def _net_kind(shape: GroupShape) -> str:

@@ -1,18 +1,25 @@
 """Collectives timed on the flow-level simulator: an algorithm's schedule of point-to-point phases run on the real
 topology and placement (max-min fair sharing of every link), reported in nccl-tests conventions.
 
-The schedule carries the bandwidth and path-latency terms; protocol overheads and NCCL's per-step latencies stay
-in the analytical model (`CollectiveModel`), and in-network reductions (NVLS, SHARP) have no flow schedule yet.
+The schedule carries the bandwidth term on links modelled as the analytical model models them (achievable rate and
+protocol payload, `link_model`); NCCL's per-step latencies, fill and launch floor come from the analytical cost of
+the same algorithm and protocol, so with nothing else on the fabric the two agree and the difference is congestion
+(`congestion_s`). In-network reductions (NVLS, SHARP) have no flow schedule yet.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 
+from fabricsim.collectives.algorithms import tree_channels
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
+from fabricsim.collectives.group import group_shape_on
+from fabricsim.collectives.link_model import capacity_scale, fixed_seconds, kind_efficiencies
+from fabricsim.collectives.model import CollectiveModel
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import Phase, ring_orders, schedule, schedule_size
 from fabricsim.errors import SpecError
@@ -24,7 +31,7 @@ from fabricsim.network import (
     stage_timings,
     time_schedule_flow,
 )
-from fabricsim.topology import Topology
+from fabricsim.topology import LINK_KINDS, Topology
 
 FLOW_ALGORITHMS = ("ring", "direct", "halving_doubling", "tree", "hierarchical")
 SCHEDULE_FLOW_WORDS = 7
@@ -61,19 +68,26 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
     where = np.asarray(gpus, dtype=np.int64)
     per_node = int(np.bincount(where // topology.gpus_per_node).max())
     chosen = flow_algorithm(name, algo)
-    channels = per_node if chosen == "ring" else 1  # NCCL's rail-aware rings: one per GPU of a node
+    shape = group_shape_on(topology, where)
+    model = CollectiveModel(shape, catalog=topology.catalog)
+    # NCCL's rail-aware rings (one per GPU of a node) and tree channels (one per NIC they use)
+    channels = per_node if chosen == "ring" else tree_channels(shape, model.tuning) if chosen == "tree" else 1
     factor, elem = busbw_factor(name, len(where)), dtype_bytes(dtype)
     transfers, phase_count = schedule_size(chosen, name, len(where), per_node, channels)
     check_memory(flow_count_bound(transfers, phase_count, SCHEDULE_FLOW_WORDS), hint=SHRINK_HINT)
     rows = []
     for size in sizes:
+        choice = model.choose(name, float(size), algo=chosen)
+        scaled, fixed = _modelled_links(topology, where, name, chosen, float(size))
         phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)
-        total, timings = time_schedule_flow(topology, phases, routing, where)
+        moving, timings = time_schedule_flow(scaled, phases, routing, where)
+        total = max(choice.cost.floor_s, moving + fixed)
+        alone = choice.cost.time_s(size)
         bound = max(timings, key=lambda t: t.time_s).bottleneck_kind if timings else "latency"
         algbw = size / total / 1e9 if total > 0 else 0.0
         rows.append(CollectiveRow(op=name, size_bytes=int(size), count=int(size) // elem, dtype=dtype, time_s=total,
                                   algbw_GBps=algbw, busbw_GBps=algbw * factor, algorithm=chosen,
-                                  protocol="flow", bound=bound))
+                                  protocol=choice.protocol, bound=bound, congestion_s=max(0.0, total - alone)))
     assumptions = {"op": name, "sim": "flow", "routing": routing, "ranks": len(where), "nodes": topology.num_nodes,
                    "algorithm": chosen, "topology": {"system": topology.system.id, "switch": topology.fabric_switch.id,
                                                      "tiers": topology.tiers,
@@ -120,9 +134,11 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
         dst.append(row[local_dst])
         sizes.append(np.full(len(local_src), each))
     phase = Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes), f"{name} of every group")
+    topology, fixed = _modelled_links(topology, groups[0], name, "direct" if name == "all_to_all" else "ring",
+                                      size_bytes)
     if others is None or not others.release:
         total, timings = time_schedule_flow(topology, [phase], routing)
-        return total, timings[0].bottleneck_kind if timings else "nvlink"
+        return total + fixed, timings[0].bottleneck_kind if timings else "nvlink"
     o_src, o_dst, o_size, o_stage = others.arrays()
     fs = routed_flowset(topology, np.concatenate([phase.src, o_src]), np.concatenate([phase.dst, o_dst]),
                         np.concatenate([phase.bytes, o_size]),
@@ -132,4 +148,18 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
                         np.asarray(others.dep_after, dtype=np.int64) + 1)
     result = simulate(fs, topology.link_capacity)
     own = stage_timings(topology, fs, result)[0]
-    return float(result.stage_finish[0] - result.stage_start[0]), own.bottleneck_kind
+    return float(result.stage_finish[0] - result.stage_start[0]) + fixed, own.bottleneck_kind
+
+
+def _modelled_links(topology: Topology, group: np.ndarray, op: str, algorithm: str, size_bytes: float
+                    ) -> tuple[Topology, float]:
+    """The topology with its links as the analytical model prices ``algorithm`` on this group (capacities at the
+    achievable rate and protocol payload, no path latency), and the analytical fixed seconds to add."""
+    shape = group_shape_on(topology, group)
+    model = CollectiveModel(shape, catalog=topology.catalog)
+    choice = model.choose(op, size_bytes, algo=algorithm)
+    efficiency = kind_efficiencies(shape, model.tuning, algorithm, op, choice.protocol)
+    scaled = replace(topology, link_latency=np.zeros_like(topology.link_latency),
+                     link_capacity=topology.link_capacity * capacity_scale(LINK_KINDS, topology.link_kind,
+                                                                           efficiency, shape.net_kind))
+    return scaled, fixed_seconds(choice.cost, size_bytes)

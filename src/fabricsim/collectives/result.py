@@ -20,6 +20,9 @@ class CollectiveRow(BaseModel):
     algorithm: str
     protocol: str
     bound: str
+    congestion_s: float | None = None
+    """flow simulation only: seconds beyond the same algorithm and protocol alone on the fabric (the analytical
+    time), i.e. what contention costs"""
 
 
 class Prediction(BaseModel):
@@ -28,4 +31,6 @@ class Prediction(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         keys = ("size_bytes", "time_s", "algbw_GBps", "busbw_GBps", "algorithm", "protocol", "bound")
-        return {"rows": [{k: getattr(r, k) for k in keys} for r in self.rows], "assumptions": self.assumptions}
+        rows = [{k: getattr(r, k) for k in keys} | ({} if r.congestion_s is None else {"congestion_s": r.congestion_s})
+                for r in self.rows]
+        return {"rows": rows, "assumptions": self.assumptions}

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
 from fabricsim.collectives.conventions import check_op
+from fabricsim.collectives.trees import btree, second_tree_rank
 from fabricsim.errors import SpecError
 
 SWITCH = -1
@@ -65,6 +67,53 @@ def _multi_ring(n: int, p: int, channels: int, size: float, steps: int) -> list[
     return [Phase.of(pairs, chunk, f"ring step {k} ({channels} channels)") for k in range(steps)]
 
 
+def _pipelined_chains(n: int, p: int, channels: int, size: float, toward_root: bool) -> Phase:
+    """Broadcast (or reduce) as NCCL pipelines it: each channel's ring, opened at rank 0 into a chain, carries
+    1/channels of the data, and in steady state every edge of every chain moves its share at once, so the whole
+    transfer is one phase (a chunk-by-chunk schedule would add a chain's length of fill, which the analytical cost
+    prices as latency)."""
+    pairs: list[tuple[int, int]] = []
+    for order in ring_orders(n, p, channels):
+        start = order.index(0)
+        chain = order[start:] + order[:start]
+        edges = list(pairwise(chain))
+        pairs += [(b, a) for a, b in edges] if toward_root else edges
+    return Phase.of(pairs, size / channels, f"pipelined {'reduce' if toward_root else 'broadcast'} chains "
+                    f"({channels} channels)")
+
+
+def _double_tree(n: int, p: int, size: float, channels: int) -> Phase:
+    """All-reduce on NCCL's double binary tree, pipelined: one phase in which every edge moves its share at once.
+    Each of ``channels`` channels carries 1/channels of the data from its own head GPU (local rank c, on its own
+    rail) of every node: across nodes, two binary trees of nodes (the second mirrored or shifted) carry half of it
+    each, up (reduce) and down (broadcast) every edge; inside a node, the chain of the node's GPUs carries it up
+    and down (an inner GPU sends 2S in all, as the analytical tree prices it)."""
+    nodes = _node_groups(n, p)
+    count = len(nodes)
+    src: list[int] = []
+    dst: list[int] = []
+    sizes: list[float] = []
+
+    def both_ways(a: int, b: int, nbytes: float) -> None:
+        src.extend((a, b))
+        dst.extend((b, a))
+        sizes.extend((nbytes, nbytes))
+
+    share = size / channels
+    for c in range(channels):
+        heads = [node[c % len(node)] for node in nodes]
+        for tree in range(2):
+            for r in range(1, count):
+                parent = btree(count, r)[0]
+                a, b = (r, parent) if tree == 0 else (second_tree_rank(count, r), second_tree_rank(count, parent))
+                both_ways(heads[a], heads[b], share / 2)
+        for node in nodes:
+            for a, b in pairwise(node):
+                both_ways(a, b, share)
+    return Phase(np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64), np.array(sizes),
+                 f"double binary tree, pipelined ({channels} channels)")
+
+
 def _node_groups(n: int, p: int) -> list[list[int]]:
     return [list(range(start, min(n, start + p))) for start in range(0, n, p)]
 
@@ -102,7 +151,7 @@ def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_byt
         if name in ("all_gather", "reduce_scatter"):
             return _multi_ring(n, p, channels, s, n - 1)
         if name in ("broadcast", "reduce"):
-            return [Phase.of([(r, r + 1)], s, f"chain hop {r}") for r in range(n - 1)]
+            return [_pipelined_chains(n, p, channels, s, toward_root=name == "reduce")]
     if algorithm == "direct":
         if name == "all_to_all":
             return [Phase.of([(i, j) for i in ranks for j in ranks if i != j], s / n, "all-to-all")]
@@ -120,14 +169,7 @@ def schedule(algorithm: str, op: str, nranks: int, ranks_per_node: int, size_byt
             return halving + doubling
         return halving if name == "reduce_scatter" else doubling
     if algorithm == "tree" and name == "all_reduce":
-        up = []
-        for level in range(math.ceil(math.log2(n))):
-            stride = 1 << level
-            pairs = [(r, r - stride) for r in range(stride, n, 2 * stride)]
-            up.append(Phase.of(pairs, s, f"reduce level {level}"))
-        down = [Phase.of([(b, a) for a, b in zip(ph.dst, ph.src, strict=True)], s, ph.label.replace("reduce",
-                "broadcast")) for ph in reversed(up)]
-        return up + down
+        return [_double_tree(n, p, s, channels)]
     if algorithm == "nvls" and name == "all_reduce":
         return [
             Phase.of([(r, SWITCH) for r in ranks], s, "ld_reduce: switch reads every GPU's buffer"),
@@ -167,7 +209,7 @@ def schedule_size(algorithm: str, op: str, nranks: int, ranks_per_node: int, cha
         steps = 2 * (n - 1) if name == "all_reduce" else n - 1
         return steps * n * channels, steps
     if algorithm == "ring" and name in ("broadcast", "reduce"):
-        return n - 1, n - 1
+        return (n - 1) * channels, 1
     if algorithm == "direct" and name in ("all_to_all", "send_recv"):
         return (n * (n - 1) if name == "all_to_all" else n), 1
     if algorithm == "halving_doubling" and name in ("all_reduce", "all_gather", "reduce_scatter"):
@@ -176,9 +218,8 @@ def schedule_size(algorithm: str, op: str, nranks: int, ranks_per_node: int, cha
         steps = int(math.log2(n)) * (2 if name == "all_reduce" else 1)
         return steps * n, steps
     if algorithm == "tree" and name == "all_reduce":
-        levels = math.ceil(math.log2(n))
-        up = sum(-(-(n - (1 << k)) // (2 << k)) for k in range(levels))
-        return 2 * up, 2 * levels
+        nnodes = -(-n // p)
+        return channels * (4 * (nnodes - 1) + 2 * (n - nnodes)), 1
     if algorithm == "nvls" and name in ("all_reduce", "all_gather", "reduce_scatter"):
         steps = 4 if name == "all_reduce" else 2
         return steps * n, steps
