@@ -17,7 +17,7 @@ import numpy as np
 
 from fabricsim.collectives.algorithms import tree_channels
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
-from fabricsim.collectives.group import group_shape_on
+from fabricsim.collectives.group import GroupShape, group_shape_on
 from fabricsim.collectives.link_model import capacity_scale, fixed_seconds, kind_efficiencies
 from fabricsim.collectives.model import CollectiveModel
 from fabricsim.collectives.result import CollectiveRow, Prediction
@@ -78,7 +78,7 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
     rows = []
     for size in sizes:
         choice = model.choose(name, float(size), algo=chosen)
-        scaled, fixed = _modelled_links(topology, where, name, chosen, float(size))
+        scaled, fixed = _modelled_links(topology, shape, model, name, chosen, float(size))
         phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)
         moving, timings = time_schedule_flow(scaled, phases, routing, where)
         total = max(choice.cost.floor_s, moving + fixed)
@@ -134,8 +134,9 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
         dst.append(row[local_dst])
         sizes.append(np.full(len(local_src), each))
     phase = Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes), f"{name} of every group")
-    topology, fixed = _modelled_links(topology, groups[0], name, "direct" if name == "all_to_all" else "ring",
-                                      size_bytes)
+    shape = group_shape_on(topology, groups[0])
+    topology, fixed = _modelled_links(topology, shape, CollectiveModel(shape, catalog=topology.catalog), name,
+                                      "direct" if name == "all_to_all" else "ring", size_bytes)
     if others is None or not others.release:
         total, timings = time_schedule_flow(topology, [phase], routing)
         return total + fixed, timings[0].bottleneck_kind if timings else "nvlink"
@@ -151,12 +152,11 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
     return float(result.stage_finish[0] - result.stage_start[0]) + fixed, own.bottleneck_kind
 
 
-def _modelled_links(topology: Topology, group: np.ndarray, op: str, algorithm: str, size_bytes: float
-                    ) -> tuple[Topology, float]:
-    """The topology with its links as the analytical model prices ``algorithm`` on this group (capacities at the
-    achievable rate and protocol payload, no path latency), and the analytical fixed seconds to add."""
-    shape = group_shape_on(topology, group)
-    model = CollectiveModel(shape, catalog=topology.catalog)
+def _modelled_links(topology: Topology, shape: GroupShape, model: CollectiveModel, op: str, algorithm: str,
+                    size_bytes: float) -> tuple[Topology, float]:
+    """The topology with its links as the analytical model prices ``algorithm`` on the group of ``shape``
+    (capacities at the achievable rate and protocol payload, no path latency), and the analytical fixed seconds
+    to add."""
     choice = model.choose(op, size_bytes, algo=algorithm)
     efficiency = kind_efficiencies(shape, model.tuning, algorithm, op, choice.protocol)
     scaled = replace(topology, link_latency=np.zeros_like(topology.link_latency),
