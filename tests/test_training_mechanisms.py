@@ -170,7 +170,7 @@ def test_explicit_layout_with_interleaving_covers_every_layer_once() -> None:
     stages = stage_layers(model, plan)
     assert [len(s) for s in stages] == list(layout)
     assert sorted(i for s in stages for i in s) == list(range(126))
-    assert stages[0][:4] == [0, 1, 2, 3]  # stage 0's first chunk: 7 layers cut 4 + 3
+    assert stages[0][:4] == (0, 1, 2, 3)  # stage 0's first chunk: 7 layers cut 4 + 3
     pred = predict_training(model, plan, _cluster())
     assert pred.step_time_s > 0
 

@@ -113,8 +113,8 @@ def test_interleaved_stage_gets_chunks_round_robin() -> None:
     model = load_model("gpt-1.7b")  # 24 layers
     plan = ParallelPlan.build(pp=4, virtual_stages=2, dp=1, seq=2048, gbs=8)
     stages = stage_layers(model, plan)
-    assert stages[0] == [0, 1, 2, 12, 13, 14]
-    assert stages[3] == [9, 10, 11, 21, 22, 23]
+    assert stages[0] == (0, 1, 2, 12, 13, 14)
+    assert stages[3] == (9, 10, 11, 21, 22, 23)
 
 
 def test_microbatches_in_flight() -> None:

@@ -35,7 +35,14 @@ from functools import lru_cache
 
 from fabricsim.catalog import GPU
 from fabricsim.model import ModelSpec
-from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan, layers_by_stage, stage_layers, stage_layout
+from fabricsim.training.plan import (
+    GRAD_DTYPE_BYTES,
+    ParallelPlan,
+    layer_kinds,
+    layers_by_stage,
+    stage_layers,
+    stage_layout,
+)
 
 WEIGHT_BYTES = 2  # bf16 parameter
 FP8_WEIGHT_BYTES = 1  # TransformerEngine's FP8 copy (and its transpose) of a weight (precision fp8)
@@ -141,9 +148,11 @@ def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> 
     sp = plan.sequence_parallel and t > 1
     sbh = plan.seq / plan.cp * plan.mbs * model.hidden
     layers = stage_layers(model, plan)[stage]
-    per_microbatch = sum(layer_activation_bytes(model, plan, i) for i in layers)
+    # A layer's activations depend on the layer only through its kind (dense or MoE): price each kind once.
+    kinds = layer_kinds(model, layers)
+    per_microbatch = sum(count * layer_activation_bytes(model, plan, first) for first, count in kinds)
     # Full recompute rematerialises one layer at a time in the backward: its whole activation set is live then.
-    recompute_working = (max(layer_activation_bytes(model, plan, i, "none") for i in layers)
+    recompute_working = (max(layer_activation_bytes(model, plan, first, "none") for first, _ in kinds)
                          if plan.recompute == "full" and layers else 0.0)
     if stage == 0:
         per_microbatch += sbh / (t if sp else 1) if plan.dropout else 0.0  # embedding dropout mask

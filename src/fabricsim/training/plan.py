@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from fabricsim.caching import ByIdentity
 from fabricsim.errors import SpecError, spec_error
 from fabricsim.model import ModelSpec
 
@@ -283,6 +284,7 @@ def chunk_layers(layers: int, chunks: int) -> list[range]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def auto_layout(layers: int, pp: int) -> tuple[int, ...]:
     """Layers per stage: ceil(layers / pp) each, the shortfall taken from the first and last stages alternately
     (0, pp-1, 1, pp-2, ...): the end stages also carry the embedding and the LM head."""
@@ -311,9 +313,26 @@ def stage_layout(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
     return layout
 
 
-def stage_layers(model: ModelSpec, plan: ParallelPlan) -> list[list[int]]:
-    """Layer indices on each pipeline stage: chunk j of pp * virtual_stages runs on stage j % pp."""
-    return [list(stage) for stage in layers_by_stage(stage_layout(model, plan), plan.virtual_stages)]
+def stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
+    """Layer indices on each pipeline stage: chunk j of pp * virtual_stages runs on stage j % pp (shared,
+    immutable: a search asks for them hundreds of thousands of times)."""
+    return layers_by_stage(stage_layout(model, plan), plan.virtual_stages)
+
+
+def layer_kinds(model: ModelSpec, layers: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    """(first layer, count) of each layer kind (dense, MoE) among ``layers``, in order of first appearance: what
+    depends on a layer only through its kind is priced once per kind (cached per model and layer set)."""
+    return _layer_kinds(ByIdentity(model), layers)
+
+
+@lru_cache(maxsize=16384)
+def _layer_kinds(model: ByIdentity[ModelSpec], layers: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    kinds: dict[bool, tuple[int, int]] = {}
+    for i in layers:
+        moe = model.value.is_moe_layer(i)
+        first, count = kinds.get(moe, (i, 0))
+        kinds[moe] = (first, count + 1)
+    return tuple(kinds.values())
 
 
 @lru_cache(maxsize=4096)

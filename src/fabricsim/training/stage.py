@@ -26,7 +26,7 @@ from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_byt
 from fabricsim.training.experts import routed_load_peak
 from fabricsim.training.flops import kv_replication_flops, layer_gemm_shapes
 from fabricsim.training.memory import stage_params
-from fabricsim.training.plan import ParallelPlan, stage_layers
+from fabricsim.training.plan import ParallelPlan, layer_kinds, stage_layers
 
 # Kernels of one transformer layer's forward in Megatron-Core with TransformerEngine: norm, QKV GEMM, RoPE,
 # attention, projection GEMM, bias-dropout-add, norm, two MLP GEMMs, activation, bias-dropout-add, + TP
@@ -91,11 +91,7 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: li
     tokens = plan.mbs * plan.seq / plan.cp
     flops = slowed = 0.0
     load = routed_load_peak(model, plan)
-    moe = sum(1 for i in layers if model.is_moe_layer(i))
-    for index, count in ((next((i for i in layers if model.is_moe_layer(i)), -1), moe),
-                         (next((i for i in layers if not model.is_moe_layer(i)), -1), len(layers) - moe)):
-        if count == 0:
-            continue
+    for index, count in layer_kinds(model, tuple(layers)):
         shapes = np.array(layer_gemm_shapes(model, plan, index))  # (forward FLOPs, forward K, dgrad K, rows)
         rows = shapes[:, 3]
         ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.minimum(rows, tokens)])
@@ -131,14 +127,15 @@ def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
     work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
-    casts = sum(fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
-                + fp8_cast_bytes(model, plan, i, backward=True) for i in layers)
+    kinds = layer_kinds(model, tuple(layers))  # element-wise bytes depend on a layer only through its kind
+    casts = sum(count * (fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
+                         + fp8_cast_bytes(model, plan, i, backward=True)) for i, count in kinds)
     fallback = False
     if plan.precision == "fp8":  # FP8 GEMMs only where they pay for their casts (else the stage stays BF16)
         bf16 = _stage_compute(model, plan, gpu, layers, last, "bf16")
         if bf16.total_s <= work.total_s + casts / hbm_rate:
             work, casts, fallback = bf16, 0.0, True
-    fwd_bytes = sum(layer_forward_bytes(model, plan, i) for i in layers)
+    fwd_bytes = sum(count * layer_forward_bytes(model, plan, i) for i, count in kinds)
     held = stage_params(model, plan, stage)
     hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
     return _StageWork(work, hbm_bytes / hbm_rate, fallback)
