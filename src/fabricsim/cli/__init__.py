@@ -20,7 +20,7 @@ from fabricsim.cli.output import console
 from fabricsim.cli.size_cmd import size_command
 from fabricsim.cli.topo_cmd import topo_command
 from fabricsim.cli.traffic_cmd import traffic_command
-from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
+from fabricsim.cli.train_cmd import prediction_bands, render_training, summary_lines, train_command
 from fabricsim.cli.validate_cmd import validate_command
 from fabricsim.cli.whatif_cmd import whatif_command
 
@@ -80,11 +80,12 @@ def demo_command() -> None:
     catalog = default_catalog()
     model = load_model("llama3-70b")
     plan = ParallelPlan.build(gpus=512, tp=8, pp=4, seq=8192, gbs=512, recompute="selective")
-    pred = predict_training(model, plan, Cluster(catalog.system("dgx-h100")))
+    cluster = Cluster(catalog.system("dgx-h100"))
+    pred = predict_training(model, plan, cluster)
     title = (f"demo: llama3-70b on 512 H100 ({pred.nodes} x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, "
              "flash attention")
     console.print(render_training(pred, title))
-    for line in summary_lines(pred):
+    for line in summary_lines(pred, prediction_bands(model, cluster, pred, [])):
         console.print(line)
     console.print("[dim]next: `fabricsim catalog systems` for the other systems, `fabricsim whatif` for where the "
                   "next dollar goes, `fabricsim --help` for every command[/]")

@@ -67,11 +67,16 @@ def mfu_lines(pred: TrainingPrediction) -> list[str]:
 
 def training_bands(run: Run, calibration: list[str] | None) -> dict[str, BandResult]:
     """The error bands of a run's step time and rates, from comparable published training runs."""
+    return prediction_bands(run.spec, run.cluster, run.prediction, calibration)
+
+
+def prediction_bands(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, calibration: list[str] | None
+                     ) -> dict[str, BandResult]:
+    """The error bands of one training prediction's step time, tokens/s and model FLOP/s."""
     from fabricsim.validation import bands, training_regime
 
-    pred = run.prediction
-    gpu = run.cluster.catalog.gpu(run.cluster.system.gpu)
-    regime = training_regime(run.spec.moe is not None, gpu, pred.peak_precision, pred.gpus)
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    regime = training_regime(spec.moe is not None, gpu, pred.peak_precision, pred.gpus)
     return bands({"step_time_s": (pred.step_time_s, True), "tokens_per_s": (pred.tokens_per_s, False),
                   "model_flops_per_s_per_gpu": (pred.model_tflops_per_gpu * 1e12, False)}, regime,
                  calibration or [])
