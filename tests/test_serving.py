@@ -414,3 +414,15 @@ def test_empty_trace_and_decode_pool_cost() -> None:
     slower = simulate_serving(FakeCost(), trace, layout=layout, decode_cost=FakeCost(base_s=0.03))
     np.testing.assert_array_equal(same.ttft_s, slower.ttft_s)
     assert slower.tpot.p50_s > 1.5 * same.tpot.p50_s
+
+
+def test_progress_reports_requests_completed_of_all_and_changes_nothing() -> None:
+    """A long run reports (completed, total) now and then, completed never falling, total the trace's size; the
+    result is the same with or without the reports."""
+    seen: list[tuple[int, int]] = []
+    trace = poisson_requests(200.0, 60.0, seed=3)
+    cost = FakeCost(kv_capacity_tokens=200_000)
+    with_progress = simulate_serving(cost, trace, progress=lambda done, total: seen.append((done, total)))
+    assert seen and all(total == trace.requests for _, total in seen)
+    assert all(a[0] <= b[0] for a, b in itertools.pairwise(seen))
+    assert _same(with_progress, simulate_serving(cost, trace))

@@ -334,8 +334,16 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
         max_batched_tokens=None if serve.budget_from_engine else serve.max_batched_tokens,
         chunked_prefill=serve.chunked_prefill,
         longest_request_tokens=int((requests.prompt_tokens + requests.output_tokens).max(initial=1)))
-    return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
-                            slo_tpot_s=serve.slo_tpot_s, decode_cost=decode_cost)
+    from fabricsim.cli.output import progress_bar
+
+    bar = progress_bar("requests")  # on stderr, once the run passes 2 s
+    try:
+        return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
+                                slo_tpot_s=serve.slo_tpot_s, decode_cost=decode_cost,
+                                progress=None if bar is None else lambda done, total: bar("serving", done, total))
+    finally:
+        if bar is not None:
+            bar.close()
 
 
 def _finite(value: float | None) -> float | None:

@@ -240,13 +240,14 @@ def spec_errors(func: Callable[P, R]) -> Callable[P, R]:
 
 class LazyFlowBar:
     """A rich progress bar on stderr (transient) that appears only once a run has taken `after` seconds, and only
-    when stderr is a terminal: routing, then flows finished."""
+    when stderr is a terminal: what is done of how much (routing, then flows finished; or requests served), its
+    rate and the time left."""
 
-    def __init__(self, after: float = 2.0) -> None:
+    def __init__(self, after: float = 2.0, unit: str = "flows") -> None:
         import time
 
         self.clock = time.perf_counter
-        self.t0, self.after = self.clock(), after
+        self.t0, self.after, self.unit = self.clock(), after, unit
         self.progress: Any = None
         self.task: Any = None
 
@@ -255,14 +256,17 @@ class LazyFlowBar:
             if self.clock() - self.t0 < self.after:
                 return
             from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
             self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     TextColumn("{task.completed:,}/{task.total:,} flows"), TimeElapsedColumn(),
-                                     console=Console(stderr=True), transient=True)
+                                     TextColumn("{task.completed:,}/{task.total:,} " + self.unit),
+                                     TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
+                                     TimeRemainingColumn(), console=Console(stderr=True), transient=True)
             self.progress.start()
-            self.task = self.progress.add_task(what, total=total)
-        self.progress.update(self.task, description=what, completed=done, total=total)
+            self.task = self.progress.add_task(what, total=total, rate="")
+        elapsed = max(self.clock() - self.t0, 1e-9)
+        self.progress.update(self.task, description=what, completed=done, total=total,
+                             rate=f"{done / elapsed:,.0f} {self.unit}/s")
         if what == "simulating" and done >= total:
             self.close()
 
@@ -273,9 +277,9 @@ class LazyFlowBar:
             self.t0 = self.clock()
 
 
-def progress_bar() -> LazyFlowBar | None:
-    """A flow run's progress bar (traffic, collective and train with --sim flow) when stderr is a terminal, else
-    None."""
+def progress_bar(unit: str = "flows") -> LazyFlowBar | None:
+    """A progress bar for a long run (a flow simulation of traffic, collective or train --sim flow; a serving
+    simulation) when stderr is a terminal, else None."""
     import sys
 
-    return LazyFlowBar() if sys.stderr.isatty() else None
+    return LazyFlowBar(unit=unit) if sys.stderr.isatty() else None

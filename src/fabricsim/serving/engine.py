@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -48,6 +49,8 @@ from fabricsim.errors import SpecError
 from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
 from fabricsim.serving.replica import Replica, evict_blocks, free_blocks
 from fabricsim.serving.requests import RequestTrace
+
+PROGRESS_EVERY = 4096  # events between progress reports (a report costs a callback; a run pops millions)
 
 _MIXED, _PREFILL, _DECODE = 0, 1, 2
 _EVENT_TRANSFER, _EVENT_REPLICA = 0, 1  # same-time order: KV arrivals are enqueued before a replica schedules
@@ -57,7 +60,9 @@ class _Sim:
     """The whole run: request state (flat lists), replicas, the event heap and counters."""
 
     def __init__(self, trace: RequestTrace, cost: StepCost, decode_cost: StepCost, cfg: SchedulerConfig,
-                 layout: ServingLayout, cap_s: float, max_iterations: int) -> None:
+                 layout: ServingLayout, cap_s: float, max_iterations: int,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.progress = progress  # (requests completed, requests in all), every PROGRESS_EVERY events
         self.cfg = cfg
         self.layout = layout
         self.block = cfg.block_size_tokens
@@ -135,6 +140,7 @@ class _Sim:
         replicas = self.replicas
         cap_s = self.cap_s
         inf = math.inf
+        popped = 0
         while True:
             t_evt = events[0][0] if events else inf
             t_arr = arrival[ptr] if ptr < n else inf
@@ -152,6 +158,9 @@ class _Sim:
                 break
             now, kind, _, index, rid = heapq.heappop(events)
             self.end_s = now
+            popped += 1
+            if self.progress is not None and not popped % PROGRESS_EVERY:
+                self.progress(self.completed, n)
             rep = replicas[index]
             if kind == _EVENT_TRANSFER:
                 self._enqueue(rep, rid, now)

@@ -5,6 +5,7 @@ a :class:`ServingResult` (latencies, SLO goodput and the overload verdict).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -64,11 +65,13 @@ def _overload(arrival: NDArray[np.float64], ttft: NDArray[np.float64], end_s: fl
 def simulate_serving(cost: StepCost, trace: RequestTrace, *, scheduler: SchedulerConfig | None = None,
                      layout: ServingLayout | None = None, decode_cost: StepCost | None = None,
                      slo_ttft_s: float | None = None, slo_tpot_s: float | None = None,
-                     drain_s: float | None = None, max_iterations: int = DEFAULT_MAX_ITERATIONS) -> ServingResult:
+                     drain_s: float | None = None, max_iterations: int = DEFAULT_MAX_ITERATIONS,
+                     progress: Callable[[int, int], None] | None = None) -> ServingResult:
     """Serve the trace on the layout's replicas; latencies, throughput, goodput against the SLOs, overload.
 
     ``decode_cost`` times the decode pool of a disaggregated layout (default: ``cost``). Arrivals stop with the
     trace; the run then drains for ``drain_s`` (default max(window, 60 s)) and reports what is left unfinished.
+    ``progress`` is called now and then with (requests completed, requests in all).
     """
     cfg = scheduler or SchedulerConfig()
     lay = layout or ServingLayout()
@@ -82,7 +85,7 @@ def simulate_serving(cost: StepCost, trace: RequestTrace, *, scheduler: Schedule
     if max_iterations < 1:
         raise SpecError(f"must be >= 1, got {max_iterations}", field="max_iterations")
     _check_fits(trace, cfg, [cost] if lay.disagg is None else [cost, dec_cost])
-    sim = _Sim(trace, cost, dec_cost, cfg, lay, trace.duration_s + drain, max_iterations)
+    sim = _Sim(trace, cost, dec_cost, cfg, lay, trace.duration_s + drain, max_iterations, progress)
     sim.run()
     if sim.completed == trace.requests and any(rep.used_blocks for rep in sim.replicas):
         raise AssertionError("serving simulation leaked KV blocks")
