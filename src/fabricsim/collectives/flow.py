@@ -19,7 +19,7 @@ from fabricsim.collectives.algorithms import tree_channels
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.group import GroupShape, group_shape_on
 from fabricsim.collectives.link_model import capacity_scale, fixed_seconds, kind_efficiencies
-from fabricsim.collectives.model import CollectiveModel
+from fabricsim.collectives.model import Choice, CollectiveModel
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import Phase, ring_orders, schedule, schedule_size
 from fabricsim.errors import SpecError
@@ -77,8 +77,8 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
     check_memory(flow_count_bound(transfers, phase_count, SCHEDULE_FLOW_WORDS), hint=SHRINK_HINT)
     rows = []
     for size in sizes:
-        choice = model.choose(name, float(size), algo=chosen)
-        scaled, fixed = _modelled_links(topology, shape, model, name, chosen, float(size))
+        scaled, choice = _modelled_links(topology, shape, model, name, chosen, float(size))
+        fixed = fixed_seconds(choice.cost, size)
         phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)
         moving, timings = time_schedule_flow(scaled, phases, routing, where)
         total = max(choice.cost.floor_s, moving + fixed)
@@ -135,8 +135,9 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
         sizes.append(np.full(len(local_src), each))
     phase = Phase(np.concatenate(src), np.concatenate(dst), np.concatenate(sizes), f"{name} of every group")
     shape = group_shape_on(topology, groups[0])
-    topology, fixed = _modelled_links(topology, shape, CollectiveModel(shape, catalog=topology.catalog), name,
-                                      "direct" if name == "all_to_all" else "ring", size_bytes)
+    topology, choice = _modelled_links(topology, shape, CollectiveModel(shape, catalog=topology.catalog), name,
+                                       "direct" if name == "all_to_all" else "ring", size_bytes)
+    fixed = fixed_seconds(choice.cost, size_bytes)
     if others is None or not others.release:
         total, timings = time_schedule_flow(topology, [phase], routing)
         return total + fixed, timings[0].bottleneck_kind if timings else "nvlink"
@@ -153,13 +154,13 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
 
 
 def _modelled_links(topology: Topology, shape: GroupShape, model: CollectiveModel, op: str, algorithm: str,
-                    size_bytes: float) -> tuple[Topology, float]:
+                    size_bytes: float) -> tuple[Topology, Choice]:
     """The topology with its links as the analytical model prices ``algorithm`` on the group of ``shape``
-    (capacities at the achievable rate and protocol payload, no path latency), and the analytical fixed seconds
-    to add."""
+    (capacities at the achievable rate and protocol payload, no path latency), and the analytical choice (its
+    protocol and cost) whose fixed seconds the flow time adds."""
     choice = model.choose(op, size_bytes, algo=algorithm)
     efficiency = kind_efficiencies(shape, model.tuning, algorithm, op, choice.protocol)
     scaled = replace(topology, link_latency=np.zeros_like(topology.link_latency),
                      link_capacity=topology.link_capacity * capacity_scale(LINK_KINDS, topology.link_kind,
                                                                            efficiency, shape.net_kind))
-    return scaled, fixed_seconds(choice.cost, size_bytes)
+    return scaled, choice

@@ -9,6 +9,7 @@ from typing import Any
 from fabricsim.catalog import Catalog
 from fabricsim.inference import engine_profile
 from fabricsim.model import ModelSpec
+from fabricsim.sizing.rank import secondary_text, tie_mask, tie_winner
 from fabricsim.validation import (
     DECODE,
     ComparisonBand,
@@ -37,8 +38,11 @@ def inference_ties(engine: str, model: ModelSpec, passed: list[dict[str, Any]], 
                    ) -> dict[str, Any] | None:
     """Tag the confirmed results (cheapest first) whose cost per token is within the model's error on comparing
     two serving plans (paired published residuals of the engine's decode rates) of the cheapest as ``tie``, and
-    recommend one among them by fewer GPUs, then tensor parallelism inside one NVLink domain, then fewer
-    pipeline stages."""
+    recommend one among them by the training search's tie-break with cost as the objective (``rank.tie_mask``,
+    ``rank.tie_winner``): fewer GPUs, then tensor parallelism inside one NVLink domain, then fewer pipeline
+    stages."""
+    import pandas as pd
+
     if not passed:
         return None
     best = passed[0]
@@ -46,22 +50,16 @@ def inference_ties(engine: str, model: ModelSpec, passed: list[dict[str, Any]], 
     regime = inference_regime(DECODE, engine_profile(engine).label, gpu, model.moe is not None, True,
                               str(best["plan"]["weights"]))
     band = comparison_band(regime, published_residuals())
-    cheapest = best["usd_per_million_output_tokens"]
-    limit = None if cheapest is None or not isinstance(band, ComparisonBand) else cheapest * math.exp(band.high)
-    for i, e in enumerate(passed):
-        cost = e["usd_per_million_output_tokens"]
-        e["tie"] = i == 0 or (limit is not None and cost is not None and cost <= limit)
-    tied = [(i, e) for i, e in enumerate(passed) if e["tie"]]
-
-    def key(item: tuple[int, dict[str, Any]]) -> tuple[Any, ...]:
-        i, e = item
-        outside = int(e["plan"]["tp"] > catalog.system(str(e["system"])).nvlink_domain_gpus)
-        return (e["gpus"], outside, e["plan"]["pp"], i)
-
-    return {"count": len(tied), "comparison_band": band.to_json(), "secondary": INFERENCE_SECONDARY,
-            "recommended": min(tied, key=key)[1],
+    frame = pd.DataFrame({
+        "cost_usd": [math.nan if e["usd_per_million_output_tokens"] is None else e["usd_per_million_output_tokens"]
+                     for e in passed],
+        "gpus": [e["gpus"] for e in passed], "tp": [e["plan"]["tp"] for e in passed],
+        "pp": [e["plan"]["pp"] for e in passed], "system": [e["system"] for e in passed]})
+    mask = tie_mask(frame, "cost", band.high if isinstance(band, ComparisonBand) else None)
+    for e, tie in zip(passed, mask, strict=True):
+        e["tie"] = bool(tie)
+    nvlink = {s: catalog.system(str(s)).nvlink_domain_gpus for s in set(frame["system"])}
+    return {"count": int(mask.sum()), "comparison_band": band.to_json(), "secondary": secondary_text("cost"),
+            "recommended": passed[tie_winner(frame, mask, nvlink, "cost")],
             "rule": "confirmed plans whose cost per token is within the model's error on comparing two plans (paired "
                     "published residuals) of the cheapest are ties; the secondary objective picks among them"}
-
-
-INFERENCE_SECONDARY = "fewer GPUs, then tensor parallelism inside one NVLink domain, then fewer pipeline stages"

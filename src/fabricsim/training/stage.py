@@ -61,7 +61,7 @@ class _StageCompute:
         return self.forward_s + self.backward_s + self.kernel_gaps_s
 
 
-def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], last: bool,
+def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...], last: bool,
                    precision: str) -> _StageCompute:
     """Matmul time of one micro-batch on a stage: weight GEMMs at the plan precision's achievable rate, fused
     attention at the attention kernels' rate (causal: block skipping halves it) or, unfused, as batched matmuls at
@@ -84,14 +84,15 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[
     )
 
 
-def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: list[int], precision: str) -> float:
+def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...],
+                      precision: str) -> float:
     """FLOP-weighted efficiency of the stage's weight GEMMs relative to the best shape, from each GEMM's reduction
     depth: forward (K = its input width), backward-data (K = its output width), weight gradient (K = tokens).
     Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
     tokens = plan.mbs * plan.seq / plan.cp
     flops = slowed = 0.0
     load = routed_load_peak(model, plan)
-    for index, count in layer_kinds(model, tuple(layers)):
+    for index, count in layer_kinds(model, layers):
         shapes = np.array(layer_gemm_shapes(model, plan, index))  # (forward FLOPs, forward K, dgrad K, rows)
         rows = shapes[:, 3]
         ks = np.column_stack([shapes[:, 1], shapes[:, 2], np.minimum(rows, tokens)])
@@ -122,12 +123,12 @@ def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, laye
 def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
                        stage: int) -> _StageWork:
     model, gpu = model_ref.value, gpu_ref.value
-    layers = list(_stage_layers(model, plan)[stage])
+    layers = stage_layers(model, plan)[stage]
     last = stage == plan.pp - 1
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
     work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
-    kinds = layer_kinds(model, tuple(layers))  # element-wise bytes depend on a layer only through its kind
+    kinds = layer_kinds(model, layers)  # element-wise bytes depend on a layer only through its kind
     casts = sum(count * (fp8_cast_bytes(model, plan, i, backward=False) * (1.0 + recompute_passes)
                          + fp8_cast_bytes(model, plan, i, backward=True)) for i, count in kinds)
     fallback = False
@@ -139,16 +140,6 @@ def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu
     held = stage_params(model, plan, stage)
     hbm_bytes = fwd_bytes * (3.0 + recompute_passes) + casts + grad_accumulation_bytes(held.dense + held.expert)
     return _StageWork(work, hbm_bytes / hbm_rate, fallback)
-
-
-def _stage_layers(model: ModelSpec, plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
-    """``stage_layers``, cached per model and plan."""
-    return _cached_stage_layers(ByIdentity(model), plan)
-
-
-@lru_cache(maxsize=16384)
-def _cached_stage_layers(model: ByIdentity[ModelSpec], plan: ParallelPlan) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(stage) for stage in stage_layers(model.value, plan))
 
 
 @lru_cache(maxsize=256)

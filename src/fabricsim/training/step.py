@@ -37,10 +37,10 @@ from fabricsim.training.elementwise import optimizer_bytes
 from fabricsim.training.flops import mfu_peak, step_flops
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory, stage_params
 from fabricsim.training.placement import place, placement_warnings
-from fabricsim.training.plan import ParallelPlan, check_plan
+from fabricsim.training.plan import ParallelPlan, check_plan, stage_layers
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction, _vector
 from fabricsim.training.schedule import _gradient_sync, _microbatch, assemble_steps
-from fabricsim.training.stage import _moe_flags, _stage_layers
+from fabricsim.training.stage import _moe_flags
 
 
 def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -> MemoryReport:
@@ -69,7 +69,7 @@ def _plan_layout(model: ModelSpec, plan: ParallelPlan) -> _PlanLayout:
 @lru_cache(maxsize=16384)
 def _cached_plan_layout(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan) -> _PlanLayout:
     model = model_ref.value
-    layers_by_stage = _stage_layers(model, plan)
+    layers_by_stage = stage_layers(model, plan)
     moe_flags = _moe_flags(model)
     seen: set[tuple[int, int, bool, bool]] = set()
     representatives = []
@@ -104,7 +104,7 @@ def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTe
 
 def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:
     """The stages whose memory and parameters can be the largest: first, last and the one with most layers."""
-    layers_by_stage = _stage_layers(model, plan)
+    layers_by_stage = stage_layers(model, plan)
     return sorted({0, plan.pp - 1, max(range(plan.pp), key=lambda s: len(layers_by_stage[s]))})
 
 
