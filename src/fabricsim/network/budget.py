@@ -58,18 +58,19 @@ destination, share"""
 SPLIT_ENTRY_WORDS = 8
 """spray/adaptive, per path entry: flow of path, entry-to-path map, merge key (and its product), unique's sort,
 sorted keys and inverse, the gathered shares"""
-SIM_FLOW_WORDS = 9
-"""simulator per-flow state: remaining, delivered, start, drained, finish, path length, solo rate, position,
-stage order"""
-ACTIVE_ENTRY_WORDS = 14
-"""per active entry at the max-min filling's peak: the active link, owner and weight arrays (3), the gathered
-entry indices kept from the last activation (1), owner positions (1), the filling's compacted link, flow and weight
-copies (3) and the next round's copies made while those live (3), the gathered shares and levels (2) and the
-boolean masks (about 1 together)"""
+SIM_FLOW_WORDS = 8
+"""simulator per-flow state: remaining, delivered, start, drained, finish, path length, solo rate, stage order"""
+ACTIVE_ENTRY_WORDS = 3
+"""per active entry in the filling (`fairshare`): its link-to-flow index (1) and at most one heap entry (a share
+and a link: 2)"""
+ACTIVE_FLOW_WORDS = 8
+"""per active flow: its id and rate, the event's times to finish, bytes moved and done mask (about 3), the solo
+and previous rates passed to the filling, and the filling's rates, free mask and solo order (3)"""
 STAGE_WORDS = 16
 """per stage: release, start, finish, flows left, waiting, offsets, successors, and its heap entry (a tuple)"""
-LINK_WORDS = 3
-"""per link: the filling's worst load, its contended and present masks (a word together), the link bytes"""
+LINK_WORDS = 9
+"""per link: the link bytes, and the filling's remaining capacity, weight, flow counts (2), fill positions,
+share, touched mask and stack"""
 BASE_BYTES = 16 * 1024
 """numpy array headers and Python objects of one run (about 100 arrays of ~100 bytes, the result objects)"""
 SAMPLE = 4096
@@ -118,8 +119,8 @@ def memory_words(n: int, entries: int, paths: int, path_entries: int, width: int
         route = 2 * n + max(chunk(min(n, ROUTE_CHUNK), n, entries) + n + entries, 2 * (n + entries),
                             2 * n + 4 * entries)
     held = 3 * n + 2 * entries  # the flow set: offsets, sizes, latencies; links and weights
-    sim = held + SIM_FLOW_WORDS * n + entries + max(ACTIVE_ENTRY_WORDS * active_entries + 2 * active_flows,
-                                                    2 * entries)  # the last: link bytes, weights x sizes
+    sim = held + SIM_FLOW_WORDS * n + max(ACTIVE_ENTRY_WORDS * active_entries + ACTIVE_FLOW_WORDS * active_flows,
+                                          3 * entries)  # the last: owners, weights x sizes for the link bytes
     return max(route, sim)
 
 

@@ -7,9 +7,12 @@ byte of its last flow has arrived. Collective phases, job steps and background b
 A flow occupies its links from its stage's start until its bytes have drained, and completes one path latency
 later (so a lone flow takes latency + bytes / slowest link, as `AnalyticalNetwork`).
 
-Between events every active flow runs at its max-min fair rate (`fabricsim.network.maxmin`); flows whose
-remaining time is within a relative 1e-9 of the next departure leave together, so symmetric traffic costs one
-event per wave rather than one per flow. Each event is a few numpy passes over the active incidence entries.
+Between events every active flow runs at its max-min fair rate (`fabricsim.network.fairshare`, tested against the
+reference filling in `fabricsim.network.maxmin`); flows whose drain time is within a relative 1e-9 of the next
+departure leave together, so symmetric traffic costs one event per wave rather than one per flow. An event that
+only sees flows leave refills only the flows at or above the lowest rate that left (every slower flow keeps its
+rate: see `fairshare`), and only flows whose rate changed get a new drain time; arrivals refill everything. So
+a 1,024-GPU all-to-all under ECMP (1.05M flows, 2,113 events) costs seconds, not one full filling per event.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ import numpy as np
 
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import report
-from fabricsim.network.maxmin import FloatArray, IntArray, link_loads, max_min_rates
+from fabricsim.network.fairshare import fair_rates, unload
+from fabricsim.network.maxmin import FloatArray, IntArray, link_loads
 
 SAME_TIME_RTOL = 1e-9
 """departures and stage events this close (relative) to the current event are handled in the same batch"""
@@ -161,66 +165,127 @@ class _Stages:
             heapq.heappush(self.heap, (max(now, float(self.release[st])), _ACTIVATE, int(st)))
 
 
-def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResult:
+class _Active:
+    """The flows in flight, in aligned arrays: id, rate, solo rate, and the segment since their rate last changed
+    (its start time and the bytes left then), so an event touches only the flows whose rate changed: the others'
+    drain times stand (`proj`)."""
+
+    def __init__(self, fs: FlowSet, solo: FloatArray) -> None:
+        self.fs, self.solo_all = fs, solo
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.rate, self.solo, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(5))
+        self.alive = np.zeros(0, dtype=bool)
+        self.dead = 0
+        """finished flows still in the arrays (rate 0, never due), compacted away once they are half"""
+
+    def __len__(self) -> int:
+        return len(self.ids) - self.dead
+
+    def add(self, new: IntArray, now: float) -> None:
+        """Flows starting now (no rate yet: +inf until the next fill)."""
+        self.compact()
+        k = len(new)
+        self.ids = np.concatenate([self.ids, new])
+        self.rate = np.concatenate([self.rate, np.full(k, np.inf)])
+        self.solo = np.concatenate([self.solo, self.solo_all[new]])
+        self.seg = np.concatenate([self.seg, np.full(k, now)])
+        self.left = np.concatenate([self.left, self.fs.size[new]])
+        self.proj = np.concatenate([self.proj, np.full(k, now)])
+        self.alive = np.concatenate([self.alive, np.ones(k, dtype=bool)])
+
+    def bytes_left(self, sel: IntArray | slice, now: float) -> FloatArray:
+        rate = self.rate[sel]
+        finite = np.isfinite(rate)
+        out: FloatArray = self.left[sel].copy()
+        out[finite] -= rate[finite] * (now - self.seg[sel][finite])
+        return out
+
+    def set_rates(self, rate: FloatArray, now: float, delivered: FloatArray) -> None:
+        """New rates from a fill: flows whose rate changed close their segment (bytes delivered) and re-project."""
+        changed = np.flatnonzero(rate != self.rate)
+        left = self.bytes_left(changed, now)
+        delivered[self.ids[changed]] += self.left[changed] - left
+        self.left[changed] = left
+        self.seg[changed] = now
+        self.rate[changed] = rate[changed]
+        with np.errstate(divide="ignore"):
+            self.proj[changed] = now + left / rate[changed]
+
+    def drop(self, gone: IntArray) -> None:
+        """Finished flows: rate 0 (an incremental fill keeps it, and they carry no load), never due."""
+        self.rate[gone], self.proj[gone], self.alive[gone] = 0.0, np.inf, False
+        self.dead += len(gone)
+        if 2 * self.dead > len(self.ids):
+            self.compact()
+
+    def compact(self) -> None:
+        if self.dead == 0:
+            return
+        keep = self.alive
+        self.alive = self.alive[keep]
+        self.ids, self.rate, self.solo = self.ids[keep], self.rate[keep], self.solo[keep]
+        self.seg, self.left, self.proj = self.seg[keep], self.left[keep], self.proj[keep]
+        self.dead = 0
+
+
+def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental: bool = True) -> FlowResult:
     """Run the flows to completion on links of the given capacities (bytes/s); see the module docstring.
 
     With `check`, every event also records the highest link load over capacity (`FlowResult.max_utilisation`,
-    NaN otherwise).
+    NaN otherwise). `incremental=False` fills every flow again at every event (the reference the incremental
+    fills are tested against).
     """
     fs.check(len(capacity))
     n, num_links = fs.num_flows, len(capacity)
     st = _Stages(fs)
-    remaining = fs.size.astype(np.float64, copy=True)
     delivered = np.zeros(n)
     start, drained, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
     path_len = np.diff(fs.indptr)
-    owner = np.repeat(np.arange(n, dtype=np.int64), path_len)  # flow of every incidence entry
-    act = np.zeros(0, dtype=np.int64)  # active flows (global ids)
-    el = np.zeros(0, dtype=np.int64)  # incidence entries of the active flows: link, owner flow, weight
-    eo = np.zeros(0, dtype=np.int64)
-    ew = np.zeros(0)
-    solo = solo_rates(fs, capacity)
-    pos = np.zeros(n, dtype=np.int64)  # global flow id -> index into act
-    rate = np.zeros(0)
-    t, events, max_util, changed = 0.0, 0, 0.0 if check else np.nan, False
+    act = _Active(fs, solo_rates(fs, capacity))
+    t, events, max_util = 0.0, 0, 0.0 if check else np.nan
+    load = np.zeros(num_links)  # bytes/s on each link from the active flows at their current rates
+    keep_below = 0.0  # after departures only: flows below the lowest departed rate keep theirs (fairshare)
+    changed = False
     retired = [0]
 
-    def retire(ids: IntArray, now: float) -> None:
+    def retire(ids: IntArray, left: FloatArray, now: float) -> None:
         retired[0] += len(ids)
-        delivered[ids] += remaining[ids]
-        remaining[ids] = 0.0
+        delivered[ids] += left
         drained[ids] = now
         finish[ids] = now + fs.latency[ids]
         st.flows_done(fs.stage[ids], finish[ids])
 
     while len(act) or st.heap:
         if changed:
-            pos[act] = np.arange(len(act))
-            ef = pos[eo]
-            rate = max_min_rates(capacity, el, ef, ew, len(act), solo[act])
-            if check and len(el):
-                load = link_loads(num_links, el, ef, ew, rate)
-                max_util = max(max_util, float((load / capacity).max()))
+            if keep_below == 0.0:  # a full fill: forget the previous rates and their load
+                act.compact()
+                load[:] = 0.0
+            prev = np.full(len(act.ids), np.inf) if keep_below == 0.0 else act.rate
+            rate = fair_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, act.solo, prev, keep_below, load)
+            act.set_rates(rate, t, delivered)
+            if check and len(act):
+                idx = gather_entries(fs.indptr, act.ids)
+                owner = np.repeat(np.arange(len(act.ids), dtype=np.int64), path_len[act.ids])
+                flow_load = link_loads(num_links, fs.links[idx], owner, fs.weights[idx], act.rate)
+                max_util = max(max_util, float((flow_load / capacity).max()))
             events += 1
-            changed = False
+            changed, keep_below = False, np.inf if incremental else 0.0
             report("simulating", retired[0], n)
-        ttf = remaining[act] / rate if len(act) else np.zeros(0)
-        t_drain = t + float(ttf.min()) if len(act) else np.inf
+        first = int(np.argmin(act.proj)) if len(act) else -1
+        t_drain = float(act.proj[first]) if len(act) else np.inf
         t_next = min(t_drain, st.next_time())
         if not np.isfinite(t_next):
             raise SpecError("flows cannot progress: a link on their path has no capacity", field="capacity")
-        dt = t_next - t
         if len(act):
-            moved = rate * dt
-            delivered[act] += moved
-            remaining[act] -= moved
-            done = ttf <= dt + SAME_TIME_RTOL * t_next
+            done = act.proj <= t_next + SAME_TIME_RTOL * t_next
             if t_drain <= t_next:
-                done[np.argmin(ttf)] = True  # progress even when t + ttf rounds back to t
+                done[first] = True  # progress even when the drain time rounds back to now
             if done.any():
-                retire(act[done], t_next)
-                stay = ~done[pos[eo]]
-                el, eo, ew, act = el[stay], eo[stay], ew[stay], act[~done]
+                gone = np.flatnonzero(done)
+                retire(act.ids[gone], act.left[gone], t_next)  # its last segment's bytes, then none left
+                keep_below = min(keep_below, float(act.rate[gone].min()))
+                unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone])
+                act.drop(gone)
                 changed = True
         t = t_next
         horizon = t * (1 + SAME_TIME_RTOL) + 1e-300
@@ -237,22 +302,19 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False) -> FlowResu
                 st.finish[stage] = t
                 heapq.heappush(st.heap, (t, _COMPLETE, stage))
                 continue
-            instant = (remaining[ids] == 0) | (path_len[ids] == 0)
+            instant = (fs.size[ids] == 0) | (path_len[ids] == 0)
             st.finish[stage] = t
             arrivals.append(ids[~instant])
             if instant.any():
-                retire(ids[instant], t)
+                retire(ids[instant], fs.size[ids[instant]], t)
         if arrivals:
             new = np.concatenate(arrivals)
             if len(new):
-                act = np.concatenate([act, new])
-                idx = gather_entries(fs.indptr, new)
-                el = np.concatenate([el, fs.links[idx]])
-                eo = np.concatenate([eo, owner[idx]])
-                ew = np.concatenate([ew, fs.weights[idx]])
-                changed = True
+                act.add(new, t)
+                keep_below, changed = 0.0, True  # arrivals can slow every flow: fill them all again
     if np.isnan(st.start).any():
         raise SpecError("flow dependencies form a cycle", field="deps")
     # every flow delivers all its bytes over every link of its path (weighted by its share of each)
+    owner = np.repeat(np.arange(n, dtype=np.int64), path_len)
     link_bytes = np.bincount(fs.links, weights=fs.weights * fs.size[owner], minlength=num_links).astype(np.float64)
     return FlowResult(start, drained, finish, delivered, st.start, st.finish, link_bytes, events, max_util)
