@@ -2,7 +2,7 @@
 refuses a run the machine cannot hold, and the progress hook long runs report through.
 
 The peak-memory estimate counts the numpy arrays the router (`flowroute`, `Topology.route`) and the simulator
-(`flowsim.simulate`, `maxmin.max_min_rates`) allocate, in 8-byte words, from four sizes:
+(`flowsim.simulate`, `fairshare`, `mintree`) allocate, in 8-byte words, from four sizes:
 
 - n flows, E incidence entries after routing (one per (flow, link); a flow split over k paths has one entry per
   distinct link of its paths), P path entries before merging (k x path length summed: E for ECMP) and W, the widest
@@ -10,10 +10,12 @@ The peak-memory estimate counts the numpy arrays the router (`flowroute`, `Topol
 - e, a, the entries and flows active at once: the sum over independent stage chains of each chain's largest stage
   (stages in a chain run one after another; a stage DAG that is not a set of chains counts every flow).
 
-Routing (ECMP) holds the sizes and flow ids (2n) and, per chunk of c <= `ROUTE_CHUNK` flows, padded matrices
-(fabric hops, the NIC legs and their offset copies, the joined paths, the padded result: ``ROUTE_PAD_WORDS`` x W
-words a flow plus a byte mask) and ``ROUTE_FLOW_WORDS`` per-flow index vectors; the chunks' results (n + E) are
-joined into one copy (n + E) and then get their latency (2E + n) and weights (E). Spray and adaptive hold per path
+Links are numbered in int32 (half a word) below 2^31 links. Routing (ECMP) holds the sizes and flow ids (2n) and,
+per chunk of c <= `ROUTE_CHUNK` flows, padded matrices (fabric hops, the NIC legs and their offset copies, the
+joined paths, the padded result: ``ROUTE_PAD_WORDS`` x W words a flow plus a byte mask), ``ROUTE_FLOW_WORDS``
+per-flow index vectors, the chunk's routes (c + E_c) and their latency gather (2E_c); each chunk keeps
+its lengths, latencies and int32 links (2n + E/2 over all chunks), joined at the end into one copy with the
+offsets (3n + E/2); ECMP flows carry no weights. Spray and adaptive hold per path
 (Q of them) its flow, choice and share (``SPLIT_PATH_WORDS``), route the paths in the same padded chunks, and then
 merge them: per path entry the entry-to-path map, merge key, its sort and inverse, the gathered shares
 (``SPLIT_ENTRY_WORDS`` x P).
@@ -52,25 +54,29 @@ four as wide as the paths themselves (fabric hops, the NIC legs and their offset
 ROUTE_FLOW_WORDS = 24
 """per-flow index vectors of a routing chunk: src/dst, node and local ids, NICs, leaves, hashes, choice, lengths,
 and the guard's own sample (ids, src, dst, path lengths) routed just before"""
+ROUTE_INTRA_WORDS = 12
+"""the same for a flow inside one node (no NICs, leaves or hashes): src/dst, node and local ids, the inside mask,
+its fixed path row, lengths, and the guard's sample"""
 SPLIT_PATH_WORDS = 8
 """spray/adaptive, per path: its flow, index among the flow's paths, stride, path count, choice, source,
 destination, share"""
 SPLIT_ENTRY_WORDS = 8
 """spray/adaptive, per path entry: flow of path, entry-to-path map, merge key (and its product), unique's sort,
 sorted keys and inverse, the gathered shares"""
-SIM_FLOW_WORDS = 8
-"""simulator per-flow state: remaining, delivered, start, drained, finish, path length, solo rate, stage order"""
+SIM_FLOW_WORDS = 7
+"""simulator per-flow state: delivered, start, drained, finish, solo rate, the stage order and its sorted keys"""
 ACTIVE_ENTRY_WORDS = 3
 """per active entry in the filling (`fairshare`): its link-to-flow index (1) and at most one heap entry (a share
 and a link: 2)"""
-ACTIVE_FLOW_WORDS = 8
-"""per active flow: its id and rate, the event's times to finish, bytes moved and done mask (about 3), the solo
-and previous rates passed to the filling, and the filling's rates, free mask and solo order (3)"""
+ACTIVE_FLOW_WORDS = 14
+"""per flow in flight: its slot arrays (id, rate, segment start, bytes then, drain time: 5), the two min trees
+over drain times and rates (2 x 2 slots, rounded up to a power of two: 4 to 8) and the arrays an arrival joins
+or a fill passes (id gathers, solo and previous rates, new rates: about 3)"""
 STAGE_WORDS = 16
 """per stage: release, start, finish, flows left, waiting, offsets, successors, and its heap entry (a tuple)"""
-LINK_WORDS = 9
-"""per link: the link bytes, and the filling's remaining capacity, weight, flow counts (2), fill positions,
-share, touched mask and stack"""
+LINK_WORDS = 8
+"""per link: the link bytes and load, and the filling's scratch (remaining capacity, weight, flow count,
+position, share) and capacity copy"""
 BASE_BYTES = 16 * 1024
 """numpy array headers and Python objects of one run (about 100 arrays of ~100 bytes, the result objects)"""
 SAMPLE = 4096
@@ -105,22 +111,27 @@ class FlowEstimate:
 
 
 def memory_words(n: int, entries: int, paths: int, path_entries: int, width: int, active_flows: int,
-                 active_entries: int, split: bool) -> int:
-    """Peak words of a run of the given sizes (`split`: spray or adaptive routing, Q = `paths`): the larger of
-    the routing and the simulation peaks."""
+                 active_entries: int, split: bool, between_nodes: float = 1.0) -> int:
+    """Peak words of a run of the given sizes (`split`: spray or adaptive routing, Q = `paths`;
+    `between_nodes`: the share of flows that leave their node): the larger of the routing and the simulation
+    peaks."""
+    per_flow = ROUTE_INTRA_WORDS + between_nodes * (ROUTE_FLOW_WORDS - ROUTE_INTRA_WORDS)
+
     def chunk(c: int, rows: int, cells: int) -> int:  # c of `rows` paths holding `cells` entries in all
-        return c * (width + width // WORD + ROUTE_FLOW_WORDS) + (ROUTE_PAD_WORDS - 1) * cells * c // max(rows, 1)
+        return int(c * (width + width // WORD + per_flow)) + (ROUTE_PAD_WORDS - 1) * cells * c // max(rows, 1)
 
     if split:
         route = 2 * n + SPLIT_PATH_WORDS * paths + max(
             chunk(min(paths, ROUTE_CHUNK), paths, path_entries) + paths + path_entries,
             SPLIT_ENTRY_WORDS * path_entries + 2 * entries)
     else:
-        route = 2 * n + max(chunk(min(n, ROUTE_CHUNK), n, entries) + n + entries, 2 * (n + entries),
-                            2 * n + 4 * entries)
-    held = 3 * n + 2 * entries  # the flow set: offsets, sizes, latencies; links and weights
-    sim = held + SIM_FLOW_WORDS * n + max(ACTIVE_ENTRY_WORDS * active_entries + ACTIVE_FLOW_WORDS * active_flows,
-                                          3 * entries)  # the last: owners, weights x sizes for the link bytes
+        c = min(n, ROUTE_CHUNK)
+        cells = entries * c // max(n, 1)
+        kept = 2 * n + entries // 2  # every chunk's lengths, latencies and int32 links
+        before_last = kept - (2 * c + cells // 2)  # what the earlier chunks keep while the last one routes
+        route = 2 * n + max(before_last + chunk(c, n, entries) + c + 3 * cells, 2 * kept + n)
+    held = 4 * n + entries // 2 + (entries if split else 0)  # offsets, sizes, latencies, stages; links; weights
+    sim = held + SIM_FLOW_WORDS * n + ACTIVE_ENTRY_WORDS * active_entries + ACTIVE_FLOW_WORDS * active_flows
     return max(route, sim)
 
 
@@ -185,7 +196,9 @@ def estimate_flow_run(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike
     after = np.asarray(dep_after, dtype=np.int64)
     active_e = int(np.ceil(_concurrency(per_stage_entries, stages, before, after)))
     active_f = int(np.ceil(_concurrency(per_stage_flows, stages, before, after)))
-    words = memory_words(n, entries, paths, path_entries, width, active_f, active_e, routing != "ecmp")
+    gpn = topology.gpus_per_node
+    between = float(np.mean(s[pick] // gpn != d[pick] // gpn))
+    words = memory_words(n, entries, paths, path_entries, width, active_f, active_e, routing != "ecmp", between)
     peak = (words + STAGE_WORDS * stages + LINK_WORDS * topology.num_links) * WORD + BASE_BYTES
     return FlowEstimate(n, entries, path_entries, width, active_e, peak)
 

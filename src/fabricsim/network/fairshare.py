@@ -22,111 +22,117 @@ import numpy as np
 
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray
 
-_KERNELS: tuple[Any, Any] | None = None
+_KERNELS: tuple[Any, Any, Any, Any] | None = None
 
 
-def _kernels() -> tuple[Any, Any]:
+def _kernels() -> tuple[Any, Any, Any, Any]:
     global _KERNELS
     if _KERNELS is None:
         _KERNELS = _compile()
     return _KERNELS
 
 
-def _compile() -> tuple[Any, Any]:
+def _compile() -> tuple[Any, Any, Any, Any]:
     """Build the compiled kernels on first use (numba is imported only by flow simulations)."""
     import numba
 
     @numba.njit(cache=True, nogil=True)
-    def fill(capacity: Any, indptr: Any, links: Any, weights: Any, flows: Any, solo: Any, prev: Any,
-             keep_below: float, rtol: float, load: Any) -> Any:
-        num_links = capacity.shape[0]
-        n = flows.shape[0]
-        rate = prev.copy()
-        cut = keep_below * (1.0 - rtol)
-        free_list = np.empty(n, dtype=np.int64)
-        nfree = 0
-        for i in range(n):
-            if not prev[i] < cut:
-                free_list[nfree] = i
-                nfree += 1
-        free_idx = free_list[:nfree]
-        # the links' capacity left by the flows that keep their rates: `load` holds every listed flow at its
-        # previous rate (a flow with none, +inf, is not in it)
-        remaining = capacity - load
-        demand = np.zeros(num_links)
-        count = np.zeros(num_links + 1, dtype=np.int64)
-        left = np.zeros(num_links, dtype=np.int64)
-        for i in free_idx:
-            f = flows[i]
-            old = prev[i] if np.isfinite(prev[i]) else 0.0
+    def fill(capacity: Any, indptr: Any, links: Any, weights: Any, free_flows: Any, solo: Any, prev: Any,
+             load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
+        # free_flows: the flows to fill (global ids), with their solo and previous rates; `load` holds every
+        # flow in flight at its previous rate (+inf: not in it), so the others' capacity is capacity - load.
+        # remaining, demand, left, pos (-1), share (+inf): per-link scratch, restored on exit; only the links of
+        # the free flows are touched, so a small refill costs its own flows, not the whole network.
+        k_free = free_flows.shape[0]
+        unit = weights.shape[0] == 0  # no weights: every entry carries the whole flow (one path)
+        used = np.empty(16, dtype=np.int64)
+        n_used = 0
+        for j in range(k_free):
+            f = free_flows[j]
+            old = prev[j] if np.isfinite(prev[j]) else 0.0
             for k in range(indptr[f], indptr[f + 1]):
+                w = 1.0 if unit else weights[k]
                 m = links[k]
-                remaining[m] += weights[k] * old
-                load[m] -= weights[k] * old
-                demand[m] += weights[k]
-                count[m + 1] += 1
+                if pos[m] < 0:
+                    if n_used == used.shape[0]:
+                        bigger = np.empty(2 * n_used, dtype=np.int64)
+                        bigger[:n_used] = used
+                        used = bigger
+                    pos[m] = n_used
+                    used[n_used] = m
+                    n_used += 1
+                    remaining[m] = capacity[m] - load[m]
+                remaining[m] += w * old
+                load[m] -= w * old
+                demand[m] += w
                 left[m] += 1
-        # links -> their unfrozen flows (counting sort of the entries by link)
-        for j in range(num_links):
-            count[j + 1] += count[j]
-        fill_at = count[:-1].copy()
-        member = np.empty(count[num_links], dtype=np.int64)
-        free = np.zeros(n, dtype=np.bool_)
-        for i in free_idx:
-            free[i] = True
-            rate[i] = np.inf
-            f = flows[i]
+        # used links -> their free flows (counting sort of the entries by link)
+        begin = np.empty(n_used + 1, dtype=np.int64)
+        begin[0] = 0
+        for u in range(n_used):
+            begin[u + 1] = begin[u] + left[used[u]]
+        fill_at = begin[:-1].copy()
+        member = np.empty(begin[n_used], dtype=np.int64)
+        for j in range(k_free):
+            f = free_flows[j]
             for k in range(indptr[f], indptr[f + 1]):
-                member[fill_at[links[k]]] = i
-                fill_at[links[k]] += 1
-        share = np.full(num_links, np.inf)
+                w = 1.0 if unit else weights[k]
+                u = pos[links[k]]
+                member[fill_at[u]] = j
+                fill_at[u] += 1
         heap = [(np.inf, np.int64(-1))]
         heap.pop()
-        for j in range(num_links):
-            if left[j] > 0 and demand[j] > 0.0:
-                share[j] = max(remaining[j], 0.0) / demand[j]
-                heap.append((share[j], np.int64(j)))
+        for u in range(n_used):
+            m = used[u]
+            if demand[m] > 0.0:
+                share[m] = max(remaining[m], 0.0) / demand[m]
+                heap.append((share[m], m))
         heapq.heapify(heap)
-        by_solo = free_idx[np.argsort(solo[free_idx])]
+        rate = np.full(k_free, np.inf)
+        free = np.ones(k_free, dtype=np.bool_)
+        by_solo = np.argsort(solo)
         s = 0
-        touched = np.zeros(num_links, dtype=np.bool_)
-        stack = np.empty(num_links, dtype=np.int64)
+        touched = np.zeros(n_used, dtype=np.bool_)
+        stack = np.empty(n_used, dtype=np.int64)
         while True:
             while heap and heap[0][0] != share[heap[0][1]]:
                 heapq.heappop(heap)
-            while s < nfree and not free[by_solo[s]]:
+            while s < k_free and not free[by_solo[s]]:
                 s += 1
             top = heap[0][0] if heap else np.inf
-            capped = solo[by_solo[s]] if s < nfree else np.inf
+            capped = solo[by_solo[s]] if s < k_free else np.inf
             if top == np.inf and capped == np.inf:
                 break
             depth = 0
             if capped <= top:  # a flow reaches its solo rate before any link saturates
-                batch_lo, batch_hi, level, link = s, s + 1, capped, np.int64(-1)
+                lo, hi, level, link = s, s + 1, capped, np.int64(-1)
             else:
                 level, link = heapq.heappop(heap)
                 share[link] = np.inf
-                batch_lo, batch_hi = count[link], count[link + 1]
-            for b in range(batch_lo, batch_hi):
-                i = by_solo[b] if link < 0 else member[b]
-                if not free[i]:
+                lo, hi = begin[pos[link]], begin[pos[link] + 1]
+            for b in range(lo, hi):
+                j = by_solo[b] if link < 0 else member[b]
+                if not free[j]:
                     continue
-                free[i] = False
-                rate[i] = level
-                f = flows[i]
+                free[j] = False
+                rate[j] = level
+                f = free_flows[j]
                 for k in range(indptr[f], indptr[f + 1]):
+                    w = 1.0 if unit else weights[k]
                     m = links[k]
-                    remaining[m] -= weights[k] * level
-                    load[m] += weights[k] * level
-                    demand[m] -= weights[k]
+                    remaining[m] -= w * level
+                    load[m] += w * level
+                    demand[m] -= w
                     left[m] -= 1
-                    if not touched[m]:
-                        touched[m] = True
-                        stack[depth] = m
+                    u = pos[m]
+                    if not touched[u]:
+                        touched[u] = True
+                        stack[depth] = u
                         depth += 1
             for d in range(depth):
-                m = stack[d]
-                touched[m] = False
+                u = stack[d]
+                touched[u] = False
+                m = used[u]
                 if m == link or share[m] == np.inf:
                     continue
                 if left[m] > 0 and demand[m] > 0.0:
@@ -134,17 +140,68 @@ def _compile() -> tuple[Any, Any]:
                     heapq.heappush(heap, (share[m], m))
                 else:
                     share[m] = np.inf
+        for u in range(n_used):  # leave the scratch as found
+            m = used[u]
+            remaining[m], demand[m], left[m], pos[m], share[m] = 0.0, 0.0, 0, -1, np.inf
         return rate
 
     @numba.njit(cache=True, nogil=True)
     def unload(load: Any, indptr: Any, links: Any, weights: Any, flows: Any, rates: Any) -> None:
+        unit = weights.shape[0] == 0
         for i in range(flows.shape[0]):
             if np.isfinite(rates[i]):
                 f = flows[i]
                 for k in range(indptr[f], indptr[f + 1]):
-                    load[links[k]] -= weights[k] * rates[i]
+                    w = 1.0 if unit else weights[k]
+                    load[links[k]] -= w * rates[i]
 
-    return fill, unload
+    @numba.njit(cache=True, nogil=True)
+    def solo(capacity: Any, indptr: Any, links: Any, weights: Any) -> Any:
+        unit = weights.shape[0] == 0
+        n = indptr.shape[0] - 1
+        out = np.full(n, np.inf)
+        for f in range(n):
+            for k in range(indptr[f], indptr[f + 1]):
+                w = 1.0 if unit else weights[k]
+                out[f] = min(out[f], capacity[links[k]] / w)
+        return out
+
+    @numba.njit(cache=True, nogil=True)
+    def link_bytes(num_links: int, indptr: Any, links: Any, weights: Any, size: Any) -> Any:
+        unit = weights.shape[0] == 0
+        out = np.zeros(num_links)
+        for f in range(indptr.shape[0] - 1):
+            for k in range(indptr[f], indptr[f + 1]):
+                w = 1.0 if unit else weights[k]
+                out[links[k]] += w * size[f]
+        return out
+
+    return fill, unload, solo, link_bytes
+
+
+class FillScratch:
+    """Per-link work arrays of the filling, allocated once per simulation (the kernel restores them)."""
+
+    def __init__(self, num_links: int) -> None:
+        self.remaining = np.zeros(num_links)
+        self.demand = np.zeros(num_links)
+        self.left = np.zeros(num_links, dtype=np.int64)
+        self.pos = np.full(num_links, -1, dtype=np.int64)
+        self.share = np.full(num_links, np.inf)
+
+
+def fill_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, free: IntArray,
+               solo: FloatArray, previous: FloatArray, load: FloatArray,
+               scratch: FillScratch | None = None) -> FloatArray:
+    """Max-min fair rates of the flows `free` (global ids; `solo`, `previous`: theirs) while every other flow in
+    flight keeps its rate: `load` is each link's bytes/s from all flows in flight at their previous rates (a
+    flow with none, +inf, is not in it), updated in place to the new rates."""
+    w = scratch or FillScratch(len(capacity))
+    out: FloatArray = _kernels()[0](np.asarray(capacity, dtype=np.float64), indptr, links, weights,
+                                    np.asarray(free, dtype=np.int64), np.asarray(solo, dtype=np.float64),
+                                    np.asarray(previous, dtype=np.float64), load, w.remaining, w.demand, w.left,
+                                    w.pos, w.share)
+    return out
 
 
 def fair_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, flows: IntArray,
@@ -154,24 +211,35 @@ def fair_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights:
 
     `solo` is each listed flow's rate alone on its path (+inf for an empty path, which stays +inf). Incremental
     use: `previous` (the flows' last rates, +inf for a flow that has none) with `keep_below` > 0 keeps every
-    rate below that level, and `load` (each link's bytes/s from the listed flows at their previous rates; kept
-    up to date in place) spares a pass over the flows that keep theirs.
+    rate below that level; `load` as `fill_rates` (computed here when not given).
     """
-    fill, _ = _kernels()
-    n = len(flows)
-    prev = np.full(n, np.inf) if previous is None else np.asarray(previous, dtype=np.float64)
+    flows = np.asarray(flows, dtype=np.int64)
+    prev = np.full(len(flows), np.inf) if previous is None else np.asarray(previous, dtype=np.float64)
     if load is None:
         load = np.zeros(len(capacity))
-        if keep_below > 0:
-            unload(load, indptr, links, weights, flows, -prev)
-    out: FloatArray = fill(np.asarray(capacity, dtype=np.float64), indptr, links, weights,
-                           np.asarray(flows, dtype=np.int64), np.asarray(solo, dtype=np.float64), prev,
-                           float(keep_below), LEVEL_RTOL, load)
-    return out
+        unload(load, indptr, links, weights, flows, -prev)
+    free = np.flatnonzero(~(prev < keep_below * (1.0 - LEVEL_RTOL)))
+    rate = prev.copy()
+    rate[free] = fill_rates(capacity, indptr, links, weights, flows[free], np.asarray(solo)[free], prev[free],
+                            load)
+    return rate
 
 
 def unload(load: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, flows: IntArray,
            rates: FloatArray) -> None:
     """Take flows running at `rates` off the per-link `load` (in place; flows at +inf carry none)."""
-    _, kernel = _kernels()
+    kernel = _kernels()[1]
     kernel(load, indptr, links, weights, np.asarray(flows, dtype=np.int64), np.asarray(rates, dtype=np.float64))
+
+
+def solo_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray) -> FloatArray:
+    """Each flow's rate alone on its path: its tightest capacity over weight (+inf for an empty path)."""
+    out: FloatArray = _kernels()[2](np.asarray(capacity, dtype=np.float64), indptr, links, weights)
+    return out
+
+
+def link_bytes(num_links: int, indptr: IntArray, links: IntArray, weights: FloatArray,
+               size: FloatArray) -> FloatArray:
+    """Bytes every link carries when every flow delivers `size` over its path (weighted by its share of each)."""
+    out: FloatArray = _kernels()[3](num_links, indptr, links, weights, np.asarray(size, dtype=np.float64))
+    return out

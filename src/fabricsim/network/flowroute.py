@@ -9,6 +9,7 @@ into weighted incidence entries: weight w on a link means w of the flow's rate c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +32,7 @@ class RoutedFlows:
     indptr: IntArray
     links: IntArray
     weights: FloatArray
+    """fraction of the flow on each entry's link; empty when every flow takes one path (ECMP: all 1)"""
     latency: FloatArray
 
 
@@ -76,8 +78,7 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
     d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
     if name == "ecmp":
         ids = np.arange(len(s), dtype=np.int64) if flow_ids is None else np.asarray(flow_ids, dtype=np.int64)
-        routes = topology.route(s, d, ids)
-        return RoutedFlows(routes.indptr, routes.links, np.ones(len(routes.links)), _latency(topology, routes))
+        return _ecmp(topology, s, d, ids)
     if s.shape != d.shape:
         raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
     if len(s) and (min(s.min(), d.min()) < 0 or max(s.max(), d.max()) >= topology.num_gpus):
@@ -96,6 +97,28 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
     latency = np.zeros(len(s))
     np.maximum.at(latency, flow_of_path, _latency(topology, paths))
     return _merge(len(s), topology.num_links, paths, flow_of_path, share, latency)
+
+
+def _ecmp(topology: Topology, s: IntArray, d: IntArray, ids: IntArray) -> RoutedFlows:
+    """One hashed path a flow, routed in chunks whose links are kept as `link_dtype` (no weights: all 1)."""
+    if s.shape != d.shape:
+        raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
+    dtype = link_dtype(topology.num_links)
+    lengths, links, latency = [], [], []
+    for i in range(0, max(len(s), 1), PATH_CHUNK):
+        routes = topology.route(s[i:i + PATH_CHUNK], d[i:i + PATH_CHUNK], ids[i:i + PATH_CHUNK])
+        lengths.append(routes.lengths)
+        links.append(routes.links.astype(dtype))
+        latency.append(_latency(topology, routes))
+        del routes
+    indptr = np.zeros(len(s) + 1, dtype=np.int64)
+    np.cumsum(np.concatenate(lengths), out=indptr[1:])
+    return RoutedFlows(indptr, np.concatenate(links), np.zeros(0), np.concatenate(latency))
+
+
+def link_dtype(num_links: int) -> type[np.signedinteger[Any]]:
+    """The narrowest of int32 and int64 that numbers every link (halves the incidence of large runs)."""
+    return np.int32 if num_links < 2**31 else np.int64
 
 
 def _adaptive_split(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray,
@@ -132,4 +155,4 @@ def _merge(flows: int, num_links: int, paths: Routes, flow_of_path: IntArray, sh
     flow = uniq // num_links
     indptr = np.zeros(flows + 1, dtype=np.int64)
     np.cumsum(np.bincount(flow, minlength=flows), out=indptr[1:])
-    return RoutedFlows(indptr, (uniq % num_links).astype(np.int64), weights, latency)
+    return RoutedFlows(indptr, (uniq % num_links).astype(link_dtype(num_links)), weights, latency)

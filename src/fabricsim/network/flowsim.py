@@ -24,8 +24,10 @@ import numpy as np
 
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import report
-from fabricsim.network.fairshare import fair_rates, unload
-from fabricsim.network.maxmin import FloatArray, IntArray, link_loads
+from fabricsim.network.fairshare import FillScratch, fill_rates, link_bytes, unload
+from fabricsim.network.fairshare import solo_rates as path_solo_rates
+from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, link_loads
+from fabricsim.network.mintree import MinTree
 
 SAME_TIME_RTOL = 1e-9
 """departures and stage events this close (relative) to the current event are handled in the same batch"""
@@ -40,7 +42,7 @@ class FlowSet:
     indptr: IntArray
     links: IntArray
     weights: FloatArray
-    """fraction of the flow's rate on each entry's link (1 for a single path)"""
+    """fraction of the flow's rate on each entry's link; empty when every flow takes one path (all 1)"""
     size: FloatArray
     latency: FloatArray
     stage: IntArray
@@ -64,7 +66,7 @@ class FlowSet:
         n, s = self.num_flows, self.num_stages
         if len(self.indptr) != n + 1 or len(self.latency) != n or len(self.stage) != n:
             raise SpecError("flow arrays differ in length", field="flows")
-        if len(self.links) != len(self.weights) or self.indptr[-1] != len(self.links):
+        if len(self.weights) not in (0, len(self.links)) or self.indptr[-1] != len(self.links):
             raise SpecError("flow incidence is inconsistent", field="flows")
         if (self.size < 0).any() or not np.isfinite(self.size).all():
             raise SpecError("flow sizes must be finite and non-negative", field="bytes")
@@ -115,10 +117,12 @@ def gather_entries(indptr: IntArray, flows: IntArray) -> IntArray:
 
 def solo_rates(fs: FlowSet, capacity: FloatArray) -> FloatArray:
     """Each flow's rate alone on its path: its tightest capacity over weight (+inf for an empty path)."""
-    out = np.full(fs.num_flows, np.inf)
-    nonempty = np.diff(fs.indptr) > 0
-    if nonempty.any():
-        out[nonempty] = np.minimum.reduceat(capacity[fs.links] / fs.weights, fs.indptr[:-1][nonempty])
+    return path_solo_rates(capacity, fs.indptr, fs.links, fs.weights)
+
+
+def entry_weights(fs: FlowSet, idx: IntArray) -> FloatArray:
+    """The weights of incidence entries `idx` (ones where the flow set has none)."""
+    out: FloatArray = np.ones(len(idx)) if len(fs.weights) == 0 else fs.weights[idx]
     return out
 
 
@@ -166,66 +170,82 @@ class _Stages:
 
 
 class _Active:
-    """The flows in flight, in aligned arrays: id, rate, solo rate, and the segment since their rate last changed
-    (its start time and the bytes left then), so an event touches only the flows whose rate changed: the others'
-    drain times stand (`proj`)."""
+    """The flows in flight, in aligned slots: id, rate, and the segment since their rate last changed
+    (its start time and the bytes left then), with min trees over their drain times and negated rates: an event
+    touches the flows that leave and those whose rate changes, not every flow in flight. Finished flows stay in
+    their slots (never due, rate 0) until they are half of them."""
 
     def __init__(self, fs: FlowSet, solo: FloatArray) -> None:
         self.fs, self.solo_all = fs, solo
         self.ids = np.zeros(0, dtype=np.int64)
-        self.rate, self.solo, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(5))
+        self.rate, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(4))
         self.alive = np.zeros(0, dtype=bool)
         self.dead = 0
-        """finished flows still in the arrays (rate 0, never due), compacted away once they are half"""
+        self._trees()
 
     def __len__(self) -> int:
         return len(self.ids) - self.dead
 
+    def _trees(self) -> None:
+        self.due_tree = MinTree(np.where(self.alive, self.proj, np.inf))
+        self.rate_tree = MinTree(np.where(self.alive, -self.rate, np.inf))
+
     def add(self, new: IntArray, now: float) -> None:
-        """Flows starting now (no rate yet: +inf until the next fill)."""
-        self.compact()
+        """Flows starting now (no rate yet: +inf until the next fill, which must fill every slot)."""
+        self.compact(rebuild=False)
         k = len(new)
         self.ids = np.concatenate([self.ids, new])
         self.rate = np.concatenate([self.rate, np.full(k, np.inf)])
-        self.solo = np.concatenate([self.solo, self.solo_all[new]])
         self.seg = np.concatenate([self.seg, np.full(k, now)])
         self.left = np.concatenate([self.left, self.fs.size[new]])
         self.proj = np.concatenate([self.proj, np.full(k, now)])
         self.alive = np.concatenate([self.alive, np.ones(k, dtype=bool)])
+        self._trees()
 
-    def bytes_left(self, sel: IntArray | slice, now: float) -> FloatArray:
-        rate = self.rate[sel]
-        finite = np.isfinite(rate)
-        out: FloatArray = self.left[sel].copy()
-        out[finite] -= rate[finite] * (now - self.seg[sel][finite])
-        return out
+    def due(self, horizon: float) -> IntArray:
+        """Slots of the flows that drain by `horizon`."""
+        return self.due_tree.at_or_below(horizon)
 
-    def set_rates(self, rate: FloatArray, now: float, delivered: FloatArray) -> None:
+    def at_or_above(self, level: float) -> IntArray:
+        """Slots of the flows in flight running at `level` or faster."""
+        return self.rate_tree.at_or_below(-level)
+
+    def set_rates(self, slots: IntArray, rate: FloatArray, now: float, delivered: FloatArray) -> None:
         """New rates from a fill: flows whose rate changed close their segment (bytes delivered) and re-project."""
-        changed = np.flatnonzero(rate != self.rate)
-        left = self.bytes_left(changed, now)
+        moved = rate != self.rate[slots]
+        changed, rate = slots[moved], rate[moved]
+        old = self.rate[changed]
+        left = self.left[changed].copy()
+        ran = np.isfinite(old)
+        left[ran] -= old[ran] * (now - self.seg[changed][ran])
         delivered[self.ids[changed]] += self.left[changed] - left
         self.left[changed] = left
         self.seg[changed] = now
-        self.rate[changed] = rate[changed]
+        self.rate[changed] = rate
         with np.errstate(divide="ignore"):
-            self.proj[changed] = now + left / rate[changed]
+            self.proj[changed] = now + left / rate
+        self.due_tree.set(changed, self.proj[changed])
+        self.rate_tree.set(changed, -rate)
 
     def drop(self, gone: IntArray) -> None:
-        """Finished flows: rate 0 (an incremental fill keeps it, and they carry no load), never due."""
+        """Finished flows: rate 0 (they carry no load), never due."""
         self.rate[gone], self.proj[gone], self.alive[gone] = 0.0, np.inf, False
+        self.due_tree.set(gone, np.full(len(gone), np.inf))
+        self.rate_tree.set(gone, np.full(len(gone), np.inf))
         self.dead += len(gone)
         if 2 * self.dead > len(self.ids):
             self.compact()
 
-    def compact(self) -> None:
+    def compact(self, rebuild: bool = True) -> None:
         if self.dead == 0:
             return
         keep = self.alive
-        self.alive = self.alive[keep]
-        self.ids, self.rate, self.solo = self.ids[keep], self.rate[keep], self.solo[keep]
+        self.ids, self.rate = self.ids[keep], self.rate[keep]
         self.seg, self.left, self.proj = self.seg[keep], self.left[keep], self.proj[keep]
+        self.alive = self.alive[keep]
         self.dead = 0
+        if rebuild:
+            self._trees()
 
 
 def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental: bool = True) -> FlowResult:
@@ -240,9 +260,9 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
     st = _Stages(fs)
     delivered = np.zeros(n)
     start, drained, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
-    path_len = np.diff(fs.indptr)
     act = _Active(fs, solo_rates(fs, capacity))
     t, events, max_util = 0.0, 0, 0.0 if check else np.nan
+    scratch = FillScratch(num_links)
     load = np.zeros(num_links)  # bytes/s on each link from the active flows at their current rates
     keep_below = 0.0  # after departures only: flows below the lowest departed rate keep theirs (fairshare)
     changed = False
@@ -260,28 +280,31 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
             if keep_below == 0.0:  # a full fill: forget the previous rates and their load
                 act.compact()
                 load[:] = 0.0
-            prev = np.full(len(act.ids), np.inf) if keep_below == 0.0 else act.rate
-            rate = fair_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, act.solo, prev, keep_below, load)
-            act.set_rates(rate, t, delivered)
+                slots = np.arange(len(act.ids), dtype=np.int64)
+                prev = np.full(len(slots), np.inf)
+            else:
+                slots = act.at_or_above(keep_below * (1.0 - LEVEL_RTOL))
+                prev = act.rate[slots]
+            ids = act.ids[slots]
+            rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, ids, act.solo_all[ids], prev, load, scratch)
+            act.set_rates(slots, rate, t, delivered)
             if check and len(act):
-                idx = gather_entries(fs.indptr, act.ids)
-                owner = np.repeat(np.arange(len(act.ids), dtype=np.int64), path_len[act.ids])
-                flow_load = link_loads(num_links, fs.links[idx], owner, fs.weights[idx], act.rate)
+                live = np.flatnonzero(act.alive)
+                idx = gather_entries(fs.indptr, act.ids[live])
+                ids = act.ids[live]
+                owner = np.repeat(np.arange(len(live), dtype=np.int64), fs.indptr[ids + 1] - fs.indptr[ids])
+                flow_load = link_loads(num_links, fs.links[idx], owner, entry_weights(fs, idx), act.rate[live])
                 max_util = max(max_util, float((flow_load / capacity).max()))
             events += 1
             changed, keep_below = False, np.inf if incremental else 0.0
             report("simulating", retired[0], n)
-        first = int(np.argmin(act.proj)) if len(act) else -1
-        t_drain = float(act.proj[first]) if len(act) else np.inf
+        t_drain = act.due_tree.lowest
         t_next = min(t_drain, st.next_time())
         if not np.isfinite(t_next):
             raise SpecError("flows cannot progress: a link on their path has no capacity", field="capacity")
         if len(act):
-            done = act.proj <= t_next + SAME_TIME_RTOL * t_next
-            if t_drain <= t_next:
-                done[first] = True  # progress even when the drain time rounds back to now
-            if done.any():
-                gone = np.flatnonzero(done)
+            gone = act.due(t_next + SAME_TIME_RTOL * t_next)  # the first to drain always among them
+            if len(gone):
                 retire(act.ids[gone], act.left[gone], t_next)  # its last segment's bytes, then none left
                 keep_below = min(keep_below, float(act.rate[gone].min()))
                 unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone])
@@ -302,7 +325,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
                 st.finish[stage] = t
                 heapq.heappush(st.heap, (t, _COMPLETE, stage))
                 continue
-            instant = (fs.size[ids] == 0) | (path_len[ids] == 0)
+            instant = (fs.size[ids] == 0) | (fs.indptr[ids + 1] == fs.indptr[ids])
             st.finish[stage] = t
             arrivals.append(ids[~instant])
             if instant.any():
@@ -315,6 +338,5 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
     if np.isnan(st.start).any():
         raise SpecError("flow dependencies form a cycle", field="deps")
     # every flow delivers all its bytes over every link of its path (weighted by its share of each)
-    owner = np.repeat(np.arange(n, dtype=np.int64), path_len)
-    link_bytes = np.bincount(fs.links, weights=fs.weights * fs.size[owner], minlength=num_links).astype(np.float64)
-    return FlowResult(start, drained, finish, delivered, st.start, st.finish, link_bytes, events, max_util)
+    carried = link_bytes(num_links, fs.indptr, fs.links, fs.weights, fs.size)
+    return FlowResult(start, drained, finish, delivered, st.start, st.finish, carried, events, max_util)
