@@ -83,6 +83,16 @@ def test_deterministic_for_a_seed() -> None:
     assert a == b
 
 
+def test_progress_reports_screening_then_confirming() -> None:
+    """The search tells its progress hook what it does: every system screened, then the plans it simulates."""
+    heard: list[tuple[str, int, int]] = []
+    size_inference(InferenceSizingSpec.build(**BASE), progress=lambda *e: heard.append(e))
+    phases = [what for what, _, _ in heard]
+    assert phases[0] == "screening" and "confirming" in phases
+    assert phases.index("confirming") > max(i for i, p in enumerate(phases) if p == "screening")
+    assert all(0 <= done <= total for _, done, total in heard)
+
+
 def test_bad_inputs_are_spec_errors() -> None:
     with pytest.raises(SpecError, match="--rate"):
         InferenceSizingSpec.build(**{**BASE, "rate_per_s": -1.0})

@@ -107,8 +107,15 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int, tie
 
 def run_inference(kw: dict[str, Any], form: str = "table") -> None:
     """The --inference branch of `fabricsim size` (``kw``: the command's inputs; ``form``: table, json or csv)."""
+    from fabricsim.cli.output import progress_bar
+
     spec = inference_spec(kw)
-    result = size_inference(spec, out=kw["out"])
+    bar = progress_bar("items") if form == "table" else None  # on stderr, once the search passes 2 s
+    try:
+        result = size_inference(spec, out=kw["out"], progress=bar)
+    finally:
+        if bar is not None:
+            bar.close()
     data = result.to_json()
     if form != "table":
         payload = {k: v for k, v in data.items() if k != "inputs"}

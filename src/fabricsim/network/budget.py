@@ -63,8 +63,9 @@ destination, share"""
 SPLIT_ENTRY_WORDS = 8
 """spray/adaptive, per path entry: flow of path, entry-to-path map, merge key (and its product), unique's sort,
 sorted keys and inverse, the gathered shares"""
-SIM_FLOW_WORDS = 7
-"""simulator per-flow state: delivered, start, drained, finish, solo rate, the stage order and its sorted keys"""
+SIM_FLOW_WORDS = 5
+"""simulator per-flow state: delivered, drained, solo rate, the stage order and its sorted keys (start and finish
+are made at the end, when the filling's arrays are gone)"""
 ACTIVE_ENTRY_WORDS = 3
 """per active entry in the filling (`fairshare`): its link-to-flow index (1) and at most one heap entry (a share
 and a link: 2)"""

@@ -7,10 +7,12 @@ needs one round per link of a dependency chain of bottlenecks (820 rounds over 8
 
 The filling: every link's share is its remaining capacity over the weight of its unfrozen flows; the lowest share
 is a bottleneck, so its unfrozen flows freeze at that level and leave their load on their other links, whose shares
-can only rise (so stale heap entries are skipped, not removed). A flow's solo rate (its tightest link alone) caps
-it like a private link. Incremental use (`keep_below`): flows whose previous rate is below that level keep it,
-and only the rest are filled again; exact when every flow that left since ran at or above that level (flows that
-leave at level L free capacity only on links that saturate at L or above, so every fill below L is unchanged).
+can only rise (so a link keeps one heap entry whose key may lag its share, raised when it surfaces). A flow's solo
+rate (its tightest link alone) caps it like a private link.
+
+Incremental use: flows whose previous rate is below a level keep it and only the rest are filled again; exact
+when every flow that left since ran at or above that level (flows that leave at level L free capacity only on
+links that saturate at L or above, so every fill below L is unchanged).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray
 
 _KERNELS: tuple[Any, Any, Any, Any] | None = None
@@ -39,17 +42,19 @@ def _compile() -> tuple[Any, Any, Any, Any]:
     @numba.njit(cache=True, nogil=True)
     def fill(capacity: Any, indptr: Any, links: Any, weights: Any, free_flows: Any, solo: Any, prev: Any,
              load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
-        # free_flows: the flows to fill (global ids), with their solo and previous rates; `load` holds every
+        # free_flows: the flows to fill (global ids); solo: every flow's solo rate (by global id); prev: the free
+        # flows' previous rates (empty: none, +inf); `load` holds every
         # flow in flight at its previous rate (+inf: not in it), so the others' capacity is capacity - load.
         # remaining, demand, left, pos (-1), share (+inf): per-link scratch, restored on exit; only the links of
         # the free flows are touched, so a small refill costs its own flows, not the whole network.
         k_free = free_flows.shape[0]
         unit = weights.shape[0] == 0  # no weights: every entry carries the whole flow (one path)
+        has_prev = prev.shape[0] > 0
         used = np.empty(16, dtype=np.int64)
         n_used = 0
         for j in range(k_free):
             f = free_flows[j]
-            old = prev[j] if np.isfinite(prev[j]) else 0.0
+            old = prev[j] if has_prev and np.isfinite(prev[j]) else 0.0
             for k in range(indptr[f], indptr[f + 1]):
                 w = 1.0 if unit else weights[k]
                 m = links[k]
@@ -72,7 +77,7 @@ def _compile() -> tuple[Any, Any, Any, Any]:
         for u in range(n_used):
             begin[u + 1] = begin[u] + left[used[u]]
         fill_at = begin[:-1].copy()
-        member = np.empty(begin[n_used], dtype=np.int64)
+        member = np.empty(begin[n_used], dtype=np.int32)  # free flows' positions (< 2^31: fill_rates checks)
         for j in range(k_free):
             f = free_flows[j]
             for k in range(indptr[f], indptr[f + 1]):
@@ -90,17 +95,26 @@ def _compile() -> tuple[Any, Any, Any, Any]:
         heapq.heapify(heap)
         rate = np.full(k_free, np.inf)
         free = np.ones(k_free, dtype=np.bool_)
-        by_solo = np.argsort(solo)
+        own_solo = np.empty(k_free)
+        for j in range(k_free):
+            own_solo[j] = solo[free_flows[j]]
+        by_solo = np.argsort(own_solo)
         s = 0
         touched = np.zeros(n_used, dtype=np.bool_)
         stack = np.empty(n_used, dtype=np.int64)
         while True:
-            while heap and heap[0][0] != share[heap[0][1]]:
-                heapq.heappop(heap)
+            while heap:  # lazy keys: a link's key is at most its share (shares only rise)
+                key, m = heap[0]
+                if share[m] == np.inf:
+                    heapq.heappop(heap)
+                elif key != share[m]:
+                    heapq.heapreplace(heap, (share[m], m))
+                else:
+                    break
             while s < k_free and not free[by_solo[s]]:
                 s += 1
             top = heap[0][0] if heap else np.inf
-            capped = solo[by_solo[s]] if s < k_free else np.inf
+            capped = own_solo[by_solo[s]] if s < k_free else np.inf
             if top == np.inf and capped == np.inf:
                 break
             depth = 0
@@ -136,8 +150,7 @@ def _compile() -> tuple[Any, Any, Any, Any]:
                 if m == link or share[m] == np.inf:
                     continue
                 if left[m] > 0 and demand[m] > 0.0:
-                    share[m] = max(remaining[m], 0.0) / demand[m]
-                    heapq.heappush(heap, (share[m], m))
+                    share[m] = max(remaining[m], 0.0) / demand[m]  # its heap entry catches up when it surfaces
                 else:
                     share[m] = np.inf
         for u in range(n_used):  # leave the scratch as found
@@ -193,9 +206,12 @@ class FillScratch:
 def fill_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, free: IntArray,
                solo: FloatArray, previous: FloatArray, load: FloatArray,
                scratch: FillScratch | None = None) -> FloatArray:
-    """Max-min fair rates of the flows `free` (global ids; `solo`, `previous`: theirs) while every other flow in
-    flight keeps its rate: `load` is each link's bytes/s from all flows in flight at their previous rates (a
-    flow with none, +inf, is not in it), updated in place to the new rates."""
+    """Max-min fair rates of the flows `free` (global ids; `solo`: every flow's solo rate by id; `previous`: the
+    free flows' last rates, or empty for none) while every other flow in flight keeps its rate: `load` is each
+    link's bytes/s from all flows in flight at their previous rates (a flow with none, +inf, is not in it),
+    updated in place to the new rates."""
+    if len(free) >= 2**31:
+        raise SpecError(f"{len(free):,} flows in one filling: at most 2^31 - 1", field="flows")
     w = scratch or FillScratch(len(capacity))
     out: FloatArray = _kernels()[0](np.asarray(capacity, dtype=np.float64), indptr, links, weights,
                                     np.asarray(free, dtype=np.int64), np.asarray(solo, dtype=np.float64),
@@ -219,9 +235,10 @@ def fair_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights:
         load = np.zeros(len(capacity))
         unload(load, indptr, links, weights, flows, -prev)
     free = np.flatnonzero(~(prev < keep_below * (1.0 - LEVEL_RTOL)))
+    by_id = np.full(int(flows.max(initial=-1)) + 1, np.inf)
+    by_id[flows] = solo
     rate = prev.copy()
-    rate[free] = fill_rates(capacity, indptr, links, weights, flows[free], np.asarray(solo)[free], prev[free],
-                            load)
+    rate[free] = fill_rates(capacity, indptr, links, weights, flows[free], by_id, prev[free], load)
     return rate
 
 

@@ -39,7 +39,9 @@ def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, n
     if len(s) and (stages.min() < 0 or stages.max() >= len(release)):
         raise SpecError("flow in an unknown stage", field="stage")
     guard_flows(topology, s, dst, stages, len(release), before, after, check_routing(routing), memory_limit_bytes)
-    size = np.broadcast_to(np.asarray(nbytes, dtype=np.float64), s.shape).astype(np.float64)
+    size = np.asarray(nbytes, dtype=np.float64)
+    if size.shape != s.shape:
+        size = np.broadcast_to(size, s.shape).astype(np.float64)
     if (size < 0).any():
         raise SpecError("flow sizes must be non-negative", field="bytes")
     report("routing", 0, len(s))

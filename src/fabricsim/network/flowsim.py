@@ -187,19 +187,36 @@ class _Active:
         return len(self.ids) - self.dead
 
     def _trees(self) -> None:
-        self.due_tree = MinTree(np.where(self.alive, self.proj, np.inf))
-        self.rate_tree = MinTree(np.where(self.alive, -self.rate, np.inf))
+        """Rebuild both trees from the slots (every slot is alive: called after compaction)."""
+        if not hasattr(self, "due_tree"):
+            self.due_tree, self.rate_tree = MinTree(self.proj), MinTree(self.rate, negate=True)
+            return
+        self.due_tree.rebuild(self.proj)
+        self.rate_tree.rebuild(self.rate, negate=True)
 
     def add(self, new: IntArray, now: float) -> None:
         """Flows starting now (no rate yet: +inf until the next fill, which must fill every slot)."""
         self.compact(rebuild=False)
         k = len(new)
-        self.ids = np.concatenate([self.ids, new])
-        self.rate = np.concatenate([self.rate, np.full(k, np.inf)])
-        self.seg = np.concatenate([self.seg, np.full(k, now)])
-        self.left = np.concatenate([self.left, self.fs.size[new]])
-        self.proj = np.concatenate([self.proj, np.full(k, now)])
-        self.alive = np.concatenate([self.alive, np.ones(k, dtype=bool)])
+        fresh = (np.asarray(new, dtype=np.int64), np.full(k, np.inf), np.full(k, now), self.fs.size[new],
+                 np.full(k, now), np.ones(k, dtype=bool))
+        if len(self.ids) == 0:
+            self.ids, self.rate, self.seg, self.left, self.proj, self.alive = fresh
+        else:
+            self.ids, self.rate, self.seg, self.left, self.proj, self.alive = (
+                np.concatenate([old, add]) for old, add in zip((self.ids, self.rate, self.seg, self.left,
+                                                                self.proj, self.alive), fresh, strict=True))
+        del fresh
+        self._trees()
+
+    def set_all_rates(self, rate: FloatArray, now: float) -> None:
+        """Rates from a full fill of every slot (all alive, none with a rate before: nothing delivered yet in
+        this segment)."""
+        self.rate = rate
+        self.seg[:] = now
+        with np.errstate(divide="ignore"):
+            np.divide(self.left, rate, out=self.proj)
+        self.proj += now
         self._trees()
 
     def due(self, horizon: float) -> IntArray:
@@ -236,6 +253,18 @@ class _Active:
         if 2 * self.dead > len(self.ids):
             self.compact()
 
+    def settle(self, now: float, delivered: FloatArray) -> None:
+        """Close every flow's segment at `now` (bytes delivered so far) and drop finished slots: before a full
+        fill, which forgets every rate."""
+        self.compact(rebuild=False)
+        ran = np.flatnonzero(np.isfinite(self.rate))
+        if len(ran):
+            moved = self.rate[ran] * (now - self.seg[ran])
+            delivered[self.ids[ran]] += moved
+            self.left[ran] -= moved
+        self.seg[:] = now
+        self.rate[:] = np.inf
+
     def compact(self, rebuild: bool = True) -> None:
         if self.dead == 0:
             return
@@ -259,7 +288,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
     n, num_links = fs.num_flows, len(capacity)
     st = _Stages(fs)
     delivered = np.zeros(n)
-    start, drained, finish = np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)
+    drained = np.full(n, np.nan)  # start and finish follow at the end: the stage's start, drained + latency
     act = _Active(fs, solo_rates(fs, capacity))
     t, events, max_util = 0.0, 0, 0.0 if check else np.nan
     scratch = FillScratch(num_links)
@@ -272,22 +301,20 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
         retired[0] += len(ids)
         delivered[ids] += left
         drained[ids] = now
-        finish[ids] = now + fs.latency[ids]
-        st.flows_done(fs.stage[ids], finish[ids])
+        st.flows_done(fs.stage[ids], now + fs.latency[ids])
 
     while len(act) or st.heap:
         if changed:
             if keep_below == 0.0:  # a full fill: forget the previous rates and their load
-                act.compact()
+                act.settle(t, delivered)
                 load[:] = 0.0
-                slots = np.arange(len(act.ids), dtype=np.int64)
-                prev = np.full(len(slots), np.inf)
+                act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, act.solo_all,
+                                             np.zeros(0), load, scratch), t)
             else:
                 slots = act.at_or_above(keep_below * (1.0 - LEVEL_RTOL))
-                prev = act.rate[slots]
-            ids = act.ids[slots]
-            rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, ids, act.solo_all[ids], prev, load, scratch)
-            act.set_rates(slots, rate, t, delivered)
+                rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], act.solo_all,
+                                  act.rate[slots], load, scratch)
+                act.set_rates(slots, rate, t, delivered)
             if check and len(act):
                 live = np.flatnonzero(act.alive)
                 idx = gather_entries(fs.indptr, act.ids[live])
@@ -320,7 +347,6 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
                 continue
             st.start[stage] = t
             ids = st.flows_of(stage)
-            start[ids] = t
             if len(ids) == 0:
                 st.finish[stage] = t
                 heapq.heappush(st.heap, (t, _COMPLETE, stage))
@@ -339,4 +365,6 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
         raise SpecError("flow dependencies form a cycle", field="deps")
     # every flow delivers all its bytes over every link of its path (weighted by its share of each)
     carried = link_bytes(num_links, fs.indptr, fs.links, fs.weights, fs.size)
-    return FlowResult(start, drained, finish, delivered, st.start, st.finish, carried, events, max_util)
+    start = st.start[fs.stage]
+    return FlowResult(start, drained, drained + fs.latency, delivered, st.start, st.finish, carried, events,
+                      max_util)

@@ -21,10 +21,11 @@ def _compile() -> tuple[Any, Any, Any]:
     import numba
 
     @numba.njit(cache=True, nogil=True)
-    def build(tree: Any, values: Any) -> None:
+    def build(tree: Any, values: Any, negate: bool) -> None:
         half = tree.shape[0] // 2
         n = values.shape[0]
-        tree[half:half + n] = values
+        for i in range(n):
+            tree[half + i] = -values[i] if negate else values[i]
         tree[half + n:] = np.inf
         for i in range(half - 1, 0, -1):
             tree[i] = min(tree[2 * i], tree[2 * i + 1])
@@ -83,12 +84,19 @@ def _kernels() -> tuple[Any, Any, Any]:
 
 
 class MinTree:
-    """Min over `size` slots (unset slots are +inf)."""
+    """Min over slots holding `values` (negated with `negate`; slots past them are +inf)."""
 
-    def __init__(self, values: FloatArray) -> None:
+    def __init__(self, values: FloatArray, negate: bool = False) -> None:
+        self.tree: FloatArray = np.zeros(0)
+        self.rebuild(values, negate)
+
+    def rebuild(self, values: FloatArray, negate: bool = False) -> None:
+        """Hold `values` now (the tree's memory is reused when they fit)."""
         n = max(1, len(values))
-        self.tree: FloatArray = np.full(2 * (1 << (n - 1).bit_length()), np.inf)
-        _kernels()[0](self.tree, np.asarray(values, dtype=np.float64))
+        size = 2 * (1 << (n - 1).bit_length())
+        if len(self.tree) < size or len(self.tree) > 4 * size:
+            self.tree = np.empty(size)
+        _kernels()[0](self.tree, np.asarray(values, dtype=np.float64), negate)
 
     @property
     def lowest(self) -> float:

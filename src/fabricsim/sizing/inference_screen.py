@@ -14,6 +14,7 @@ The screen keeps the batch with the largest capacity whose TPOT and TTFT meet th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -174,8 +175,10 @@ def _prune(reasons: dict[str, int], why: str, count: int = 1) -> None:
     reasons[why] = reasons.get(why, 0) + count
 
 
-def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Screen:
-    """Time every per-replica plan that passes divisibility and memory and size its replicas (module docstring)."""
+def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog,
+           progress: Callable[[str, int, int], None] | None = None) -> Screen:
+    """Time every per-replica plan that passes divisibility and memory and size its replicas (module docstring);
+    `progress` hears ("screening", systems done, systems) as it goes."""
     systems = spec.systems if spec.systems is not None else priced_systems(catalog)
     context = spec.prompt_tokens + spec.output_tokens
     max_context = _preset_context(spec)
@@ -185,7 +188,9 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog) -> Scr
     rows: list[dict[str, object]] = []
     reasons: dict[str, int] = {}
     evaluated = pruned = 0
-    for sid in systems:
+    for done, sid in enumerate(systems):
+        if progress is not None:
+            progress("screening", done, len(systems))
         if sid not in catalog.systems:
             raise SpecError(f"unknown system {sid!r}; allowed: {', '.join(sorted(catalog.systems))}",
                             field="--systems")

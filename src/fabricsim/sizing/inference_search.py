@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -155,9 +156,10 @@ def _miss(spec: InferenceSizingSpec, res: ServingResult) -> str:
     return "; ".join(parts)
 
 
-def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
-                   catalog: Catalog | None = None) -> InferenceSizingResult:
-    """Screen every per-replica plan, confirm the cheapest by simulation, rank by USD per million output tokens."""
+def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None, catalog: Catalog | None = None,
+                   progress: Callable[[str, int, int], None] | None = None) -> InferenceSizingResult:
+    """Screen every per-replica plan, confirm the cheapest by simulation, rank by USD per million output tokens;
+    `progress` hears (what, done, total): systems screened, then plans confirmed by simulation."""
     import pandas as pd
 
     start = time.perf_counter()
@@ -165,7 +167,7 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
         check_out_file(out)
     catalog = catalog or default_catalog()
     model = _model(spec)
-    scr = screen(spec, model, catalog)
+    scr = screen(spec, model, catalog, progress)
     screen_wall = time.perf_counter() - start
     frame = pd.DataFrame(scr.rows)
     if out is not None and len(frame):
@@ -180,7 +182,10 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None,
     rejected: list[dict[str, Any]] = []
     simulations = 0
     confirmed = 0
+    planned = min(len(candidates), max_confirm)
     for row in candidates:
+        if progress is not None:
+            progress("confirming", confirmed, planned)
         best = min((e["usd_per_million_output_tokens"] for e in passed), default=math.inf)
         if confirmed >= max_confirm or (confirmed >= spec.confirm_top and
                                          not row["usd_per_million_output_tokens"] < best):

@@ -80,10 +80,12 @@ class Traffic:
         return k
 
     def arrays(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
-        """(src, dst, bytes, stage) of all flows."""
+        """(src, dst, bytes, stage) of all flows (a single stage's own arrays, not copies: treat as read-only)."""
         def cat(parts: list[IntArray]) -> IntArray:
+            if len(parts) == 1:
+                return parts[0]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        size = np.concatenate(self.size) if self.size else np.zeros(0)
+        size = self.size[0] if len(self.size) == 1 else np.concatenate(self.size) if self.size else np.zeros(0)
         return cat(self.src), cat(self.dst), size, cat(self.stage)
 
 
