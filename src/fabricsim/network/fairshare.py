@@ -25,24 +25,24 @@ import numpy as np
 from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray
 
-_KERNELS: tuple[Any, Any, Any, Any] | None = None
+_KERNELS: tuple[Any, Any, Any] | None = None
 
 
-def _kernels() -> tuple[Any, Any, Any, Any]:
+def _kernels() -> tuple[Any, Any, Any]:
     global _KERNELS
     if _KERNELS is None:
         _KERNELS = _compile()
     return _KERNELS
 
 
-def _compile() -> tuple[Any, Any, Any, Any]:
+def _compile() -> tuple[Any, Any, Any]:
     """Build the compiled kernels on first use (numba is imported only by flow simulations)."""
     import numba
 
     @numba.njit(cache=True, nogil=True)
     def fill(capacity: Any, indptr: Any, links: Any, weights: Any, free_flows: Any, solo: Any, prev: Any,
              load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
-        # free_flows: the flows to fill (global ids); solo: every flow's solo rate (by global id); prev: the free
+        # free_flows: the flows to fill (global ids); solo: every flow's cap by global id (empty: none); prev: the free
         # flows' previous rates (empty: none, +inf); `load` holds every
         # flow in flight at its previous rate (+inf: not in it), so the others' capacity is capacity - load.
         # remaining, demand, left, pos (-1), share (+inf): per-link scratch, restored on exit; only the links of
@@ -95,10 +95,12 @@ def _compile() -> tuple[Any, Any, Any, Any]:
         heapq.heapify(heap)
         rate = np.full(k_free, np.inf)
         free = np.ones(k_free, dtype=np.bool_)
-        own_solo = np.empty(k_free)
-        for j in range(k_free):
+        capped_flows = solo.shape[0] > 0  # no solo rates: the links alone cap the flows
+        own_solo = np.empty(k_free if capped_flows else 0)
+        for j in range(own_solo.shape[0]):
             own_solo[j] = solo[free_flows[j]]
         by_solo = np.argsort(own_solo)
+        n_solo = own_solo.shape[0]
         s = 0
         touched = np.zeros(n_used, dtype=np.bool_)
         stack = np.empty(n_used, dtype=np.int64)
@@ -111,10 +113,10 @@ def _compile() -> tuple[Any, Any, Any, Any]:
                     heapq.heapreplace(heap, (share[m], m))
                 else:
                     break
-            while s < k_free and not free[by_solo[s]]:
+            while s < n_solo and not free[by_solo[s]]:
                 s += 1
             top = heap[0][0] if heap else np.inf
-            capped = own_solo[by_solo[s]] if s < k_free else np.inf
+            capped = own_solo[by_solo[s]] if s < n_solo else np.inf
             if top == np.inf and capped == np.inf:
                 break
             depth = 0
@@ -169,17 +171,6 @@ def _compile() -> tuple[Any, Any, Any, Any]:
                     load[links[k]] -= w * rates[i]
 
     @numba.njit(cache=True, nogil=True)
-    def solo(capacity: Any, indptr: Any, links: Any, weights: Any) -> Any:
-        unit = weights.shape[0] == 0
-        n = indptr.shape[0] - 1
-        out = np.full(n, np.inf)
-        for f in range(n):
-            for k in range(indptr[f], indptr[f + 1]):
-                w = 1.0 if unit else weights[k]
-                out[f] = min(out[f], capacity[links[k]] / w)
-        return out
-
-    @numba.njit(cache=True, nogil=True)
     def link_bytes(num_links: int, indptr: Any, links: Any, weights: Any, size: Any) -> Any:
         unit = weights.shape[0] == 0
         out = np.zeros(num_links)
@@ -189,7 +180,7 @@ def _compile() -> tuple[Any, Any, Any, Any]:
                 out[links[k]] += w * size[f]
         return out
 
-    return fill, unload, solo, link_bytes
+    return fill, unload, link_bytes
 
 
 class FillScratch:
@@ -206,10 +197,11 @@ class FillScratch:
 def fill_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, free: IntArray,
                solo: FloatArray, previous: FloatArray, load: FloatArray,
                scratch: FillScratch | None = None) -> FloatArray:
-    """Max-min fair rates of the flows `free` (global ids; `solo`: every flow's solo rate by id; `previous`: the
-    free flows' last rates, or empty for none) while every other flow in flight keeps its rate: `load` is each
-    link's bytes/s from all flows in flight at their previous rates (a flow with none, +inf, is not in it),
-    updated in place to the new rates."""
+    """Max-min fair rates of the flows `free` (global ids) while every other flow in flight keeps its rate.
+
+    `solo` caps every flow's rate by id (empty: no caps; a flow's own links already hold it to its solo rate);
+    `previous` holds the free flows' last rates (empty: none); `load` is each link's bytes/s from all flows in
+    flight at their previous rates (a flow with none, +inf, is not in it), updated in place to the new rates."""
     if len(free) >= 2**31:
         raise SpecError(f"{len(free):,} flows in one filling: at most 2^31 - 1", field="flows")
     w = scratch or FillScratch(len(capacity))
@@ -249,14 +241,8 @@ def unload(load: FloatArray, indptr: IntArray, links: IntArray, weights: FloatAr
     kernel(load, indptr, links, weights, np.asarray(flows, dtype=np.int64), np.asarray(rates, dtype=np.float64))
 
 
-def solo_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray) -> FloatArray:
-    """Each flow's rate alone on its path: its tightest capacity over weight (+inf for an empty path)."""
-    out: FloatArray = _kernels()[2](np.asarray(capacity, dtype=np.float64), indptr, links, weights)
-    return out
-
-
 def link_bytes(num_links: int, indptr: IntArray, links: IntArray, weights: FloatArray,
                size: FloatArray) -> FloatArray:
     """Bytes every link carries when every flow delivers `size` over its path (weighted by its share of each)."""
-    out: FloatArray = _kernels()[3](num_links, indptr, links, weights, np.asarray(size, dtype=np.float64))
+    out: FloatArray = _kernels()[2](num_links, indptr, links, weights, np.asarray(size, dtype=np.float64))
     return out

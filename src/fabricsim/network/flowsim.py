@@ -25,10 +25,11 @@ import numpy as np
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import report
 from fabricsim.network.fairshare import FillScratch, fill_rates, link_bytes, unload
-from fabricsim.network.fairshare import solo_rates as path_solo_rates
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, link_loads
 from fabricsim.network.mintree import MinTree
 
+NO_CAPS = np.zeros(0)
+"""no solo caps and no previous rates for the filling: a flow's own links cap it at its solo rate"""
 SAME_TIME_RTOL = 1e-9
 """departures and stage events this close (relative) to the current event are handled in the same batch"""
 
@@ -115,11 +116,6 @@ def gather_entries(indptr: IntArray, flows: IntArray) -> IntArray:
     return out
 
 
-def solo_rates(fs: FlowSet, capacity: FloatArray) -> FloatArray:
-    """Each flow's rate alone on its path: its tightest capacity over weight (+inf for an empty path)."""
-    return path_solo_rates(capacity, fs.indptr, fs.links, fs.weights)
-
-
 def entry_weights(fs: FlowSet, idx: IntArray) -> FloatArray:
     """The weights of incidence entries `idx` (ones where the flow set has none)."""
     out: FloatArray = np.ones(len(idx)) if len(fs.weights) == 0 else fs.weights[idx]
@@ -175,8 +171,8 @@ class _Active:
     touches the flows that leave and those whose rate changes, not every flow in flight. Finished flows stay in
     their slots (never due, rate 0) until they are half of them."""
 
-    def __init__(self, fs: FlowSet, solo: FloatArray) -> None:
-        self.fs, self.solo_all = fs, solo
+    def __init__(self, fs: FlowSet) -> None:
+        self.fs = fs
         self.ids = np.zeros(0, dtype=np.int64)
         self.rate, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(4))
         self.alive = np.zeros(0, dtype=bool)
@@ -289,7 +285,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
     st = _Stages(fs)
     delivered = np.zeros(n)
     drained = np.full(n, np.nan)  # start and finish follow at the end: the stage's start, drained + latency
-    act = _Active(fs, solo_rates(fs, capacity))
+    act = _Active(fs)
     t, events, max_util = 0.0, 0, 0.0 if check else np.nan
     scratch = FillScratch(num_links)
     load = np.zeros(num_links)  # bytes/s on each link from the active flows at their current rates
@@ -308,11 +304,11 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
             if keep_below == 0.0:  # a full fill: forget the previous rates and their load
                 act.settle(t, delivered)
                 load[:] = 0.0
-                act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, act.solo_all,
-                                             np.zeros(0), load, scratch), t)
+                act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, NO_CAPS,
+                                             NO_CAPS, load, scratch), t)
             else:
                 slots = act.at_or_above(keep_below * (1.0 - LEVEL_RTOL))
-                rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], act.solo_all,
+                rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], NO_CAPS,
                                   act.rate[slots], load, scratch)
                 act.set_rates(slots, rate, t, delivered)
             if check and len(act):
