@@ -19,10 +19,13 @@ offsets (3n + E/2); ECMP flows carry no weights. Spray and adaptive hold per pat
 (Q of them) its flow, choice and share (``SPLIT_PATH_WORDS``), route the paths in the same padded chunks, and then
 merge them: per path entry the entry-to-path map, merge key, its sort and inverse, the gathered shares
 (``SPLIT_ENTRY_WORDS`` x P).
-The simulator holds the flow set (3n + 2E words: offsets, sizes, latencies; links, weights), its own per-flow
-state (``SIM_FLOW_WORDS``), every entry's owner (E), and per active entry the active arrays and the max-min
-filling's copies (``ACTIVE_ENTRY_WORDS`` x e, or 2E at the end for the link bytes); stages, links and the fixed
-Python objects add ``STAGE_WORDS``, ``LINK_WORDS`` and ``BASE_BYTES``. Every coefficient is a count of arrays in
+The simulator holds the flow set (4n + E/2 words: offsets, sizes, latencies, stages; int32 links; E more of weights
+for split flows), its own per-flow state (``SIM_FLOW_WORDS``), per flow in flight its slots, min trees and the
+filling's rates (``ACTIVE_FLOW_WORDS`` x a) and per entry in flight the filling's int32 link-to-flow index
+(``ACTIVE_ENTRY_HALF_WORDS`` x e / 2); stages, links and the fixed Python objects add ``STAGE_WORDS``,
+``LINK_WORDS`` and ``BASE_BYTES``. The compiled kernels (`fairshare`, `mintree`) allocate through numba, outside
+tracemalloc's view, so the test's measured peak is the Python side's and the kernels' arrays are counted as
+well. Every coefficient is a count of arrays in
 that code, not a fit; tests/test_flow_guard.py checks the estimate bounds tracemalloc's peak within a factor of 2.
 """
 
@@ -63,21 +66,22 @@ destination, share"""
 SPLIT_ENTRY_WORDS = 8
 """spray/adaptive, per path entry: flow of path, entry-to-path map, merge key (and its product), unique's sort,
 sorted keys and inverse, the gathered shares"""
-SIM_FLOW_WORDS = 5
-"""simulator per-flow state: delivered, drained, solo rate, the stage order and its sorted keys (start and finish
-are made at the end, when the filling's arrays are gone)"""
-ACTIVE_ENTRY_WORDS = 3
-"""per active entry in the filling (`fairshare`): its link-to-flow index (1) and at most one heap entry (a share
-and a link: 2)"""
-ACTIVE_FLOW_WORDS = 14
+SIM_FLOW_WORDS = 4
+"""simulator per-flow state: delivered, drained, the stage order and its sorted keys; start and finish (2 more)
+are made at the end, when the filling's arrays are gone"""
+ACTIVE_ENTRY_HALF_WORDS = 1
+"""per entry in flight, in the filling (`fairshare`): its int32 link-to-flow index (the heap holds one entry a
+link, counted per link)"""
+ACTIVE_FLOW_WORDS = 12
 """per flow in flight: its slot arrays (id, rate, segment start, bytes then, drain time: 5), the two min trees
-over drain times and rates (2 x 2 slots, rounded up to a power of two: 4 to 8) and the arrays an arrival joins
-or a fill passes (id gathers, solo and previous rates, new rates: about 3)"""
+over drain times and rates (2 x 2 slots, rounded up to a power of two: 4 to 8, about 6) and the filling's new
+rates (1)"""
 STAGE_WORDS = 16
 """per stage: release, start, finish, flows left, waiting, offsets, successors, and its heap entry (a tuple)"""
 LINK_WORDS = 8
-"""per link: the link bytes and load, and the filling's scratch (remaining capacity, weight, flow count,
-position, share) and capacity copy"""
+"""per link: the link bytes and load, the filling's scratch (remaining capacity, weight, flow count, position,
+share) and the utilisation pass's quotient (the kernel's own per-used-link lists and heap live outside
+tracemalloc's view and are as small)"""
 BASE_BYTES = 16 * 1024
 """numpy array headers and Python objects of one run (about 100 arrays of ~100 bytes, the result objects)"""
 SAMPLE = 4096
@@ -132,7 +136,8 @@ def memory_words(n: int, entries: int, paths: int, path_entries: int, width: int
         before_last = kept - (2 * c + cells // 2)  # what the earlier chunks keep while the last one routes
         route = 2 * n + max(before_last + chunk(c, n, entries) + c + 3 * cells, 2 * kept + n)
     held = 4 * n + entries // 2 + (entries if split else 0)  # offsets, sizes, latencies, stages; links; weights
-    sim = held + SIM_FLOW_WORDS * n + ACTIVE_ENTRY_WORDS * active_entries + ACTIVE_FLOW_WORDS * active_flows
+    sim = held + SIM_FLOW_WORDS * n + max(ACTIVE_ENTRY_HALF_WORDS * active_entries // 2
+                                          + ACTIVE_FLOW_WORDS * active_flows, 2 * n)  # the last: start, finish
     return max(route, sim)
 
 

@@ -206,7 +206,7 @@ def fill_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights:
         raise SpecError(f"{len(free):,} flows in one filling: at most 2^31 - 1", field="flows")
     w = scratch or FillScratch(len(capacity))
     out: FloatArray = _kernels()[0](np.asarray(capacity, dtype=np.float64), indptr, links, weights,
-                                    np.asarray(free, dtype=np.int64), np.asarray(solo, dtype=np.float64),
+                                    np.asarray(free), np.asarray(solo, dtype=np.float64),
                                     np.asarray(previous, dtype=np.float64), load, w.remaining, w.demand, w.left,
                                     w.pos, w.share)
     return out

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -122,13 +123,18 @@ def entry_weights(fs: FlowSet, idx: IntArray) -> FloatArray:
     return out
 
 
+def flow_dtype(flows: int) -> type[np.signedinteger[Any]]:
+    """int32 flow ids below 2^31 flows (half the memory of the largest per-flow index arrays), else int64."""
+    return np.int32 if flows < 2**31 else np.int64
+
+
 class _Stages:
     """Stage bookkeeping: members, remaining flows, unfinished predecessors, the event heap."""
 
     def __init__(self, fs: FlowSet) -> None:
         s = fs.num_stages
         self.release = fs.stage_release
-        self.order = np.argsort(fs.stage, kind="stable")
+        self.order = np.argsort(fs.stage, kind="stable").astype(flow_dtype(fs.num_flows))
         self.ptr = np.searchsorted(fs.stage[self.order], np.arange(s + 1))
         self.left = np.diff(self.ptr)
         self.waiting = np.bincount(fs.dep_after, minlength=s)
@@ -173,7 +179,7 @@ class _Active:
 
     def __init__(self, fs: FlowSet) -> None:
         self.fs = fs
-        self.ids = np.zeros(0, dtype=np.int64)
+        self.ids = np.zeros(0, dtype=flow_dtype(fs.num_flows))
         self.rate, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(4))
         self.alive = np.zeros(0, dtype=bool)
         self.dead = 0
@@ -194,7 +200,7 @@ class _Active:
         """Flows starting now (no rate yet: +inf until the next fill, which must fill every slot)."""
         self.compact(rebuild=False)
         k = len(new)
-        fresh = (np.asarray(new, dtype=np.int64), np.full(k, np.inf), np.full(k, now), self.fs.size[new],
+        fresh = (np.asarray(new, dtype=self.ids.dtype), np.full(k, np.inf), np.full(k, now), self.fs.size[new],
                  np.full(k, now), np.ones(k, dtype=bool))
         if len(self.ids) == 0:
             self.ids, self.rate, self.seg, self.left, self.proj, self.alive = fresh
