@@ -40,8 +40,8 @@ def _compile() -> tuple[Any, Any, Any]:
     import numba
 
     @numba.njit(cache=True, nogil=True)
-    def fill(capacity: Any, indptr: Any, links: Any, weights: Any, free_flows: Any, solo: Any, prev: Any,
-             load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
+    def fill(capacity: Any, indptr: Any, links: Any, weights: Any, mult: Any, free_flows: Any, solo: Any,
+             prev: Any, load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
         # free_flows: the flows to fill (global ids); solo: every flow's cap by global id (empty: none); prev: the free
         # flows' previous rates (empty: none, +inf); `load` holds every
         # flow in flight at its previous rate (+inf: not in it), so the others' capacity is capacity - load.
@@ -50,13 +50,14 @@ def _compile() -> tuple[Any, Any, Any]:
         k_free = free_flows.shape[0]
         unit = weights.shape[0] == 0  # no weights: every entry carries the whole flow (one path)
         has_prev = prev.shape[0] > 0
+        many = mult.shape[0] > 0  # a class of `mult` identical flows: each entry carries mult x weight
         used = np.empty(16, dtype=np.int64)
         n_used = 0
         for j in range(k_free):
             f = free_flows[j]
             old = prev[j] if has_prev and np.isfinite(prev[j]) else 0.0
             for k in range(indptr[f], indptr[f + 1]):
-                w = 1.0 if unit else weights[k]
+                w = (1.0 if unit else weights[k]) * (mult[f] if many else 1.0)
                 m = links[k]
                 if pos[m] < 0:
                     if n_used == used.shape[0]:
@@ -81,7 +82,7 @@ def _compile() -> tuple[Any, Any, Any]:
         for j in range(k_free):
             f = free_flows[j]
             for k in range(indptr[f], indptr[f + 1]):
-                w = 1.0 if unit else weights[k]
+                w = (1.0 if unit else weights[k]) * (mult[f] if many else 1.0)
                 u = pos[links[k]]
                 member[fill_at[u]] = j
                 fill_at[u] += 1
@@ -134,7 +135,7 @@ def _compile() -> tuple[Any, Any, Any]:
                 rate[j] = level
                 f = free_flows[j]
                 for k in range(indptr[f], indptr[f + 1]):
-                    w = 1.0 if unit else weights[k]
+                    w = (1.0 if unit else weights[k]) * (mult[f] if many else 1.0)
                     m = links[k]
                     remaining[m] -= w * level
                     load[m] += w * level
@@ -161,13 +162,14 @@ def _compile() -> tuple[Any, Any, Any]:
         return rate
 
     @numba.njit(cache=True, nogil=True)
-    def unload(load: Any, indptr: Any, links: Any, weights: Any, flows: Any, rates: Any) -> None:
+    def unload(load: Any, indptr: Any, links: Any, weights: Any, mult: Any, flows: Any, rates: Any) -> None:
         unit = weights.shape[0] == 0
+        many = mult.shape[0] > 0
         for i in range(flows.shape[0]):
             if np.isfinite(rates[i]):
                 f = flows[i]
                 for k in range(indptr[f], indptr[f + 1]):
-                    w = 1.0 if unit else weights[k]
+                    w = (1.0 if unit else weights[k]) * (mult[f] if many else 1.0)
                     load[links[k]] -= w * rates[i]
 
     @numba.njit(cache=True, nogil=True)
@@ -183,6 +185,10 @@ def _compile() -> tuple[Any, Any, Any]:
     return fill, unload, link_bytes
 
 
+NONE = np.zeros(0)
+"""an empty per-flow array: no multiplicities (every flow is one), no caps, no previous rates"""
+
+
 class FillScratch:
     """Per-link work arrays of the filling, allocated once per simulation (the kernel restores them)."""
 
@@ -196,16 +202,18 @@ class FillScratch:
 
 def fill_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, free: IntArray,
                solo: FloatArray, previous: FloatArray, load: FloatArray,
-               scratch: FillScratch | None = None) -> FloatArray:
+               scratch: FillScratch | None = None, multiplicity: FloatArray = NONE) -> FloatArray:
     """Max-min fair rates of the flows `free` (global ids) while every other flow in flight keeps its rate.
 
     `solo` caps every flow's rate by id (empty: no caps; a flow's own links already hold it to its solo rate);
     `previous` holds the free flows' last rates (empty: none); `load` is each link's bytes/s from all flows in
-    flight at their previous rates (a flow with none, +inf, is not in it), updated in place to the new rates."""
+    flight at their previous rates (a flow with none, +inf, is not in it), updated in place to the new rates.
+    `multiplicity` (by flow id; empty: 1) makes a flow a class of that many identical flows: each gets the
+    returned rate and together they load its links that many times over."""
     if len(free) >= 2**31:
         raise SpecError(f"{len(free):,} flows in one filling: at most 2^31 - 1", field="flows")
     w = scratch or FillScratch(len(capacity))
-    out: FloatArray = _kernels()[0](np.asarray(capacity, dtype=np.float64), indptr, links, weights,
+    out: FloatArray = _kernels()[0](np.asarray(capacity, dtype=np.float64), indptr, links, weights, multiplicity,
                                     np.asarray(free), np.asarray(solo, dtype=np.float64),
                                     np.asarray(previous, dtype=np.float64), load, w.remaining, w.demand, w.left,
                                     w.pos, w.share)
@@ -235,10 +243,12 @@ def fair_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, weights:
 
 
 def unload(load: FloatArray, indptr: IntArray, links: IntArray, weights: FloatArray, flows: IntArray,
-           rates: FloatArray) -> None:
-    """Take flows running at `rates` off the per-link `load` (in place; flows at +inf carry none)."""
+           rates: FloatArray, multiplicity: FloatArray = NONE) -> None:
+    """Take flows running at `rates` off the per-link `load` (in place; flows at +inf carry none; a class of
+    `multiplicity` flows carries that many times its rate)."""
     kernel = _kernels()[1]
-    kernel(load, indptr, links, weights, np.asarray(flows, dtype=np.int64), np.asarray(rates, dtype=np.float64))
+    kernel(load, indptr, links, weights, multiplicity, np.asarray(flows, dtype=np.int64),
+           np.asarray(rates, dtype=np.float64))
 
 
 def link_bytes(num_links: int, indptr: IntArray, links: IntArray, weights: FloatArray,

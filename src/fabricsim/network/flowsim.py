@@ -26,6 +26,7 @@ import numpy as np
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import report
 from fabricsim.network.fairshare import FillScratch, fill_rates, link_bytes, unload
+from fabricsim.network.flowclass import flow_classes
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, link_loads
 from fabricsim.network.mintree import MinTree
 
@@ -54,6 +55,8 @@ class FlowSet:
     dep_before: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     dep_after: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """stage dep_after[k] waits for stage dep_before[k]"""
+    multiplicity: FloatArray = field(default_factory=lambda: np.zeros(0))
+    """identical flows each entry stands for (a flow class: `fabricsim.network.flowclass`); empty: one each"""
 
     @property
     def num_flows(self) -> int:
@@ -279,14 +282,38 @@ class _Active:
             self._trees()
 
 
-def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental: bool = True) -> FlowResult:
+def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental: bool = True,
+             aggregate: bool = True) -> FlowResult:
     """Run the flows to completion on links of the given capacities (bytes/s); see the module docstring.
 
     With `check`, every event also records the highest link load over capacity (`FlowResult.max_utilisation`,
-    NaN otherwise). `incremental=False` fills every flow again at every event (the reference the incremental
-    fills are tested against).
+    NaN otherwise). `incremental=False` fills every flow again at every event, and `aggregate=False` runs every
+    flow on its own instead of one per class of identical flows (`fabricsim.network.flowclass`): the references
+    the faster runs are tested against.
     """
     fs.check(len(capacity))
+    classes = flow_classes(fs.indptr, fs.links, fs.weights, fs.size, fs.stage) \
+        if aggregate and len(fs.multiplicity) == 0 else None
+    if classes is None:
+        return _simulate(fs, capacity, check, incremental)
+    first, cls = classes
+    rows = gather_entries(fs.indptr, first)
+    indptr = np.zeros(len(first) + 1, dtype=np.int64)
+    np.cumsum(fs.indptr[first + 1] - fs.indptr[first], out=indptr[1:])
+    latency = np.zeros(len(first))
+    np.maximum.at(latency, cls, fs.latency)  # a class's stage waits for its slowest member's last byte
+    merged = FlowSet(indptr, fs.links[rows], fs.weights[rows] if len(fs.weights) else fs.weights, fs.size[first],
+                     latency, fs.stage[first], fs.stage_release, fs.dep_before, fs.dep_after,
+                     np.bincount(cls, minlength=len(first)).astype(np.float64))
+    res = _simulate(merged, capacity, check, incremental)
+    drained = res.flow_drained[cls]
+    return FlowResult(res.stage_start[fs.stage], drained, drained + fs.latency, res.delivered[cls], res.stage_start,
+                      res.stage_finish, link_bytes(len(capacity), fs.indptr, fs.links, fs.weights, fs.size),
+                      res.events, res.max_utilisation)
+
+
+def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool) -> FlowResult:
+    """The event loop of `simulate` over flows (or flow classes: `FlowSet.multiplicity`)."""
     n, num_links = fs.num_flows, len(capacity)
     st = _Stages(fs)
     delivered = np.zeros(n)
@@ -311,18 +338,20 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
                 act.settle(t, delivered)
                 load[:] = 0.0
                 act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, NO_CAPS,
-                                             NO_CAPS, load, scratch), t)
+                                             NO_CAPS, load, scratch, fs.multiplicity), t)
             else:
                 slots = act.at_or_above(keep_below * (1.0 - LEVEL_RTOL))
                 rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], NO_CAPS,
-                                  act.rate[slots], load, scratch)
+                                  act.rate[slots], load, scratch, fs.multiplicity)
                 act.set_rates(slots, rate, t, delivered)
             if check and len(act):
                 live = np.flatnonzero(act.alive)
                 idx = gather_entries(fs.indptr, act.ids[live])
                 ids = act.ids[live]
                 owner = np.repeat(np.arange(len(live), dtype=np.int64), fs.indptr[ids + 1] - fs.indptr[ids])
-                flow_load = link_loads(num_links, fs.links[idx], owner, entry_weights(fs, idx), act.rate[live])
+                many = fs.multiplicity[ids][owner] if len(fs.multiplicity) else 1.0
+                flow_load = link_loads(num_links, fs.links[idx], owner, entry_weights(fs, idx) * many,
+                                       act.rate[live])
                 max_util = max(max_util, float((flow_load / capacity).max()))
             events += 1
             changed, keep_below = False, np.inf if incremental else 0.0
@@ -336,7 +365,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
             if len(gone):
                 retire(act.ids[gone], act.left[gone], t_next)  # its last segment's bytes, then none left
                 keep_below = min(keep_below, float(act.rate[gone].min()))
-                unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone])
+                unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone], fs.multiplicity)
                 act.drop(gone)
                 changed = True
         t = t_next
@@ -365,8 +394,10 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
                 keep_below, changed = 0.0, True  # arrivals can slow every flow: fill them all again
     if np.isnan(st.start).any():
         raise SpecError("flow dependencies form a cycle", field="deps")
-    # every flow delivers all its bytes over every link of its path (weighted by its share of each)
-    carried = link_bytes(num_links, fs.indptr, fs.links, fs.weights, fs.size)
+    # every flow delivers all its bytes over every link of its path (weighted by its share of each; a class:
+    # times its members)
+    carried = link_bytes(num_links, fs.indptr, fs.links, fs.weights, fs.size * (fs.multiplicity if len(
+        fs.multiplicity) else 1.0))
     start = st.start[fs.stage]
     return FlowResult(start, drained, drained + fs.latency, delivered, st.start, st.finish, carried, events,
                       max_util)

@@ -1,0 +1,54 @@
+"""Benchmark: issue 25's all-to-all runs of the flow simulator, end to end through the CLI (2 cores).
+
+`fabricsim traffic --system dgx-h100 --fabric fat-tree --ib ndr --nodes N --pattern all_to_all --bytes 64M
+--routing ecmp --json`: every GPU sends 64 MiB spread over every GPU (one MoE layer's all-to-all), all flows at
+once. N = 128 (1,024 GPUs, 2-tier: 1.05M flows) must finish in under 20 s; N = 512 (4,096 GPUs, 3-tier: 16.8M flows)
+in under 120 s and 4 GB. Each run is a fresh process; reported: flows, events, wall seconds (the command's own,
+start-up included), peak RSS.
+
+Run: `python benchmarks/bench_all_to_all.py [nodes ...]`.
+
+Measured 2026-12-04 (2-core sandbox, numba 0.68, kernels cached):
+
+     nodes     GPUs       flows  events   wall s  peak RSS
+       128    1,024   1,047,552   2,113      3.3    0.66 GB  (before issue 25: did not finish in 200 s;
+                                                             ~26 s per max-min filling x 2,113 events)
+       512    4,096  16,773,120   9,359     37.4    3.93 GB  (before: 745 s and 8.4 GB at the first rework;
+                                                             grew past 15 GB before it)
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import time
+
+NODES = (128, 512)
+
+
+def run(nodes: int) -> dict[str, float]:
+    """One CLI run in a fresh process: its wall time, peak RSS (bytes) and the JSON it printed."""
+    cmd = [sys.executable, "-m", "fabricsim", "traffic", "--system", "dgx-h100", "--fabric", "fat-tree", "--ib",
+           "ndr", "--nodes", str(nodes), "--pattern", "all_to_all", "--bytes", "64M", "--routing", "ecmp", "--json"]
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    data = json.loads(proc.stdout)
+    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
+    return {"nodes": nodes, "gpus": data["gpus"], "flows": data["flows"], "events": data["events"], "wall_s": wall,
+            "peak_rss_bytes": rss}
+
+
+def main() -> None:
+    sizes = [int(a) for a in sys.argv[1:]] or list(NODES)
+    print(f"{'nodes':>6} {'GPUs':>6} {'flows':>11} {'events':>7} {'wall s':>7} {'peak RSS':>9}")
+    for nodes in sizes:
+        r = run(nodes)
+        print(f"{r['nodes']:>6} {r['gpus']:>6,} {r['flows']:>11,} {r['events']:>7,} {r['wall_s']:>7.1f} "
+              f"{r['peak_rss_bytes'] / 1e9:>7.2f} GB", flush=True)
+
+
+if __name__ == "__main__":
+    main()
