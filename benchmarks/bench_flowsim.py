@@ -7,17 +7,20 @@ route + simulate wall time, peak RSS, and microseconds per flow-event (an arriva
 
 Run: `PYTHONPATH=src python benchmarks/bench_flowsim.py [flows ...]` (or pytest-benchmark on the small case below).
 
-Measured (one core of a shared 2-core development machine, numpy 2.4):
+Measured 2026-12-04 (one core of a 2-core development machine, numpy 2.4, numba 0.68 with its kernels cached;
+the first filling of a process pays ~0.3 s loading them, and RSS includes numba's ~150 MB):
 
      flows  steps  events  route s    sim s  total s  RSS MB  us/flow-event
-     1,000      1       3     0.00     0.01     0.01      78           5.37
-    10,000      1      39     0.01     0.13     0.14      86           6.90
-   100,000      7     758     0.13     2.80     2.93     140          14.63
- 1,000,000     62   9,147     1.46    39.50    40.96     514          20.48
+     1,000      1       3     0.00     0.32     0.33     229         162.87
+    10,000      1      39     0.01     0.34     0.35     232          17.38
+   100,000      7     758     0.05     0.54     0.58     246           2.91
+ 1,000,000     62   9,147     0.44     2.69     3.13     353           1.57
 
-Cost is events x active incidence entries: steps of identical flows drain in waves (about 150 events per
-16,384-flow step under ECMP). Many unrelated flows active at once cost more: 16,384 random pairs all at once took
-162 events (1.4 s), 32,768 took 2,243 events (66 s), as every distinct ECMP collision level drains separately.
+Before issue 25 (numpy round-parallel filling at every event): 0.01, 0.14, 2.93 and 40.96 s. An event now costs
+the flows that leave and those whose rate changes (min trees over drain times and rates, the compiled heap
+filling refilling only flows at or above the lowest rate that left), not a pass over every flow in flight; many
+unrelated flows at once no longer cost a filling per distinct level: 1.05M simultaneous all-to-all flows drain in
+2,113 events in about 2 s (benchmarks/bench_all_to_all.py).
 """
 
 from __future__ import annotations

@@ -84,3 +84,23 @@ def test_incremental_events_equal_full_refills(case: tuple[np.ndarray, ...], dat
     assert a.stage_finish == pytest.approx(b.stage_finish, rel=1e-9, abs=1e-12)
     assert a.max_utilisation <= 1 + 1e-9
     assert a.delivered == pytest.approx(size, rel=1e-9, abs=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.floats(-1e3, 1e3), min_size=1, max_size=70), st.data())
+def test_min_tree_answers_as_numpy(values: list[float], data: st.DataObject) -> None:
+    """The simulator's min tree: lowest value, every slot at or below a threshold, after point updates."""
+    from fabricsim.network.mintree import MinTree
+
+    v = np.array(values)
+    negate = data.draw(st.booleans())
+    tree = MinTree(v, negate=negate)
+    seen = -v if negate else v.copy()
+    for _ in range(3):
+        idx = np.array(sorted(data.draw(st.sets(st.integers(0, len(v) - 1), max_size=len(v)))), dtype=np.int64)
+        new = np.array(data.draw(st.lists(st.floats(-1e3, 1e3), min_size=len(idx), max_size=len(idx))))
+        tree.set(idx, new)
+        seen[idx] = new
+        assert tree.lowest == seen.min()
+        threshold = data.draw(st.floats(-1e3, 1e3))
+        assert tree.at_or_below(threshold).tolist() == np.flatnonzero(seen <= threshold).tolist()

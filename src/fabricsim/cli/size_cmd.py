@@ -288,6 +288,9 @@ def size_command(
                                             "--ray-address")] = None,
     out: Annotated[Path | None, _opt("stream results to this Parquet file", "--out")] = None,
     resume: Annotated[bool, _opt("continue an interrupted --out search", "--resume")] = False,
+    exhaustive: Annotated[bool, _opt("time every plan that fits (for an --out file of all of them); by default "
+                                     "each cluster times only the plans that can change the answer (same "
+                                     "results)", "--exhaustive/--no-exhaustive")] = False,
     plot: Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")] = None,
     inference: Annotated[bool, _opt("size serving instead of training (cheapest system, plan and replicas "
                                     "meeting TTFT/TPOT SLOs at --rate)", "--inference/--no-inference")] = False,
@@ -378,10 +381,10 @@ def size_command(
         if bar is not None:
             with bar.progress:
                 result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                              out=out, resume=resume, progress=bar)
+                              out=out, resume=resume, progress=bar, exhaustive=exhaustive)
         else:
             result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                          out=out, resume=resume)
+                          out=out, resume=resume, exhaustive=exhaustive)
     except KeyboardInterrupt:
         saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""
         fail(f"interrupted{saved}")

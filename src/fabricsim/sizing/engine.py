@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 from fabricsim.errors import SpecError
+from fabricsim.sizing.bound import Bound
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_task
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec
@@ -18,33 +19,36 @@ OnResult = Callable[[ChunkResult], None]
 
 
 def run_tasks(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, *,
-              engine: Engine = "local", workers: int | None = None, ray_address: str | None = None) -> None:
-    """Evaluate every task's unfinished chunks, calling ``on_result`` for each finished chunk as it arrives."""
+              engine: Engine = "local", workers: int | None = None, ray_address: str | None = None,
+              bound: Bound | None = None) -> None:
+    """Evaluate every task's unfinished chunks, calling ``on_result`` for each finished chunk as it arrives
+    (with a `bound`, each chunk times only the plans that can change the answer)."""
     tasks = [t for t in tasks if any(c.chunk_id not in done for c in t)]
     if engine == "serial" or (engine == "local" and (workers == 1 or len(tasks) <= 1)):
         for task in tasks:
-            for result in evaluate_task(spec, task, done):
+            for result in evaluate_task(spec, task, done, bound):
                 on_result(result)
     elif engine == "local":
-        _run_pool(spec, tasks, done, on_result, workers or os.cpu_count() or 1)
+        _run_pool(spec, tasks, done, on_result, workers or os.cpu_count() or 1, bound)
     elif engine == "ray":
-        _run_ray(spec, tasks, done, on_result, workers, ray_address)
+        _run_ray(spec, tasks, done, on_result, workers, ray_address, bound)
     else:
         raise SpecError(f"unknown engine {engine!r}; allowed: local, ray, serial", field="--engine")
 
 
-def _run_pool(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, workers: int) -> None:
+def _run_pool(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, workers: int,
+              bound: Bound | None) -> None:
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(evaluate_task, spec, task, done) for task in tasks]
+        futures = [pool.submit(evaluate_task, spec, task, done, bound) for task in tasks]
         for future in as_completed(futures):
             for result in future.result():
                 on_result(result)
 
 
 def _run_ray(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, workers: int | None,
-             address: str | None) -> None:
+             address: str | None, bound: Bound | None) -> None:
     try:
         import ray
     except ImportError:
@@ -55,7 +59,7 @@ def _run_ray(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_resul
         else:
             ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
     remote: Any = ray.remote(evaluate_task)
-    pending = [remote.remote(spec, task, done) for task in tasks]
+    pending = [remote.remote(spec, task, done, bound) for task in tasks]
     while pending:
         ready, pending = ray.wait(pending, num_returns=1)
         for result in ray.get(ready[0]):

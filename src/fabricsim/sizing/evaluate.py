@@ -15,7 +15,8 @@ from fabricsim.catalog import GPU, Catalog, default_catalog
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
-from fabricsim.sizing.economics import economics, run_costs
+from fabricsim.sizing.bound import Bound, Incumbents
+from fabricsim.sizing.economics import Economics, economics, run_costs
 from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.training import (
@@ -26,6 +27,8 @@ from fabricsim.training import (
     check_plan,
     megatron_runs_interleaved,
     mfu_peak,
+    microbatch_floor,
+    pipeline_bubble_fractions,
     plan_memory,
     step_flops,
     step_terms,
@@ -62,6 +65,8 @@ class _Caches:
     """Per-task caches shared by the clusters of one system and size (memory does not depend on the network)."""
 
     plans: dict[Shape, ParallelPlan | None] = field(default_factory=dict)
+    terms: dict[Shape, StepTerms] = field(default_factory=dict)  # priced while bounding one cluster
+    floors: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # network-free bounds (microbatch_floor)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
 
@@ -115,8 +120,9 @@ def _memory(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, shape: Shape
 
 
 def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | None = None,
-                   catalog: Catalog | None = None) -> ChunkResult:
-    """All candidate plans of one cluster: pruned, timed, costed."""
+                   catalog: Catalog | None = None, bound: Bound | None = None) -> ChunkResult:
+    """All candidate plans of one cluster: pruned, timed, costed; with a `bound`, only those that can change the
+    answer are timed (`fabricsim.sizing.bound`)."""
     catalog = catalog or default_catalog()
     caches = caches or _Caches()
     model = spec_model(spec)
@@ -132,8 +138,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
     cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
-    terms: list[StepTerms] = []
-    rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
+    fits: list[tuple[Shape, ParallelPlan, list[tuple[int, int, float, float]]]] = []  # with (gbs, m, need, have)
     no_batch, dps, plan_error = 0, set[int](), None  # shapes no --gbs divides; their dp; the first invalid plan
     need_min: tuple[float, float] | None = None  # (bytes, capacity) of the least memory any non-fitting plan needs
     for shape in all_shapes:
@@ -158,18 +163,71 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
                 fitting.append((gbs, m, need, have))
             elif need_min is None or need < need_min[0]:
                 need_min = (need, have)
-        if not fitting:
-            continue
-        terms.append(step_terms(model, plan, cluster))
+        if fitting:
+            fits.append((shape, plan, fitting))
+    if bound is not None:
+        kept = _bounded(model, spec, choice, cluster, econ, fits, bound, caches)
+    else:
+        kept = list(range(len(fits)))
+    terms: list[StepTerms] = []
+    rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
+    for i in kept:
+        shape, plan, fitting = fits[i]
+        priced = caches.terms.pop(shape, None)
+        terms.append(priced if priced is not None else step_terms(model, plan, cluster))
         for gbs, m, need, have in fitting:
             rows.append((len(terms) - 1, shape, gbs, m, need, have))
+    caches.terms.clear()
+    bounded = sum(len(f[2]) for f in fits) - len(rows)
     why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": sorted(dps), "plan_error": plan_error,
+           "bounded": bounded,
            "memory_need": None if need_min is None else need_min[0],
            "memory_have": None if need_min is None else need_min[1]}
     if not rows:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
     return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches),
                        candidates, candidates - len(rows), None, why, econ.missing)
+
+
+def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster: Cluster, econ: Economics,
+             fits: list[tuple[Shape, ParallelPlan, list[tuple[int, int, float, float]]]], bound: Bound,
+             caches: _Caches | None = None) -> list[int]:
+    """The fitting shapes (indices into ``fits``, in order) a bounded search must time: shapes in order of their
+    lowest time-to-train bound, priced until none left can change the answer (`fabricsim.sizing.bound`)."""
+    lows = []
+    for shape, plan, fitting in fits:
+        known = caches.floors.get(shape) if caches is not None else None
+        if known is None:
+            known = microbatch_floor(model, plan, cluster)
+            if caches is not None:
+                caches.floors[shape] = known
+        floor, optimizer_s = known
+        m = np.array([f[1] for f in fitting])
+        step = (m + pipeline_bubble_fractions(np.full(len(m), plan.pp), m, np.full(len(m), plan.virtual_stages))) \
+            * floor + optimizer_s
+        gbs = np.array([f[0] for f in fitting], dtype=np.float64)
+        lows.append(float((spec.tokens * step / (gbs * spec.seq)).min()))
+    incumbents = Incumbents(bound, spec, econ, choice.gpus)
+    kept = []
+    for i in sorted(range(len(fits)), key=lambda k: (lows[k], k)):
+        if not incumbents.needed(lows[i]):
+            break
+        shape, plan, fitting = fits[i]
+        t = step_terms(model, plan, cluster)
+        if caches is not None:
+            caches.terms[shape] = t
+        m = np.array([f[1] for f in fitting])
+
+        def per_row(x: tuple[float, ...], n: int = len(m)) -> np.ndarray:
+            return np.repeat(np.asarray(x, dtype=np.float64)[None], n, axis=0)
+
+        steps = assemble_steps(per_row(t.microbatch_exposed), per_row(t.microbatch_overlapped),
+                               per_row(t.sync_exposed), per_row(t.sync_overlapped), np.full(len(m), t.optimizer_s),
+                               np.full(len(m), t.pp), np.full(len(m), t.virtual_stages), m)
+        gbs = np.array([f[0] for f in fitting], dtype=np.int64)
+        incumbents.add(spec.tokens / ((gbs * spec.seq) / steps.step_time_s))
+        kept.append(i)
+    return sorted(kept)
 
 
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],
@@ -226,8 +284,8 @@ def _model_flops(model: ModelSpec, spec: SizingSpec, recompute: str, gbs: int, c
     return caches.model_flops[key]
 
 
-def evaluate_task(spec: SizingSpec, choices: list[ClusterChoice], done: frozenset[str] = frozenset()
-                  ) -> list[ChunkResult]:
+def evaluate_task(spec: SizingSpec, choices: list[ClusterChoice], done: frozenset[str] = frozenset(),
+                  bound: Bound | None = None) -> list[ChunkResult]:
     """The clusters of one system and size (they share plan and memory caches), skipping chunks in ``done``."""
     caches = _Caches()
-    return [evaluate_chunk(spec, c, caches) for c in choices if c.chunk_id not in done]
+    return [evaluate_chunk(spec, c, caches, bound=bound) for c in choices if c.chunk_id not in done]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.catalog import default_catalog
+from fabricsim.sizing.bound import Bound, tie_spread_bound
 from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
 from fabricsim.sizing.explain import candidates, no_plan_note
@@ -34,13 +35,18 @@ def tasks_of(choices: list[ClusterChoice]) -> list[Task]:
 
 def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = None, ray_address: str | None = None,
          out: Path | None = None, resume: bool = False, progress: Progress | None = None,
-         stop_after: int | None = None) -> SizingResult:
-    """Search every candidate cluster and plan; ``stop_after`` chunks ends the run early (tests of --resume)."""
+         stop_after: int | None = None, exhaustive: bool = False) -> SizingResult:
+    """Search every candidate cluster and plan; ``stop_after`` chunks ends the run early (tests of --resume).
+
+    By default each cluster times only the plans that can change the answer (`fabricsim.sizing.bound`: the same
+    best, Pareto front, top rows and ties); ``exhaustive`` times every plan that fits (the whole frame, e.g. for
+    an --out file of every plan)."""
     import pandas as pd
 
     start = time.perf_counter()
     spec_model(spec)  # a bad model fails here, before any work
     choices = clusters(spec, default_catalog())
+    bound = None if exhaustive else Bound(tie_spread_bound(spec, choices, default_catalog()), spec.top)
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
     counts: dict[str, dict[str, Any]] = {}  # chunk -> its counts and reasons (ChunkResult.meta)
@@ -66,7 +72,7 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
         progress(len(counts), len(order), plans)
     try:
         run_tasks(spec, tasks_of(choices), frozenset(counts), on_result, engine=engine, workers=workers,
-                  ray_address=ray_address)
+                  ray_address=ray_address, bound=bound)
     except _Stopped:
         return SizingResult.interrupted(spec)
     if store is not None:

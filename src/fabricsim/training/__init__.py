@@ -17,8 +17,8 @@ from fabricsim.training.placement import (
 from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, megatron_runs_interleaved, stage_layers
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction
 from fabricsim.training.runspec import build_plan, parse_extra, parse_layout
-from fabricsim.training.schedule import assemble_steps
-from fabricsim.training.step import plan_memory, predict_training, step_terms
+from fabricsim.training.schedule import assemble_steps, pipeline_bubble_fractions
+from fabricsim.training.step import microbatch_floor, plan_memory, predict_training, step_terms
 
 __all__ = [
     "DEFAULT_MBS",
@@ -40,9 +40,11 @@ __all__ = [
     "megatron_runs_interleaved",
     "memory_report",
     "mfu_peak",
+    "microbatch_floor",
     "node_of",
     "parse_extra",
     "parse_layout",
+    "pipeline_bubble_fractions",
     "place",
     "placement_warnings",
     "plan_memory",

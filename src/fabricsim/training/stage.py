@@ -119,7 +119,7 @@ def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, laye
     return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage)
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=1 << 17)  # a sizing task holds up to ~10^5 (plan, stage) pairs
 def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
                        stage: int) -> _StageWork:
     model, gpu = model_ref.value, gpu_ref.value

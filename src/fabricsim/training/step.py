@@ -40,7 +40,7 @@ from fabricsim.training.placement import place, placement_warnings
 from fabricsim.training.plan import ParallelPlan, check_plan, stage_layers
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction, _vector
 from fabricsim.training.schedule import _gradient_sync, _microbatch, assemble_steps
-from fabricsim.training.stage import _moe_flags
+from fabricsim.training.stage import _moe_flags, _stage_work
 
 
 def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -> MemoryReport:
@@ -96,10 +96,26 @@ def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTe
     priced = [_microbatch(model, plan, cluster, comms, s, list(layers)) for s, layers in layout.representatives]
     mb, work = max(priced, key=lambda r: r[0].exposed_total)
     sync = _gradient_sync(model, plan, cluster, placement, layout.worst_params_stage, work)
-    gpu = cluster.catalog.gpu(sysm.gpu)
-    optimizer_s = optimizer_bytes(layout.owned_params) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    optimizer_s = _optimizer_s(layout, cluster.catalog.gpu(sysm.gpu))
     return StepTerms(_vector(mb.exposed), _vector(mb.overlapped), _vector(sync.exposed), _vector(sync.overlapped),
                      optimizer_s, plan.pp, plan.virtual_stages)
+
+
+def microbatch_floor(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> tuple[float, float]:
+    """A lower bound of a plan's micro-batch time that needs no network: its slowest stage's compute and HBM time
+    (every other term of a micro-batch is a collective's exposed part, >= 0), and its optimizer update. So
+    step >= (m + bubble) x floor + optimizer for any cluster of the same GPU: what a sizing search bounds by."""
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    layout = _plan_layout(model, plan)
+    floor = 0.0
+    for s, layers in layout.representatives:
+        staged = _stage_work(model, plan, gpu, s, list(layers))
+        floor = max(floor, staged.work.total_s + staged.hbm_s)
+    return floor, _optimizer_s(layout, gpu)
+
+
+def _optimizer_s(layout: _PlanLayout, gpu: GPU) -> float:
+    return optimizer_bytes(layout.owned_params) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
 
 
 def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:

@@ -1,0 +1,108 @@
+"""Branch and bound for `size`: each plan's time to train has a lower bound that needs no network (its slowest
+stage's compute and HBM time x (micro-batches + bubble) + the optimizer: `training.microbatch_floor`), so a
+cluster prices its plans' collectives in order of that bound and stops once no plan left can change the answer.
+
+What the answer needs of a cluster, and why the bound keeps it exactly:
+- its fastest plan (the Pareto front, the best per system x fabric and the "fastest" of a constraint that binds
+  all come from it: within one cluster cost, energy and the constraints are increasing in time, so its fastest
+  plan is also its cheapest and the first to qualify);
+- every qualifying plan that can be among the `top` shown or a tie with the search's best (within the model's
+  comparison error of it, `Bound.spread`): the cluster's own `top` fastest qualifying plans and its best
+  qualifying plan x exp(spread) bound those from above (the whole search's can only be lower).
+A plan whose bound exceeds all of these cannot be any of them; the plans left are never timed. Results equal the
+exhaustive search's (`size(..., exhaustive=True)`): same best, Pareto front, top rows, ties and pick
+(tests/test_sizing_bound.py); only the evaluated-plan counts (and an --out file's rows) differ.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fabricsim.catalog import Catalog
+from fabricsim.sizing.economics import Economics, run_costs
+from fabricsim.sizing.space import ClusterChoice
+from fabricsim.sizing.spec import SizingSpec
+
+SLACK = 1e-9
+"""relative margin a bound must clear before a plan is dropped (the bound and the time round differently)"""
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a bounded search keeps: ties within ``spread`` (a log ratio; None: only the best ties) and ``top``."""
+
+    spread: float | None
+    top: int
+
+
+def tie_spread_bound(spec: SizingSpec, choices: list[ClusterChoice], catalog: Catalog) -> float | None:
+    """The widest comparison band (its high end) any best plan of this search could get: the tie rule uses the
+    best plan's regime (dense/MoE, GPU architecture, precision, scale), so the largest over every regime the
+    candidates can have bounds it."""
+    from fabricsim.sizing.evaluate import spec_model
+    from fabricsim.validation import ComparisonBand, comparison_band, published_residuals, training_regime
+
+    moe = spec_model(spec).moe is not None
+    residuals = published_residuals()
+    highs = []
+    for gpu_id in sorted({catalog.system(c.system).gpu for c in choices}):
+        gpu = catalog.gpu(gpu_id)
+        for precision in ("bf16", "fp8"):
+            for gpus in sorted({c.gpus for c in choices}):
+                band = comparison_band(training_regime(moe, gpu, precision, gpus), residuals)
+                if isinstance(band, ComparisonBand):
+                    highs.append(max(0.0, band.high))
+    return max(highs) if highs else None
+
+
+@dataclass
+class Incumbents:
+    """A cluster's exact times so far, and the test of whether a plan with a given lower bound is still needed."""
+
+    bound: Bound
+    spec: SizingSpec
+    econ: Economics
+    gpus: int
+    best: float = math.inf
+    best_qualifying: float = math.inf
+    fastest: list[float] = field(default_factory=list)  # max-heap (negated) of the `top` fastest qualifying times
+
+    def qualifies(self, time_s: np.ndarray) -> np.ndarray:
+        """Which runs of these times meet the spec's deadline, budget and power cap (as `rank` tests them)."""
+        ok = np.ones(len(time_s), dtype=bool)
+        spec = self.spec
+        if spec.deadline_s is not None:
+            ok &= time_s <= spec.deadline_s
+        if spec.budget_usd is not None:
+            cost, _ = run_costs(time_s, self.econ, self.gpus, spec)
+            ok &= cost <= spec.budget_usd
+        if spec.power_cap_w is not None:
+            power = np.nan if self.econ.power_w is None else self.econ.power_w
+            ok &= bool(power * spec.pue <= spec.power_cap_w)
+        return ok
+
+    def add(self, time_s: np.ndarray) -> None:
+        """Exact times to train of newly priced plans."""
+        if len(time_s) == 0:
+            return
+        self.best = min(self.best, float(time_s.min()))
+        for t in time_s[self.qualifies(time_s)].tolist():
+            self.best_qualifying = min(self.best_qualifying, t)
+            if len(self.fastest) < self.bound.top:
+                heapq.heappush(self.fastest, -t)
+            elif t < -self.fastest[0]:
+                heapq.heapreplace(self.fastest, -t)
+
+    def needed(self, lower_bound_s: float) -> bool:
+        """Whether a plan whose time to train is at least ``lower_bound_s`` can still change the answer."""
+        if lower_bound_s <= self.best * (1 + SLACK):
+            return True  # it may be the cluster's fastest
+        if not self.qualifies(np.array([lower_bound_s]))[0]:
+            return False  # constraints only tighten with time: it cannot qualify
+        nth = -self.fastest[0] if len(self.fastest) == self.bound.top else math.inf
+        tie = self.best_qualifying * math.exp(self.bound.spread or 0.0)
+        return lower_bound_s <= max(nth, tie) * (1 + SLACK)
