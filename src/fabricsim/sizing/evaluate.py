@@ -66,7 +66,8 @@ class _Caches:
 
     plans: dict[Shape, ParallelPlan | None] = field(default_factory=dict)
     terms: dict[Shape, StepTerms] = field(default_factory=dict)  # priced while bounding one cluster
-    floors: dict[Shape, tuple[float, float]] = field(default_factory=dict)  # network-free bounds (microbatch_floor)
+    lows: dict[Shape, float] = field(default_factory=dict)  # network-free bound of a shape's least time to train
+    shapes: dict[tuple[str, int], list[Shape]] = field(default_factory=dict)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
 
@@ -130,7 +131,10 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
     gpu = catalog.gpu(system.gpu)
     econ = economics(choice, spec.rail_optimized, catalog)
     fp8 = gpu.fp8_flops_per_s is not None
-    all_shapes = list(shapes(model, spec, system, fp8, choice.gpus))
+    key = (choice.system, choice.gpus)
+    if key not in caches.shapes:  # the clusters of one task share their shapes
+        caches.shapes[key] = list(shapes(model, spec, system, fp8, choice.gpus))
+    all_shapes = caches.shapes[key]
     candidates = len(all_shapes) * len(spec.gbs)
     if econ.error is not None:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, econ.error)
@@ -196,17 +200,17 @@ def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster:
     lowest time-to-train bound, priced until none left can change the answer (`fabricsim.sizing.bound`)."""
     lows = []
     for shape, plan, fitting in fits:
-        known = caches.floors.get(shape) if caches is not None else None
-        if known is None:
-            known = microbatch_floor(model, plan, cluster)
+        low = caches.lows.get(shape) if caches is not None else None
+        if low is None:  # network-free: the task's clusters share it
+            floor, optimizer_s = microbatch_floor(model, plan, cluster)
+            m = np.array([f[1] for f in fitting])
+            step = (m + pipeline_bubble_fractions(np.full(len(m), plan.pp), m, np.full(len(m), plan.virtual_stages))) \
+                * floor + optimizer_s
+            gbs = np.array([f[0] for f in fitting], dtype=np.float64)
+            low = float((spec.tokens * step / (gbs * spec.seq)).min())
             if caches is not None:
-                caches.floors[shape] = known
-        floor, optimizer_s = known
-        m = np.array([f[1] for f in fitting])
-        step = (m + pipeline_bubble_fractions(np.full(len(m), plan.pp), m, np.full(len(m), plan.virtual_stages))) \
-            * floor + optimizer_s
-        gbs = np.array([f[0] for f in fitting], dtype=np.float64)
-        lows.append(float((spec.tokens * step / (gbs * spec.seq)).min()))
+                caches.lows[shape] = low
+        lows.append(low)
     incumbents = Incumbents(bound, spec, econ, choice.gpus)
     kept = []
     for i in sorted(range(len(fits)), key=lambda k: (lows[k], k)):
