@@ -39,14 +39,12 @@ class Bound:
     top: int
 
 
-def tie_spread_bound(spec: SizingSpec, choices: list[ClusterChoice], catalog: Catalog) -> float | None:
+def tie_spread_bound(moe: bool, choices: list[ClusterChoice], catalog: Catalog) -> float | None:
     """The widest comparison band (its high end) any best plan of this search could get: the tie rule uses the
     best plan's regime (dense/MoE, GPU architecture, precision, scale), so the largest over every regime the
-    candidates can have bounds it."""
-    from fabricsim.sizing.evaluate import spec_model
+    candidates can have bounds it (``moe``: whether the model is a mixture of experts)."""
     from fabricsim.validation import ComparisonBand, comparison_band, published_residuals, training_regime
 
-    moe = spec_model(spec).moe is not None
     residuals = published_residuals()
     highs = []
     for gpu_id in sorted({catalog.system(c.system).gpu for c in choices}):

@@ -44,9 +44,9 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
     import pandas as pd
 
     start = time.perf_counter()
-    spec_model(spec)  # a bad model fails here, before any work
+    moe = spec_model(spec).moe is not None  # a bad model fails here, before any work
     choices = clusters(spec, default_catalog())
-    bound = None if exhaustive else Bound(tie_spread_bound(spec, choices, default_catalog()), spec.top)
+    bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, default_catalog()), spec.top)
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
     counts: dict[str, dict[str, Any]] = {}  # chunk -> its counts and reasons (ChunkResult.meta)
