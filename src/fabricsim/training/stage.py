@@ -84,11 +84,33 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple
     )
 
 
+_SHAPE_EFFICIENCY: dict[tuple[object, ...], float] = {}
+SHAPE_EFFICIENCY_ENTRIES = 1 << 16
+"""entries the shape-efficiency memo holds before it starts over (a sizing task needs a few hundred)"""
+
+
 def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...],
                       precision: str) -> float:
     """FLOP-weighted efficiency of the stage's weight GEMMs relative to the best shape, from each GEMM's reduction
     depth: forward (K = its input width), backward-data (K = its output width), weight gradient (K = tokens).
-    Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once."""
+    Layers of one kind (dense or MoE) have the same GEMMs, so each kind is priced once. Memoised on exactly what it
+    reads: the model and GPU, the precision, the stage's kinds in order with their counts, and the plan fields
+    `layer_gemm_shapes` and `routed_load_peak` use (a sizing search asks for the same few hundred thousands of
+    times)."""
+    key = (ByIdentity(model), ByIdentity(gpu), precision,
+           tuple((model.is_moe_layer(first), count) for first, count in layer_kinds(model, layers)),
+           plan.mbs, plan.seq, plan.cp, plan.tp, plan.ep, plan.expert_tp, plan.sequence_parallel, plan.moe_balance,
+           plan.capacity_factor)
+    found = _SHAPE_EFFICIENCY.get(key)
+    if found is None:
+        if len(_SHAPE_EFFICIENCY) >= SHAPE_EFFICIENCY_ENTRIES:
+            _SHAPE_EFFICIENCY.clear()
+        found = _SHAPE_EFFICIENCY[key] = _priced_shape_efficiency(model, plan, gpu, layers, precision)
+    return found
+
+
+def _priced_shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...],
+                             precision: str) -> float:
     tokens = plan.mbs * plan.seq / plan.cp
     flops = slowed = 0.0
     load = routed_load_peak(model, plan)
