@@ -5,7 +5,7 @@
 
 Run: `python benchmarks/bench_size_default.py` (one run; add `--exhaustive` to time every plan).
 
-Measured 2026-12-04 (2-core sandbox): 12.57M candidates; bounded (default) 116.8 s, peak RSS 1.0 GB, 639,683 plans
+Measured 2026-12-04 (2-core sandbox): 12.57M candidates; bounded (default) 105.5 s, peak RSS 1.0 GB, 639,683 plans
 timed; before branch and bound: 461 s, 3.6 GB, 2.97M timed (and 818 s when issue 25 was filed). The same best
 (gb300-nvl72/64, 2,048 GPUs, NDR, tp 4 / dp 512 FP8, 92.5 days), Pareto front and 64 ties. Not yet under 60 s:
 every task still prices each shape's memory and network-free bound one shape at a time (~150 us of Python each,
