@@ -13,7 +13,7 @@ Measured 2026-12-04 (2-core sandbox, numba 0.68, kernels cached):
      nodes     GPUs       flows  events   wall s  peak RSS
        128    1,024   1,047,552   2,113      3.3    0.66 GB  (before issue 25: did not finish in 200 s;
                                                              ~26 s per max-min filling x 2,113 events)
-       512    4,096  16,773,120   9,359     37.4    3.93 GB  (before: 745 s and 8.4 GB at the first rework;
+       512    4,096  16,773,120   9,359     38.5    3.71 GB  (before: 745 s and 8.4 GB at the first rework;
                                                              grew past 15 GB before it)
 """
 

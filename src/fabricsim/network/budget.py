@@ -10,7 +10,8 @@ The peak-memory estimate counts the numpy arrays the router (`flowroute`, `Topol
 - e, a, the entries and flows active at once: the sum over independent stage chains of each chain's largest stage
   (stages in a chain run one after another; a stage DAG that is not a set of chains counts every flow).
 
-Links are numbered in int32 (half a word) below 2^31 links. Routing (ECMP) holds the sizes and flow ids (2n) and,
+Links are numbered in int32 (half a word) below 2^31 links. Routing holds the sizes and flow ids and the int64
+copies of the int32 GPU ranks `traffic` passes (4n); ECMP, besides,
 per chunk of c <= `ROUTE_CHUNK` flows, padded matrices (fabric hops, the NIC legs and their offset copies, the
 joined paths, the padded result: ``ROUTE_PAD_WORDS`` x W words a flow plus a byte mask), ``ROUTE_FLOW_WORDS``
 per-flow index vectors, the chunk's routes (c + E_c) and their latency gather (2E_c); each chunk keeps
@@ -126,7 +127,7 @@ def memory_words(n: int, entries: int, paths: int, path_entries: int, width: int
         return int(c * (width + width // WORD + per_flow)) + (ROUTE_PAD_WORDS - 1) * cells * c // max(rows, 1)
 
     if split:
-        route = 2 * n + SPLIT_PATH_WORDS * paths + max(
+        route = 4 * n + SPLIT_PATH_WORDS * paths + max(
             chunk(min(paths, ROUTE_CHUNK), paths, path_entries) + paths + path_entries,
             SPLIT_ENTRY_WORDS * path_entries + 2 * entries)
     else:
@@ -134,7 +135,7 @@ def memory_words(n: int, entries: int, paths: int, path_entries: int, width: int
         cells = entries * c // max(n, 1)
         kept = 2 * n + entries // 2  # every chunk's lengths, latencies and int32 links
         before_last = kept - (2 * c + cells // 2)  # what the earlier chunks keep while the last one routes
-        route = 2 * n + max(before_last + chunk(c, n, entries) + c + 3 * cells, 2 * kept + n)
+        route = 4 * n + max(before_last + chunk(c, n, entries) + c + 3 * cells, 2 * kept + n)
     held = 4 * n + entries // 2 + (entries if split else 0)  # offsets, sizes, latencies, stages; links; weights
     sim = held + SIM_FLOW_WORDS * n + max(ACTIVE_ENTRY_HALF_WORDS * active_entries // 2
                                           + ACTIVE_FLOW_WORDS * active_flows, 2 * n)  # the last: start, finish

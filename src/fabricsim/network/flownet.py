@@ -35,7 +35,9 @@ def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, n
     before = empty if dep_before is None else np.asarray(dep_before, dtype=np.int64)
     after = empty if dep_after is None else np.asarray(dep_after, dtype=np.int64)
     release = np.asarray(stage_release, dtype=np.float64)
-    stages = np.asarray(stage, dtype=np.int64)
+    stages = np.asarray(stage)
+    if stages.dtype.kind not in "iu":  # kept as given (int32 from traffic): the largest runs hold one per flow
+        stages = stages.astype(np.int64)
     if len(s) and (stages.min() < 0 or stages.max() >= len(release)):
         raise SpecError("flow in an unknown stage", field="stage")
     guard_flows(topology, s, dst, stages, len(release), before, after, check_routing(routing), memory_limit_bytes)

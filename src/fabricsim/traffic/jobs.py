@@ -21,6 +21,8 @@ from fabricsim.errors import SpecError
 from fabricsim.network import FloatArray, IntArray, check_memory, flow_count_bound
 from fabricsim.topology import Topology
 
+ID_DTYPE = np.int32
+"""GPU ranks and stage numbers of flows (a cluster and a traffic have far fewer than 2^31 of each)"""
 PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")
 PLACEMENTS = ("packed", "scattered", "random")
 BACKGROUND = ("checkpoint_write", "storage_read")
@@ -70,10 +72,10 @@ class Traffic:
         k = len(self.release)
         self.release.append(release)
         self.owner.append(owner)
-        self.src.append(src)
-        self.dst.append(dst)
+        self.src.append(np.asarray(src, dtype=ID_DTYPE))  # GPU ranks and stages: int32 (16.8M flows: 200 MB less)
+        self.dst.append(np.asarray(dst, dtype=ID_DTYPE))
         self.size.append(np.broadcast_to(size, src.shape).astype(np.float64))
-        self.stage.append(np.full(len(src), k, dtype=np.int64))
+        self.stage.append(np.full(len(src), k, dtype=ID_DTYPE))
         if after is not None:
             self.dep_before.append(after)
             self.dep_after.append(k)
@@ -84,7 +86,7 @@ class Traffic:
         def cat(parts: list[IntArray]) -> IntArray:
             if len(parts) == 1:
                 return parts[0]
-            return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+            return np.concatenate(parts) if parts else np.zeros(0, dtype=ID_DTYPE)
         size = self.size[0] if len(self.size) == 1 else np.concatenate(self.size) if self.size else np.zeros(0)
         return cat(self.src), cat(self.dst), size, cat(self.stage)
 
