@@ -18,6 +18,7 @@ links that saturate at L or above, so every fill below L is unchanged).
 from __future__ import annotations
 
 import heapq
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -25,28 +26,20 @@ import numpy as np
 from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray
 
-_KERNELS: tuple[Any, Any, Any] | None = None
 
-
+@cache
 def _kernels() -> tuple[Any, Any, Any]:
-    global _KERNELS
-    if _KERNELS is None:
-        _KERNELS = _compile()
-    return _KERNELS
-
-
-def _compile() -> tuple[Any, Any, Any]:
     """Build the compiled kernels on first use (numba is imported only by flow simulations)."""
     import numba
 
     @numba.njit(cache=True, nogil=True)
     def fill(capacity: Any, indptr: Any, links: Any, weights: Any, mult: Any, free_flows: Any, solo: Any,
              prev: Any, load: Any, remaining: Any, demand: Any, left: Any, pos: Any, share: Any) -> Any:
-        # free_flows: the flows to fill (global ids); solo: every flow's cap by global id (empty: none); prev: the free
-        # flows' previous rates (empty: none, +inf); `load` holds every
-        # flow in flight at its previous rate (+inf: not in it), so the others' capacity is capacity - load.
-        # remaining, demand, left, pos (-1), share (+inf): per-link scratch, restored on exit; only the links of
-        # the free flows are touched, so a small refill costs its own flows, not the whole network.
+        # free_flows: the flows to fill (global ids); solo: every flow's cap by id (empty: none); prev: the free
+        # flows' previous rates (empty: none, +inf); load: every flow in flight at its previous rate (+inf: not
+        # in it), so the others' capacity is capacity - load. remaining, demand, left, pos (-1), share (+inf):
+        # per-link scratch, restored on exit; only the free flows' links are touched, so a small refill costs its
+        # own flows, not the whole network.
         k_free = free_flows.shape[0]
         unit = weights.shape[0] == 0  # no weights: every entry carries the whole flow (one path)
         has_prev = prev.shape[0] > 0
@@ -82,7 +75,6 @@ def _compile() -> tuple[Any, Any, Any]:
         for j in range(k_free):
             f = free_flows[j]
             for k in range(indptr[f], indptr[f + 1]):
-                w = (1.0 if unit else weights[k]) * (mult[f] if many else 1.0)
                 u = pos[links[k]]
                 member[fill_at[u]] = j
                 fill_at[u] += 1

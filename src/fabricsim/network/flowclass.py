@@ -9,6 +9,7 @@ class's first flow, so a hash collision only costs a class split, never a wrong 
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
@@ -18,10 +19,8 @@ from fabricsim.network.maxmin import IntArray
 WORTH = 0.9
 """aggregate only when the classes are at most this share of the flows (else the per-flow run is as fast)"""
 
-_KERNELS: tuple[Any, Any] | None = None
-
-
-def _compile() -> tuple[Any, Any]:
+@cache
+def _kernels() -> tuple[Any, Any]:
     import numba
 
     @numba.njit(cache=True, nogil=True)
@@ -63,12 +62,6 @@ def _compile() -> tuple[Any, Any]:
 
     return row_hash, same_row
 
-
-def _kernels() -> tuple[Any, Any]:
-    global _KERNELS
-    if _KERNELS is None:
-        _KERNELS = _compile()
-    return _KERNELS
 
 
 def flow_classes(indptr: IntArray, links: IntArray, weights: Any, size: Any, stage: IntArray

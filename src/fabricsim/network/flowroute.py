@@ -9,13 +9,12 @@ into weighted incidence entries: weight w on a link means w of the flow's rate c
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from fabricsim.errors import SpecError
-from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.network.maxmin import FloatArray, IntArray, index_dtype
 from fabricsim.topology import Routes, Topology
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
@@ -100,10 +99,10 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
 
 
 def _ecmp(topology: Topology, s: IntArray, d: IntArray, ids: IntArray) -> RoutedFlows:
-    """One hashed path a flow, routed in chunks whose links are kept as `link_dtype` (no weights: all 1)."""
+    """One hashed path a flow, routed in chunks whose links are kept as `index_dtype` (no weights: all 1)."""
     if s.shape != d.shape:
         raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
-    dtype = link_dtype(topology.num_links)
+    dtype = index_dtype(topology.num_links)
     lengths, links, latency = [], [], []
     for i in range(0, max(len(s), 1), PATH_CHUNK):
         routes = topology.route(s[i:i + PATH_CHUNK], d[i:i + PATH_CHUNK], ids[i:i + PATH_CHUNK])
@@ -114,11 +113,6 @@ def _ecmp(topology: Topology, s: IntArray, d: IntArray, ids: IntArray) -> Routed
     indptr = np.zeros(len(s) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(lengths), out=indptr[1:])
     return RoutedFlows(indptr, np.concatenate(links), np.zeros(0), np.concatenate(latency))
-
-
-def link_dtype(num_links: int) -> type[np.signedinteger[Any]]:
-    """The narrowest of int32 and int64 that numbers every link (halves the incidence of large runs)."""
-    return np.int32 if num_links < 2**31 else np.int64
 
 
 def _adaptive_split(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray,
@@ -155,4 +149,4 @@ def _merge(flows: int, num_links: int, paths: Routes, flow_of_path: IntArray, sh
     flow = uniq // num_links
     indptr = np.zeros(flows + 1, dtype=np.int64)
     np.cumsum(np.bincount(flow, minlength=flows), out=indptr[1:])
-    return RoutedFlows(indptr, (uniq % num_links).astype(link_dtype(num_links)), weights, latency)
+    return RoutedFlows(indptr, (uniq % num_links).astype(index_dtype(num_links)), weights, latency)

@@ -19,19 +19,16 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import report
-from fabricsim.network.fairshare import FillScratch, fill_rates, link_bytes, unload
+from fabricsim.network.fairshare import NONE, FillScratch, fill_rates, link_bytes, unload
 from fabricsim.network.flowclass import flow_classes
-from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, link_loads
+from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, index_dtype, link_loads
 from fabricsim.network.mintree import MinTree
 
-NO_CAPS = np.zeros(0)
-"""no solo caps and no previous rates for the filling: a flow's own links cap it at its solo rate"""
 SAME_TIME_RTOL = 1e-9
 """departures and stage events this close (relative) to the current event are handled in the same batch"""
 
@@ -126,18 +123,13 @@ def entry_weights(fs: FlowSet, idx: IntArray) -> FloatArray:
     return out
 
 
-def flow_dtype(flows: int) -> type[np.signedinteger[Any]]:
-    """int32 flow ids below 2^31 flows (half the memory of the largest per-flow index arrays), else int64."""
-    return np.int32 if flows < 2**31 else np.int64
-
-
 class _Stages:
     """Stage bookkeeping: members, remaining flows, unfinished predecessors, the event heap."""
 
     def __init__(self, fs: FlowSet) -> None:
         s = fs.num_stages
         self.release = fs.stage_release
-        self.order = np.argsort(fs.stage, kind="stable").astype(flow_dtype(fs.num_flows))
+        self.order = np.argsort(fs.stage, kind="stable").astype(index_dtype(fs.num_flows))
         self.ptr = np.searchsorted(fs.stage[self.order], np.arange(s + 1))
         self.left = np.diff(self.ptr)
         self.waiting = np.bincount(fs.dep_after, minlength=s)
@@ -182,20 +174,17 @@ class _Active:
 
     def __init__(self, fs: FlowSet) -> None:
         self.fs = fs
-        self.ids = np.zeros(0, dtype=flow_dtype(fs.num_flows))
+        self.ids = np.zeros(0, dtype=index_dtype(fs.num_flows))
         self.rate, self.seg, self.left, self.proj = (np.zeros(0) for _ in range(4))
         self.alive = np.zeros(0, dtype=bool)
         self.dead = 0
-        self._trees()
+        self.due_tree, self.rate_tree = MinTree(self.proj), MinTree(self.rate, negate=True)
 
     def __len__(self) -> int:
         return len(self.ids) - self.dead
 
     def _trees(self) -> None:
         """Rebuild both trees from the slots (every slot is alive: called after compaction)."""
-        if not hasattr(self, "due_tree"):
-            self.due_tree, self.rate_tree = MinTree(self.proj), MinTree(self.rate, negate=True)
-            return
         self.due_tree.rebuild(self.proj)
         self.rate_tree.rebuild(self.rate, negate=True)
 
@@ -308,8 +297,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
     res = _simulate(merged, capacity, check, incremental)
     drained = res.flow_drained[cls]
     return FlowResult(res.stage_start[fs.stage], drained, drained + fs.latency, res.delivered[cls], res.stage_start,
-                      res.stage_finish, link_bytes(len(capacity), fs.indptr, fs.links, fs.weights, fs.size),
-                      res.events, res.max_utilisation)
+                      res.stage_finish, res.link_bytes, res.events, res.max_utilisation)
 
 
 def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool) -> FlowResult:
@@ -337,17 +325,17 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool)
             if keep_below == 0.0:  # a full fill: forget the previous rates and their load
                 act.settle(t, delivered)
                 load[:] = 0.0
-                act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, NO_CAPS,
-                                             NO_CAPS, load, scratch, fs.multiplicity), t)
+                act.set_all_rates(fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids, NONE,
+                                             NONE, load, scratch, fs.multiplicity), t)
             else:
                 slots = act.at_or_above(keep_below * (1.0 - LEVEL_RTOL))
-                rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], NO_CAPS,
+                rate = fill_rates(capacity, fs.indptr, fs.links, fs.weights, act.ids[slots], NONE,
                                   act.rate[slots], load, scratch, fs.multiplicity)
                 act.set_rates(slots, rate, t, delivered)
             if check and len(act):
                 live = np.flatnonzero(act.alive)
-                idx = gather_entries(fs.indptr, act.ids[live])
                 ids = act.ids[live]
+                idx = gather_entries(fs.indptr, ids)
                 owner = np.repeat(np.arange(len(live), dtype=np.int64), fs.indptr[ids + 1] - fs.indptr[ids])
                 many = fs.multiplicity[ids][owner] if len(fs.multiplicity) else 1.0
                 flow_load = link_loads(num_links, fs.links[idx], owner, entry_weights(fs, idx) * many,

@@ -12,11 +12,18 @@ A weight below 1 is the fraction of a flow's rate that crosses the link (a flow 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import numpy.typing as npt
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
+
+def index_dtype(count: int) -> type[np.signedinteger[Any]]:
+    """int32 for ids below 2^31 (links, flows: half the memory of the largest index arrays), else int64."""
+    return np.int32 if count < 2**31 else np.int64
+
 
 LEVEL_RTOL = 1e-9
 """links whose fair share is within this relative distance of the lowest are bottlenecks of the same round"""

@@ -8,16 +8,16 @@ touches, not a pass over all of them.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 from fabricsim.network.maxmin import FloatArray, IntArray
 
-_KERNELS: tuple[Any, Any, Any] | None = None
 
-
-def _compile() -> tuple[Any, Any, Any]:
+@cache
+def _kernels() -> tuple[Any, Any, Any]:
     import numba
 
     @numba.njit(cache=True, nogil=True)
@@ -75,12 +75,6 @@ def _compile() -> tuple[Any, Any, Any]:
 
     return build, update, at_or_below
 
-
-def _kernels() -> tuple[Any, Any, Any]:
-    global _KERNELS
-    if _KERNELS is None:
-        _KERNELS = _compile()
-    return _KERNELS
 
 
 class MinTree:
