@@ -24,6 +24,7 @@ import numpy as np
 
 from fabricsim.catalog import Catalog
 from fabricsim.sizing.economics import Economics, run_costs
+from fabricsim.sizing.rank import meets_constraints
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec
 
@@ -70,17 +71,12 @@ class Incumbents:
     fastest: list[float] = field(default_factory=list)  # max-heap (negated) of the `top` fastest qualifying times
 
     def qualifies(self, time_s: np.ndarray) -> np.ndarray:
-        """Which runs of these times meet the spec's deadline, budget and power cap (as `rank` tests them)."""
+        """Which runs of these times meet the spec's deadline, budget and power cap (`rank.meets_constraints`)."""
+        cost, _ = run_costs(time_s, self.econ, self.gpus, self.spec)
+        power = np.nan if self.econ.power_w is None else self.econ.power_w
         ok = np.ones(len(time_s), dtype=bool)
-        spec = self.spec
-        if spec.deadline_s is not None:
-            ok &= time_s <= spec.deadline_s
-        if spec.budget_usd is not None:
-            cost, _ = run_costs(time_s, self.econ, self.gpus, spec)
-            ok &= cost <= spec.budget_usd
-        if spec.power_cap_w is not None:
-            power = np.nan if self.econ.power_w is None else self.econ.power_w
-            ok &= bool(power * spec.pue <= spec.power_cap_w)
+        for mask in meets_constraints(self.spec, time_s, cost, power).values():
+            ok &= mask
         return ok
 
     def add(self, time_s: np.ndarray) -> None:

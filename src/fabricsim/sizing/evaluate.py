@@ -65,7 +65,6 @@ class _Caches:
     """Per-task caches shared by the clusters of one system and size (memory does not depend on the network)."""
 
     plans: dict[Shape, ParallelPlan | None] = field(default_factory=dict)
-    terms: dict[Shape, StepTerms] = field(default_factory=dict)  # priced while bounding one cluster
     lows: dict[Shape, float] = field(default_factory=dict)  # network-free bound of a shape's least time to train
     shapes: dict[tuple[str, int], list[Shape]] = field(default_factory=dict)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
@@ -169,19 +168,15 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
                 need_min = (need, have)
         if fitting:
             fits.append((shape, plan, fitting))
-    if bound is not None:
-        kept = _bounded(model, spec, choice, cluster, econ, fits, bound, caches)
-    else:
-        kept = list(range(len(fits)))
+    priced = _bounded(model, spec, choice, cluster, econ, fits, bound, caches) if bound is not None else \
+        {i: step_terms(model, plan, cluster) for i, (_, plan, _) in enumerate(fits)}
     terms: list[StepTerms] = []
     rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
-    for i in kept:
-        shape, plan, fitting = fits[i]
-        priced = caches.terms.pop(shape, None)
-        terms.append(priced if priced is not None else step_terms(model, plan, cluster))
+    for i in sorted(priced):
+        shape, _, fitting = fits[i]
+        terms.append(priced[i])
         for gbs, m, need, have in fitting:
             rows.append((len(terms) - 1, shape, gbs, m, need, have))
-    caches.terms.clear()
     bounded = sum(len(f[2]) for f in fits) - len(rows)
     why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": sorted(dps), "plan_error": plan_error,
            "bounded": bounded,
@@ -195,43 +190,34 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
 
 def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster: Cluster, econ: Economics,
              fits: list[tuple[Shape, ParallelPlan, list[tuple[int, int, float, float]]]], bound: Bound,
-             caches: _Caches | None = None) -> list[int]:
-    """The fitting shapes (indices into ``fits``, in order) a bounded search must time: shapes in order of their
-    lowest time-to-train bound, priced until none left can change the answer (`fabricsim.sizing.bound`)."""
+             caches: _Caches) -> dict[int, StepTerms]:
+    """The fitting shapes a bounded search must time (indices into ``fits``) with their step terms: shapes in order
+    of their lowest time-to-train bound, priced until none left can change the answer (`fabricsim.sizing.bound`)."""
     lows = []
     for shape, plan, fitting in fits:
-        low = caches.lows.get(shape) if caches is not None else None
-        if low is None:  # network-free: the task's clusters share it
+        if shape not in caches.lows:  # network-free: the task's clusters share it
             floor, optimizer_s = microbatch_floor(model, plan, cluster)
             m = np.array([f[1] for f in fitting])
             step = (m + pipeline_bubble_fractions(np.full(len(m), plan.pp), m, np.full(len(m), plan.virtual_stages))) \
                 * floor + optimizer_s
             gbs = np.array([f[0] for f in fitting], dtype=np.float64)
-            low = float((spec.tokens * step / (gbs * spec.seq)).min())
-            if caches is not None:
-                caches.lows[shape] = low
-        lows.append(low)
+            caches.lows[shape] = float((spec.tokens * step / (gbs * spec.seq)).min())
+        lows.append(caches.lows[shape])
     incumbents = Incumbents(bound, spec, econ, choice.gpus)
-    kept = []
+    priced: dict[int, StepTerms] = {}
     for i in sorted(range(len(fits)), key=lambda k: (lows[k], k)):
         if not incumbents.needed(lows[i]):
             break
-        shape, plan, fitting = fits[i]
-        t = step_terms(model, plan, cluster)
-        if caches is not None:
-            caches.terms[shape] = t
-        m = np.array([f[1] for f in fitting])
-
-        def per_row(x: tuple[float, ...], n: int = len(m)) -> np.ndarray:
-            return np.repeat(np.asarray(x, dtype=np.float64)[None], n, axis=0)
-
-        steps = assemble_steps(per_row(t.microbatch_exposed), per_row(t.microbatch_overlapped),
-                               per_row(t.sync_exposed), per_row(t.sync_overlapped), np.full(len(m), t.optimizer_s),
-                               np.full(len(m), t.pp), np.full(len(m), t.virtual_stages), m)
+        _, plan, fitting = fits[i]
+        t = priced[i] = step_terms(model, plan, cluster)
+        n = len(fitting)
+        steps = assemble_steps(np.tile(t.microbatch_exposed, (n, 1)), np.tile(t.microbatch_overlapped, (n, 1)),
+                               np.tile(t.sync_exposed, (n, 1)), np.tile(t.sync_overlapped, (n, 1)),
+                               np.full(n, t.optimizer_s), np.full(n, t.pp), np.full(n, t.virtual_stages),
+                               np.array([f[1] for f in fitting]))
         gbs = np.array([f[0] for f in fitting], dtype=np.int64)
         incumbents.add(spec.tokens / ((gbs * spec.seq) / steps.step_time_s))
-        kept.append(i)
-    return sorted(kept)
+    return priced
 
 
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],

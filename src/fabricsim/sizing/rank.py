@@ -21,13 +21,20 @@ TIE_COLUMNS = ("time_to_train_s", "cost_usd", "gpus", "tp", "pp", "cp", "ep", "e
 
 def constraint_masks(frame: pd.DataFrame, spec: SizingSpec) -> dict[str, np.ndarray]:
     """Rows meeting each constraint the spec sets (an unknown cost or power fails its constraint)."""
+    return meets_constraints(spec, frame["time_to_train_s"].to_numpy(), frame["cost_usd"].to_numpy(),
+                             frame["power_w"].to_numpy())
+
+
+def meets_constraints(spec: SizingSpec, time_s: np.ndarray, cost_usd: np.ndarray,
+                      power_w: np.ndarray | float) -> dict[str, np.ndarray]:
+    """Per constraint the spec sets, which runs of these times, costs and powers meet it (NaN fails)."""
     masks: dict[str, np.ndarray] = {}
     if spec.deadline_s is not None:
-        masks["deadline"] = (frame["time_to_train_s"] <= spec.deadline_s).to_numpy()
+        masks["deadline"] = time_s <= spec.deadline_s
     if spec.budget_usd is not None:
-        masks["budget"] = (frame["cost_usd"] <= spec.budget_usd).to_numpy()
+        masks["budget"] = cost_usd <= spec.budget_usd
     if spec.power_cap_w is not None:
-        masks["power cap"] = (frame["power_w"] * spec.pue <= spec.power_cap_w).to_numpy()
+        masks["power cap"] = np.broadcast_to(np.asarray(power_w) * spec.pue <= spec.power_cap_w, time_s.shape)
     return masks
 
 
