@@ -5,11 +5,13 @@
 
 Run: `python benchmarks/bench_size_default.py` (one run; add `--exhaustive` to time every plan).
 
-Measured 2026-12-04 (2-core sandbox): 12.57M candidates; bounded (default) 105.5 s, peak RSS 1.0 GB, 639,683 plans
-timed; before branch and bound: 461 s, 3.6 GB, 2.97M timed (and 818 s when issue 25 was filed). The same best
-(gb300-nvl72/64, 2,048 GPUs, NDR, tp 4 / dp 512 FP8, 92.5 days), Pareto front and 64 ties. Not yet under 60 s:
-every task still prices each shape's memory and network-free bound one shape at a time (~150 us of Python each,
-10^4 shapes a task), which is what vectorising the stage model over shapes would remove.
+Measured 2026-12-05 (2-core sandbox): 12.57M candidates; bounded (default) 47.5 s wall, 84 s user CPU over both
+cores, peak RSS 1.0 GB, 639,683 plans timed. Before: 105.5 s (2026-12-04, branch and bound with every shape's memory
+checked up front), 461 s and 3.6 GB before branch and bound, 818 s when issue 25 was filed. The same JSON throughout
+(best gb300-nvl72/64, 2,048 GPUs, NDR, tp 4 / dp 512 FP8, 92.5 days; Pareto front, top rows and 64 ties). What took
+the time out: a stage's per-micro-batch work, activations and layout cached on the plan without dp, batch and ZeRO
+(shared by every cluster size a worker prices), memory checked only for shapes the bound reaches, the cyclic GC
+paused inside a task, node templates built once per system.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ What the answer needs of a cluster, and why the bound keeps it exactly:
 - every qualifying plan that can be among the `top` shown or a tie with the search's best (within the model's
   comparison error of it, `Bound.spread`): the cluster's own `top` fastest qualifying plans and its best
   qualifying plan x exp(spread) bound those from above (the whole search's can only be lower).
-A plan whose bound exceeds all of these cannot be any of them; the plans left are never timed. Results equal the
+A plan whose bound exceeds all of these cannot be any of them; the plans left are never timed, nor checked for
+memory (a plan that does not fit is skipped when reached; it changes no incumbent). Results equal the
 exhaustive search's (`size(..., exhaustive=True)`): same best, Pareto front, top rows, ties and pick
 (tests/test_sizing_bound.py); only the evaluated-plan counts (and an --out file's rows) differ.
 """
@@ -91,11 +92,14 @@ class Incumbents:
             elif t < -self.fastest[0]:
                 heapq.heapreplace(self.fastest, -t)
 
-    def needed(self, lower_bound_s: float) -> bool:
-        """Whether a plan whose time to train is at least ``lower_bound_s`` can still change the answer."""
+    def needed(self, lower_bound_s: float, can_qualify: bool | None = None) -> bool:
+        """Whether a plan whose time to train is at least ``lower_bound_s`` can still change the answer
+        (``can_qualify``: whether a run that fast meets the constraints, when already known)."""
         if lower_bound_s <= self.best * (1 + SLACK):
             return True  # it may be the cluster's fastest
-        if not self.qualifies(np.array([lower_bound_s]))[0]:
+        if can_qualify is None:
+            can_qualify = bool(self.qualifies(np.array([lower_bound_s]))[0])
+        if not can_qualify:
             return False  # constraints only tighten with time: it cannot qualify
         nth = -self.fastest[0] if len(self.fastest) == self.bound.top else math.inf
         tie = self.best_qualifying * math.exp(self.bound.spread or 0.0)

@@ -4,7 +4,10 @@ every (shape, batch) plan with numpy (``assemble_steps``): the same arithmetic, 
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
@@ -34,6 +37,7 @@ from fabricsim.training import (
     step_terms,
 )
 
+_Candidate = tuple[Shape, ParallelPlan, list[tuple[int, int]]]  # a shape, its valid plan and (gbs, m) batches
 STRING_COLUMNS = ("system", "fabric", "recompute", "precision", "bottleneck", "chunk")
 
 
@@ -64,8 +68,9 @@ class ChunkResult:
 class _Caches:
     """Per-task caches shared by the clusters of one system and size (memory does not depend on the network)."""
 
-    plans: dict[Shape, ParallelPlan | None] = field(default_factory=dict)
-    lows: dict[Shape, float] = field(default_factory=dict)  # network-free bound of a shape's least time to train
+    candidates: dict[tuple[str, int], tuple[list[_Candidate], int, list[int], str | None]] = \
+        field(default_factory=dict)
+    lows: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)  # network-free bounds of candidates
     shapes: dict[tuple[str, int], list[Shape]] = field(default_factory=dict)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -106,6 +111,27 @@ def _valid_batches(spec: SizingSpec, shape: Shape) -> list[tuple[int, int]]:
     return out
 
 
+def _candidates(model: ModelSpec, spec: SizingSpec, all_shapes: list[Shape], caches: _Caches,
+                key: tuple[str, int]) -> tuple[list[_Candidate], int, list[int], str | None]:
+    """The shapes with a valid plan and batch (the task's clusters share them), how many shapes no --gbs divides,
+    their dp, and the first reason a plan was invalid."""
+    if key not in caches.candidates:
+        valid: list[_Candidate] = []
+        no_batch, dps, plan_error = 0, set[int](), None
+        for shape in all_shapes:
+            batches = _valid_batches(spec, shape)
+            if not batches:
+                no_batch += 1
+                dps.add(shape.dp)
+                continue
+            try:
+                valid.append((shape, plan_for(model, spec, shape, batches[0][0]), batches))
+            except SpecError as exc:
+                plan_error = plan_error or str(exc)
+        caches.candidates[key] = (valid, no_batch, sorted(dps), plan_error)
+    return caches.candidates[key]
+
+
 def _memory(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, shape: Shape, m: int,
             caches: _Caches) -> tuple[float, float]:
     """(bytes needed, capacity) of a plan; depends on the batch only through the micro-batches in flight, which
@@ -141,83 +167,110 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
     cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
-    fits: list[tuple[Shape, ParallelPlan, list[tuple[int, int, float, float]]]] = []  # with (gbs, m, need, have)
-    no_batch, dps, plan_error = 0, set[int](), None  # shapes no --gbs divides; their dp; the first invalid plan
-    need_min: tuple[float, float] | None = None  # (bytes, capacity) of the least memory any non-fitting plan needs
-    for shape in all_shapes:
-        batches = _valid_batches(spec, shape)
-        if not batches:
-            no_batch += 1
-            dps.add(shape.dp)
-            continue
-        if shape not in caches.plans:
-            try:
-                caches.plans[shape] = plan_for(model, spec, shape, batches[0][0])
-            except SpecError as exc:
-                caches.plans[shape] = None
-                plan_error = plan_error or str(exc)
-        plan = caches.plans[shape]
-        if plan is None:
-            continue
-        fitting = []
-        for gbs, m in batches:
-            need, have = _memory(model, plan, cluster, shape, m, caches)
-            if need <= have:
-                fitting.append((gbs, m, need, have))
-            elif need_min is None or need < need_min[0]:
-                need_min = (need, have)
-        if fitting:
-            fits.append((shape, plan, fitting))
-    priced = _bounded(model, spec, choice, cluster, econ, fits, bound, caches) if bound is not None else \
-        {i: step_terms(model, plan, cluster) for i, (_, plan, _) in enumerate(fits)}
+    valid, no_batch, dps, plan_error = _candidates(model, spec, all_shapes, caches, key)
+    fits = _Fits(model, cluster, caches)
+    if bound is None:
+        for k, (shape, plan, batches) in enumerate(valid):
+            fitting = fits.fitting(shape, plan, batches)
+            if fitting:
+                fits.priced.append((k, fitting, step_terms(model, plan, cluster)))
+    else:
+        _bounded(model, spec, choice, econ, valid, bound, fits)
     terms: list[StepTerms] = []
     rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
-    for i in sorted(priced):
-        shape, _, fitting = fits[i]
-        terms.append(priced[i])
+    for k, fitting, t in fits.priced:
+        terms.append(t)
         for gbs, m, need, have in fitting:
-            rows.append((len(terms) - 1, shape, gbs, m, need, have))
-    bounded = sum(len(f[2]) for f in fits) - len(rows)
-    why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": sorted(dps), "plan_error": plan_error,
+            rows.append((len(terms) - 1, valid[k][0], gbs, m, need, have))
+    bounded = sum(len(c[2]) for c in valid) - len(rows) - fits.misfits
+    why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": dps, "plan_error": plan_error,
            "bounded": bounded,
-           "memory_need": None if need_min is None else need_min[0],
-           "memory_have": None if need_min is None else need_min[1]}
+           "memory_need": None if fits.least is None else fits.least[0],
+           "memory_have": None if fits.least is None else fits.least[1]}
     if not rows:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
     return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches),
                        candidates, candidates - len(rows), None, why, econ.missing)
 
 
-def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster: Cluster, econ: Economics,
-             fits: list[tuple[Shape, ParallelPlan, list[tuple[int, int, float, float]]]], bound: Bound,
-             caches: _Caches) -> dict[int, StepTerms]:
-    """The fitting shapes a bounded search must time (indices into ``fits``) with their step terms: shapes in order
-    of their lowest time-to-train bound, priced until none left can change the answer (`fabricsim.sizing.bound`)."""
-    lows = []
-    for shape, plan, fitting in fits:
-        if shape not in caches.lows:  # network-free: the task's clusters share it
-            floor, optimizer_s = microbatch_floor(model, plan, cluster)
-            m = np.array([f[1] for f in fitting])
-            step = (m + pipeline_bubble_fractions(np.full(len(m), plan.pp), m, np.full(len(m), plan.virtual_stages))) \
-                * floor + optimizer_s
-            gbs = np.array([f[0] for f in fitting], dtype=np.float64)
-            caches.lows[shape] = float((spec.tokens * step / (gbs * spec.seq)).min())
-        lows.append(caches.lows[shape])
+_Fitting = list[tuple[int, int, float, float]]  # (gbs, m, bytes needed, capacity) of the batches that fit
+
+
+@dataclass
+class _Fits:
+    """A cluster's memory checks and priced shapes: ``priced`` holds (candidate index, its fitting batches, step
+    terms) in candidate order; ``least`` the (bytes, capacity) of the least memory a plan found not to fit needs
+    (every plan's when none fits), ``misfits`` how many batches did not fit."""
+
+    model: ModelSpec
+    cluster: Cluster
+    caches: _Caches
+    priced: list[tuple[int, _Fitting, StepTerms]] = field(default_factory=list)
+    least: tuple[float, float] | None = None
+    misfits: int = 0
+
+    def fitting(self, shape: Shape, plan: ParallelPlan, batches: list[tuple[int, int]]) -> _Fitting:
+        """The batches of a shape whose plan fits in GPU memory."""
+        out = []
+        for gbs, m in batches:
+            need, have = _memory(self.model, plan, self.cluster, shape, m, self.caches)
+            if need <= have:
+                out.append((gbs, m, need, have))
+            else:
+                self.misfits += 1
+                if self.least is None or need < self.least[0]:
+                    self.least = (need, have)
+        return out
+
+
+def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Economics, valid: list[_Candidate],
+             bound: Bound, fits: _Fits) -> None:
+    """Price the shapes a bounded search must time: in order of their lowest time-to-train bound, each checked for
+    memory only when reached, until none left can change the answer (`fabricsim.sizing.bound`); shapes never
+    reached are neither checked nor timed."""
+    lows = _lows(model, spec, fits.cluster, valid, fits.caches, (choice.system, choice.gpus))
     incumbents = Incumbents(bound, spec, econ, choice.gpus)
-    priced: dict[int, StepTerms] = {}
-    for i in sorted(range(len(fits)), key=lambda k: (lows[k], k)):
-        if not incumbents.needed(lows[i]):
+    can_qualify = incumbents.qualifies(lows)
+    priced: list[tuple[int, _Fitting, StepTerms]] = []
+    for k in np.argsort(lows, kind="stable").tolist():
+        if not incumbents.needed(float(lows[k]), bool(can_qualify[k])):
             break
-        _, plan, fitting = fits[i]
-        t = priced[i] = step_terms(model, plan, cluster)
+        shape, plan, batches = valid[k]
+        fitting = fits.fitting(shape, plan, batches)
+        if not fitting:
+            continue
+        t = step_terms(model, plan, fits.cluster)
+        priced.append((k, fitting, t))
         n = len(fitting)
-        steps = assemble_steps(np.tile(t.microbatch_exposed, (n, 1)), np.tile(t.microbatch_overlapped, (n, 1)),
-                               np.tile(t.sync_exposed, (n, 1)), np.tile(t.sync_overlapped, (n, 1)),
-                               np.full(n, t.optimizer_s), np.full(n, t.pp), np.full(n, t.virtual_stages),
-                               np.array([f[1] for f in fitting]))
+        steps = assemble_steps(_rows(t.microbatch_exposed, n), _rows(t.microbatch_overlapped, n),
+                               _rows(t.sync_exposed, n), _rows(t.sync_overlapped, n), np.full(n, t.optimizer_s),
+                               np.full(n, t.pp), np.full(n, t.virtual_stages), np.array([f[1] for f in fitting]))
         gbs = np.array([f[0] for f in fitting], dtype=np.int64)
         incumbents.add(spec.tokens / ((gbs * spec.seq) / steps.step_time_s))
-    return priced
+    fits.priced.extend(sorted(priced, key=lambda p: p[0]))
+
+
+def _rows(values: tuple[float, ...], n: int) -> np.ndarray:
+    """One step term as ``n`` identical rows."""
+    return np.array([values] * n)
+
+
+def _lows(model: ModelSpec, spec: SizingSpec, cluster: Cluster, valid: list[_Candidate], caches: _Caches,
+          key: tuple[str, int]) -> np.ndarray:
+    """Each candidate's network-free lower bound of its time to train (its least over its batches): (m + bubble)
+    x `training.microbatch_floor` + optimizer, per token; shared by the task's clusters (the same GPU)."""
+    if key not in caches.lows:
+        floors = np.array([microbatch_floor(model, plan, cluster) for _, plan, _ in valid]).reshape(-1, 2)
+        owner = np.repeat(np.arange(len(valid)), [len(c[2]) for c in valid])
+        gbs = np.array([g for c in valid for g, _ in c[2]], dtype=np.float64)
+        m = np.array([mm for c in valid for _, mm in c[2]], dtype=np.int64)
+        pp = np.array([c[0].pp for c in valid], dtype=np.int64)[owner]
+        vpp = np.array([c[0].vpp for c in valid], dtype=np.int64)[owner]
+        step = (m + pipeline_bubble_fractions(pp, m, vpp)) * floors[owner, 0] + floors[owner, 1]
+        lows = np.full(len(valid), np.inf)
+        np.minimum.at(lows, owner, spec.tokens * step / (gbs * spec.seq))
+        caches.lows[key] = lows
+    return caches.lows[key]
 
 
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],
@@ -278,4 +331,19 @@ def evaluate_task(spec: SizingSpec, choices: list[ClusterChoice], done: frozense
                   bound: Bound | None = None) -> list[ChunkResult]:
     """The clusters of one system and size (they share plan and memory caches), skipping chunks in ``done``."""
     caches = _Caches()
-    return [evaluate_chunk(spec, c, caches, bound=bound) for c in choices if c.chunk_id not in done]
+    with _gc_paused():
+        return [evaluate_chunk(spec, c, caches, bound=bound) for c in choices if c.chunk_id not in done]
+
+
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a task allocates millions of small acyclic objects while its caches
+    hold hundreds of thousands, so each collection rescans them all (a fifth of a task's time, measured); the
+    collector resumes as it was, and collects as usual, when the task ends."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()

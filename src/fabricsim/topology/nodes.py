@@ -17,11 +17,13 @@ GPU g uses NIC g * N // G (its own, rail NIC). The real NVSwitch chip count is k
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+from functools import lru_cache
 
 import numpy as np
 import numpy.typing as npt
 
+from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
 from fabricsim.topology.kinds import CPU, GPU, NIC, NVLINK, NVSWITCH, NVSWITCH_CHIP, PCIE, PCIE_SWITCH
 from fabricsim.topology.localgraph import LocalGraph, route_tables
@@ -185,7 +187,23 @@ def pcie_node(system: System, catalog: Catalog) -> NodeTemplate:
 
 
 def build_node(system: System, catalog: Catalog) -> NodeTemplate:
-    """The node template of a catalog system: PCIe-only, HGX (NVSwitch + PCIe switches) or rack-scale NVLink."""
+    """The node template of a catalog system: PCIe-only, HGX (NVSwitch + PCIe switches) or rack-scale NVLink.
+    Cached per system and catalog (routing an NVL72 rack's tables takes ~50 ms, and a sizing search builds a
+    cluster per candidate); its arrays are read-only, so the template can be shared."""
+    return _cached_node(system, ByIdentity(catalog))
+
+
+@lru_cache(maxsize=64)
+def _cached_node(system: System, catalog_ref: ByIdentity[Catalog]) -> NodeTemplate:
+    node = _new_node(system, catalog_ref.value)
+    for f in fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return node
+
+
+def _new_node(system: System, catalog: Catalog) -> NodeTemplate:
     if system.intra == "pcie":
         return pcie_node(system, catalog)
     if system.pcie_switches > 0:

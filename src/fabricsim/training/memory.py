@@ -33,6 +33,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.model import ModelSpec
 from fabricsim.training.plan import (
@@ -40,6 +41,7 @@ from fabricsim.training.plan import (
     ParallelPlan,
     layer_kinds,
     layers_by_stage,
+    stage_key,
     stage_layers,
     stage_layout,
 )
@@ -144,6 +146,17 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, index: int, rec
 
 def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
     """Peak activation bytes on one GPU of ``stage``: its layers x micro-batches in flight, + embedding / LM head."""
+    key = (ByIdentity(model), stage, stage_key(plan))
+    per_microbatch, recompute_working = _STAGE_ACTIVATIONS.get(key, lambda: _stage_activations(model, plan, stage))
+    return per_microbatch * plan.microbatches_in_flight(stage) + recompute_working
+
+
+_STAGE_ACTIVATIONS: BoundedMemo[tuple[float, float]] = BoundedMemo(1 << 16)
+
+
+def _stage_activations(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, float]:
+    """A stage's activation bytes per micro-batch, and the working set full recompute adds: cached on the plan
+    without data parallelism and batch (`stage_key`), which they do not read."""
     t = plan.tp
     sp = plan.sequence_parallel and t > 1
     sbh = plan.seq / plan.cp * plan.mbs * model.hidden
@@ -159,7 +172,7 @@ def stage_activation_bytes(model: ModelSpec, plan: ParallelPlan, stage: int) -> 
     if stage == plan.pp - 1:
         logits_fp32 = 4 * plan.seq / plan.cp * plan.mbs * model.vocab / t
         per_microbatch += 4 * sbh / (t if sp else 1) + logits_fp32  # final norm and LM head inputs, fp32 logits
-    return per_microbatch * plan.microbatches_in_flight(stage) + recompute_working
+    return per_microbatch, recompute_working
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,8 @@ virtual_stages consecutive chunks (the first chunks take the extra); chunk j of 
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Hashable
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -75,8 +77,10 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+@lru_cache(maxsize=256)
 def parse_order(order: str) -> tuple[str, ...]:
-    """``"tp-cp-ep-dp-pp"`` -> ('tp', 'cp', 'ep', 'dp', 'pp'); innermost (fastest-varying rank) first."""
+    """``"tp-cp-ep-dp-pp"`` -> ('tp', 'cp', 'ep', 'dp', 'pp'); innermost (fastest-varying rank) first (cached:
+    every plan placed parses it; errors are raised again, not cached)."""
     parts = tuple(p.strip().lower() for p in order.split("-"))
     unknown = [p for p in parts if p not in DIMENSIONS]
     if unknown:
@@ -396,3 +400,15 @@ def check_plan(model: ModelSpec, plan: ParallelPlan) -> list[str]:
     if plan.microbatches < plan.pp:
         warnings.append(f"micro-batches ({plan.microbatches}) < pp ({plan.pp}): pipeline stages sit idle")
     return warnings
+
+
+# plan fields a stage's per-micro-batch work and activations do not read: data parallelism and the batch set how
+# many micro-batches run and how the optimizer state is sharded (tests/test_stage_work_key.py)
+NOT_STAGE_WORK = frozenset({"dp", "gbs", "zero", "gpus"})
+_STAGE_FIELDS = operator.itemgetter(*(f for f in ParallelPlan.model_fields if f not in NOT_STAGE_WORK))
+
+
+def stage_key(plan: ParallelPlan) -> Hashable:
+    """What caches of per-stage, per-micro-batch quantities key a plan by: its fields but ``NOT_STAGE_WORK``, so
+    cluster sizes share entries (a tuple: building it is a tenth of copying the plan)."""
+    return _STAGE_FIELDS(plan.__dict__)  # type: ignore[no-any-return]

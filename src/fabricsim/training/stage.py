@@ -9,7 +9,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from fabricsim.caching import ByIdentity
+from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.model import (
     ModelSpec,
@@ -26,7 +26,7 @@ from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_byt
 from fabricsim.training.experts import routed_load_peak
 from fabricsim.training.flops import kv_replication_flops, layer_gemm_shapes
 from fabricsim.training.memory import stage_params
-from fabricsim.training.plan import ParallelPlan, layer_kinds, stage_layers
+from fabricsim.training.plan import ParallelPlan, layer_kinds, stage_key, stage_layers
 
 # Kernels of one transformer layer's forward in Megatron-Core with TransformerEngine: norm, QKV GEMM, RoPE,
 # attention, projection GEMM, bias-dropout-add, norm, two MLP GEMMs, activation, bias-dropout-add, + TP
@@ -84,9 +84,7 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple
     )
 
 
-_SHAPE_EFFICIENCY: dict[tuple[object, ...], float] = {}
-SHAPE_EFFICIENCY_ENTRIES = 1 << 16
-"""entries the shape-efficiency memo holds before it starts over (a sizing task needs a few hundred)"""
+_SHAPE_EFFICIENCY: BoundedMemo[float] = BoundedMemo(1 << 16)  # a sizing task needs a few hundred entries
 
 
 def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...],
@@ -101,12 +99,7 @@ def _shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tu
            tuple((model.is_moe_layer(first), count) for first, count in layer_kinds(model, layers)),
            plan.mbs, plan.seq, plan.cp, plan.tp, plan.ep, plan.expert_tp, plan.sequence_parallel, plan.moe_balance,
            plan.capacity_factor)
-    found = _SHAPE_EFFICIENCY.get(key)
-    if found is None:
-        if len(_SHAPE_EFFICIENCY) >= SHAPE_EFFICIENCY_ENTRIES:
-            _SHAPE_EFFICIENCY.clear()
-        found = _SHAPE_EFFICIENCY[key] = _priced_shape_efficiency(model, plan, gpu, layers, precision)
-    return found
+    return _SHAPE_EFFICIENCY.get(key, lambda: _priced_shape_efficiency(model, plan, gpu, layers, precision))
 
 
 def _priced_shape_efficiency(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple[int, ...],
@@ -136,15 +129,17 @@ class _StageWork:
     bf16_fallback: bool
 
 
+_STAGE_WORK: BoundedMemo[_StageWork] = BoundedMemo(1 << 17)  # a sizing process holds up to ~10^5 (plan, stage)
+
+
 def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, layers: list[int]) -> _StageWork:
-    """Cached per model, plan, GPU and stage: a sizing search prices the same plan on many networks."""
-    return _cached_stage_work(ByIdentity(model), plan, ByIdentity(gpu), stage)
+    """Cached per model, GPU, stage and the plan fields a micro-batch's work reads (`stage_key`): a sizing search
+    prices the same stage on many networks, and at every cluster size (only data parallelism differs)."""
+    key = (ByIdentity(model), ByIdentity(gpu), stage, stage_key(plan))
+    return _STAGE_WORK.get(key, lambda: _priced_stage_work(model, plan, gpu, stage))
 
 
-@lru_cache(maxsize=1 << 17)  # a sizing task holds up to ~10^5 (plan, stage) pairs
-def _cached_stage_work(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan, gpu_ref: ByIdentity[GPU],
-                       stage: int) -> _StageWork:
-    model, gpu = model_ref.value, gpu_ref.value
+def _priced_stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int) -> _StageWork:
     layers = stage_layers(model, plan)[stage]
     last = stage == plan.pp - 1
     hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value

@@ -22,12 +22,11 @@ parameter gather that the backward and forward windows cannot hide, + the optimi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 from math import ceil
 
 import numpy as np
 
-from fabricsim.caching import ByIdentity
+from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
@@ -35,9 +34,9 @@ from fabricsim.model import ModelSpec, hbm_efficiency
 from fabricsim.training.comms import _layer_comms
 from fabricsim.training.elementwise import optimizer_bytes
 from fabricsim.training.flops import mfu_peak, step_flops
-from fabricsim.training.memory import MemoryReport, memory_report, stage_memory, stage_params
+from fabricsim.training.memory import MemoryReport, StageParams, memory_report, stage_memory, stage_params
 from fabricsim.training.placement import place, placement_warnings
-from fabricsim.training.plan import ParallelPlan, check_plan, stage_layers
+from fabricsim.training.plan import ParallelPlan, check_plan, stage_key, stage_layers
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction, _vector
 from fabricsim.training.schedule import _gradient_sync, _microbatch, assemble_steps
 from fabricsim.training.stage import _moe_flags, _stage_work
@@ -54,21 +53,24 @@ def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -
 
 @dataclass(frozen=True)
 class _PlanLayout:
-    """What a plan's step needs of its stages, independent of the cluster: one representative stage per layer mix
-    (stages with the same mix cost the same) and the stage whose parameters are the most and their count."""
+    """What a plan's step needs of its stages, independent of the cluster, data parallelism and batch: one
+    representative stage per layer mix (stages with the same mix cost the same) and the stage whose parameters
+    are the most, with its parameters."""
 
     representatives: tuple[tuple[int, tuple[int, ...]], ...]  # (stage, its layers), first stage of each mix
     worst_params_stage: int
-    owned_params: float  # parameters whose optimizer state that stage's GPU updates
+    worst_params: StageParams
+
+
+_PLAN_LAYOUTS: BoundedMemo[_PlanLayout] = BoundedMemo(16384)
 
 
 def _plan_layout(model: ModelSpec, plan: ParallelPlan) -> _PlanLayout:
-    return _cached_plan_layout(ByIdentity(model), plan)
+    """Cached per model and the plan fields the layout reads (`stage_key`)."""
+    return _PLAN_LAYOUTS.get((ByIdentity(model), stage_key(plan)), lambda: _new_plan_layout(model, plan))
 
 
-@lru_cache(maxsize=16384)
-def _cached_plan_layout(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan) -> _PlanLayout:
-    model = model_ref.value
+def _new_plan_layout(model: ModelSpec, plan: ParallelPlan) -> _PlanLayout:
     layers_by_stage = stage_layers(model, plan)
     moe_flags = _moe_flags(model)
     seen: set[tuple[int, int, bool, bool]] = set()
@@ -80,10 +82,7 @@ def _cached_plan_layout(model_ref: ByIdentity[ModelSpec], plan: ParallelPlan) ->
             seen.add(key)
             representatives.append((s, layers))
     worst = max(_memory_stages(model, plan), key=lambda s: stage_params(model, plan, s).dense)
-    p = stage_params(model, plan, worst)
-    owned = p.dense / (plan.dp * plan.cp if plan.zero >= 1 else 1) + p.expert / (plan.expert_dp if plan.zero >= 1
-                                                                                 else 1)
-    return _PlanLayout(tuple(representatives), worst, owned)
+    return _PlanLayout(tuple(representatives), worst, stage_params(model, plan, worst))
 
 
 def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTerms:
@@ -96,7 +95,7 @@ def step_terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> StepTe
     priced = [_microbatch(model, plan, cluster, comms, s, list(layers)) for s, layers in layout.representatives]
     mb, work = max(priced, key=lambda r: r[0].exposed_total)
     sync = _gradient_sync(model, plan, cluster, placement, layout.worst_params_stage, work)
-    optimizer_s = _optimizer_s(layout, cluster.catalog.gpu(sysm.gpu))
+    optimizer_s = _optimizer_s(plan, layout, cluster.catalog.gpu(sysm.gpu))
     return StepTerms(_vector(mb.exposed), _vector(mb.overlapped), _vector(sync.exposed), _vector(sync.overlapped),
                      optimizer_s, plan.pp, plan.virtual_stages)
 
@@ -107,15 +106,28 @@ def microbatch_floor(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
     step >= (m + bubble) x floor + optimizer for any cluster of the same GPU: what a sizing search bounds by."""
     gpu = cluster.catalog.gpu(cluster.system.gpu)
     layout = _plan_layout(model, plan)
+    key = (ByIdentity(model), ByIdentity(gpu), stage_key(plan))
+    return _FLOORS.get(key, lambda: _stage_floor(model, plan, gpu, layout)), _optimizer_s(plan, layout, gpu)
+
+
+_FLOORS: BoundedMemo[float] = BoundedMemo(1 << 16)
+
+
+def _stage_floor(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layout: _PlanLayout) -> float:
+    """The slowest stage's compute and HBM time of one micro-batch (cached on `stage_key`: it reads no more)."""
     floor = 0.0
     for s, layers in layout.representatives:
         staged = _stage_work(model, plan, gpu, s, list(layers))
         floor = max(floor, staged.work.total_s + staged.hbm_s)
-    return floor, _optimizer_s(layout, gpu)
+    return floor
 
 
-def _optimizer_s(layout: _PlanLayout, gpu: GPU) -> float:
-    return optimizer_bytes(layout.owned_params) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+def _optimizer_s(plan: ParallelPlan, layout: _PlanLayout, gpu: GPU) -> float:
+    """The optimizer update of the GPU with the most parameters: the state it owns (its ZeRO shard) through HBM."""
+    p = layout.worst_params
+    sharded = plan.zero >= 1
+    owned = p.dense / (plan.dp * plan.cp if sharded else 1) + p.expert / (plan.expert_dp if sharded else 1)
+    return optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
 
 
 def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:
