@@ -257,6 +257,15 @@ for value in ("nan", "inf", "-inf", "0", "0.5", "1e300", "65"):
 for flag in ("--tp", "--pp", "--cp", "--ep", "--gbs", "--seq", "--dp", "--mbs", "--vpp", "--gpus"):
     case(f"train-{flag[2:]}-0", ["train", "--gpus", "8", flag, "0"], flag[2:])
 case("train-cp-0-only", ["train", "--cp", "0"], "cp")
+# goodput options: storage, checkpoint interval and mode, failure-rate scale, restart
+for flag, value, names in (("--checkpoint-interval", "0s", "--checkpoint-interval"),
+                           ("--checkpoint-interval", "-5m", "--checkpoint-interval"),
+                           ("--checkpoint-interval", "1s", "--checkpoint-interval"),
+                           ("--checkpoint", "sometimes", "--checkpoint"), ("--mtbf-scale", "0", "--mtbf-scale"),
+                           ("--mtbf-scale", "-1", "--mtbf-scale"), ("--mtbf-scale", "nan", "--mtbf-scale"),
+                           ("--restart", "-1m", "--restart"), ("--storage", "floppy", "storage"),
+                           ("--storage-bw", "0", "--storage-bw"), ("--storage-bw", "1PB/s", "--storage-bw")):
+    case(f"train-goodput{flag[1:]}-{value}", ["train", "--gpus", "64", "--tp", "8", flag, value], names)
 case("train-seq-huge", ["train", "--gpus", "8", "--seq", "1000000000"], "seq")
 case("train-seq-1e9", ["train", "--seq", "1e9"], "--seq")
 case("train-gbs-huge", ["train", "--gpus", "8", "--gbs", "100000000000"], "gbs")

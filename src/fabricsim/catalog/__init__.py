@@ -26,6 +26,7 @@ from fabricsim.catalog.models import (
     Tuning,
 )
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
+from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageTier
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -36,10 +37,13 @@ __all__ = [
     "Count",
     "Efficiency",
     "Entry",
+    "FailureRate",
+    "FailureUnit",
     "LinkTech",
     "Priced",
     "ProtocolParams",
     "SourcedRate",
+    "StorageTier",
     "Switch",
     "System",
     "Tuning",

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System, Tuning
+from fabricsim.catalog.reliability import FailureRate, StorageTier
 from fabricsim.errors import SpecError, unknown_name_error
 
 
@@ -20,6 +21,8 @@ class Catalog(BaseModel):
     cables: dict[str, Cable]
     systems: dict[str, System]
     tunings: dict[str, Tuning]
+    failures: dict[str, FailureRate]
+    storage: dict[str, StorageTier]
 
     def _get(self, category: str, kind: str, entry_id: str) -> Any:
         table: dict[str, Any] = getattr(self, category)
@@ -55,6 +58,10 @@ class Catalog(BaseModel):
         base, used = split_partial_id(system_id.strip().lower())
         result: System = self._get("systems", "system", base)
         return result if used is None else partly_used(result, used, field="system")
+
+    def storage_tier(self, storage_id: str) -> StorageTier:
+        result: StorageTier = self._get("storage", "storage", storage_id)
+        return result
 
     def tuning(self, tuning_id: str = "default") -> Tuning:
         result: Tuning = self._get("tunings", "tuning", tuning_id)
@@ -130,4 +137,6 @@ CATEGORY_MODELS: dict[str, type[BaseModel]] = {
     "cables": Cable,
     "systems": System,
     "tunings": Tuning,
+    "failures": FailureRate,
+    "storage": StorageTier,
 }

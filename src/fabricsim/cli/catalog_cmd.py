@@ -38,6 +38,8 @@ class Category(StrEnum):
     models = "models"
     tunings = "tunings"
     engines = "engines"
+    failures = "failures"
+    storage = "storage"
 
 
 HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
@@ -147,6 +149,24 @@ COLUMNS: dict[Category, list[Column]] = {
         ("launch", lambda e, c: units.format_duration(e.launch_s)),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.failures: [
+        ("id", lambda e, c: e.id),
+        ("name", lambda e, c: e.name),
+        ("per", lambda e, c: e.per),
+        ("interruptions/h", lambda e, c: f"{e.rate_per_hour:.4g}"),
+        ("planned", lambda e, c: "yes" if e.planned else "no"),
+        ("verified", lambda e, c: _verified(e)),
+    ],
+    Category.storage: [
+        ("id", lambda e, c: e.id),
+        ("unit", lambda e, c: f"{e.unit_nodes} nodes"),
+        ("read/unit", lambda e, c: units.format_rate(e.read_bytes_per_s)),
+        ("write/unit", lambda e, c: units.format_rate(e.write_bytes_per_s)),
+        ("node read", lambda e, c: units.format_rate(e.node_read_bytes_per_s)),
+        ("node write", lambda e, c: units.format_rate(e.node_write_bytes_per_s)),
+        ("price", lambda e, c: _usd(e.price_usd)),
+        ("verified", lambda e, c: _verified(e)),
+    ],
     Category.engines: [
         ("id", lambda e, c: e.label),
         ("engine", lambda e, c: e.name + (f" ({e.settings.label})" if e.settings.label else "")),
@@ -253,8 +273,9 @@ def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, A
 def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
                                                "(model presets for --model), tunings (collective model "
-                                               "parameters) or engines (serving engines for infer --engine); "
-                                               "default: the hardware categories"),
+                                               "parameters), engines (serving engines for infer --engine), "
+                                               "failures (interruption rates per part) or storage (checkpoint "
+                                               "tiers); default: the hardware categories"),
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
@@ -274,5 +295,5 @@ def catalog_command(
     for c in categories:
         console.print(catalog_table(catalog, c))
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models`, `fabricsim catalog tunings` and `fabricsim catalog engines` list model presets, "
-                  "collective tunings and serving engines.[/]")
+                  "catalog models`, `tunings`, `engines`, `failures` and `storage` list model presets, collective "
+                  "tunings, serving engines, failure rates and storage tiers.[/]")

@@ -10,6 +10,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fabricsim import units
+from fabricsim.cli.goodput_options import (
+    Checkpoint,
+    CheckpointInterval,
+    MtbfScale,
+    Restart,
+    Storage,
+    StorageBw,
+    goodput_json,
+    goodput_lines,
+    goodput_spec,
+    run_goodput,
+)
 from fabricsim.cli.output import (
     FormatOpt,
     JsonOpt,
@@ -367,6 +379,12 @@ def train_command(
     routing: Routing = "ecmp",
     jobs: Jobs = None,
     cluster_nodes: ClusterNodes = None,
+    storage: Storage = "superpod-better",
+    storage_bw: StorageBw = None,
+    checkpoint: Checkpoint = "sync",
+    checkpoint_interval: CheckpointInterval = None,
+    mtbf_scale: MtbfScale = 1.0,
+    restart: Restart = None,
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
@@ -375,6 +393,7 @@ def train_command(
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    options = goodput_spec(storage, storage_bw, checkpoint, checkpoint_interval, mtbf_scale, restart)
     with _flow_bar(sim):
         run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
                           gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,
@@ -395,12 +414,14 @@ def train_command(
     from fabricsim.validation import band_fields
 
     found = training_bands(run, calibration)
-    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json()}
+    good = run_goodput(run.spec, run.cluster, pred, options)
+    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json(),
+            "goodput": goodput_json(good)}
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
     if emit(form, data, inputs, rows):
         return
     console.print(render_training(pred, run_title(run)))
     console.print(choice_line(run.choice))
-    for line in summary_lines(pred, found):
+    for line in summary_lines(pred, found) + goodput_lines(good):
         console.print(line)

@@ -1,9 +1,19 @@
 """Training: the parallel plan and run options, placement of ranks on GPUs, memory, the step model with its
-pipeline schedule and overlap, and the search over the knobs left unset.
+pipeline schedule and overlap, the search over the knobs left unset, and goodput (failures, checkpoints,
+restarts).
 """
 
 from fabricsim.training.auto import AutoChoice, search_knobs
+from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts
 from fabricsim.training.flops import MFU_DEFINITION, StepFlops, mfu_peak, stage_microbatch_flops, step_flops
+from fabricsim.training.goodput import (
+    Goodput,
+    GoodputSpec,
+    checkpoint_bytes,
+    goodput_at,
+    optimal_interval_s,
+    predict_goodput,
+)
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory
 from fabricsim.training.placement import (
     Placement,
@@ -26,6 +36,10 @@ __all__ = [
     "MFU_DEFINITION",
     "AutoChoice",
     "Breakdown",
+    "Goodput",
+    "GoodputSpec",
+    "InterruptionRates",
+    "JobParts",
     "MemoryReport",
     "ParallelPlan",
     "Placement",
@@ -35,19 +49,25 @@ __all__ = [
     "assemble_steps",
     "build_plan",
     "check_plan",
+    "checkpoint_bytes",
     "domains_spanned",
+    "goodput_at",
+    "interruption_rates",
+    "job_parts",
     "leaves_nvlink",
     "megatron_runs_interleaved",
     "memory_report",
     "mfu_peak",
     "microbatch_floor",
     "node_of",
+    "optimal_interval_s",
     "parse_extra",
     "parse_layout",
     "pipeline_bubble_fractions",
     "place",
     "placement_warnings",
     "plan_memory",
+    "predict_goodput",
     "predict_training",
     "rank_groups",
     "search_knobs",

@@ -1,0 +1,33 @@
+"""Catalog entries for goodput: component interruption rates (a job's failure rate follows from its bill of
+materials) and storage tiers (where checkpoints are written and read), each with its source."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from fabricsim.catalog.models import Entry, Priced
+from fabricsim.catalog.quantities import BytesPerS
+
+FailureUnit = Literal["gpu", "node", "nic", "cable", "job"]
+"""What a failure rate counts per: each GPU, node, NIC or fabric cable of the job, or the job itself (software)"""
+
+
+class FailureRate(Entry):
+    """Interruptions of a training job per hour per unit of one component kind (any failure restarts the job)."""
+
+    per: FailureUnit
+    rate_per_hour: float = Field(ge=0, allow_inf_nan=False, description="job interruptions per unit-hour")
+    planned: bool = Field(False, description="planned (maintenance): the job checkpoints first, so no work is lost")
+
+
+class StorageTier(Priced):
+    """A shared storage system sized in scalable units of compute nodes: the aggregate read and write rates it
+    sustains per unit and what one node can read and write from it."""
+
+    unit_nodes: int = Field(ge=1, description="compute nodes one storage unit serves")
+    read_bytes_per_s: BytesPerS = Field(description="aggregate read rate per unit")
+    write_bytes_per_s: BytesPerS = Field(description="aggregate write rate per unit")
+    node_read_bytes_per_s: BytesPerS = Field(description="read rate one node reaches")
+    node_write_bytes_per_s: BytesPerS = Field(description="write rate one node reaches")

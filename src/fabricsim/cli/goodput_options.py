@@ -1,0 +1,91 @@
+"""`train`'s goodput options (storage, checkpoints, failure rates, restart) and the lines and JSON they print."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from fabricsim import units
+
+if TYPE_CHECKING:
+    from fabricsim.comm import Cluster
+    from fabricsim.model import ModelSpec
+    from fabricsim.training import Goodput, GoodputSpec, TrainingPrediction
+
+Storage = Annotated[str, typer.Option("--storage", help="storage tier the checkpoints go to (fabricsim catalog "
+                                      "storage)")]
+StorageBw = Annotated[str | None, typer.Option("--storage-bw", help="aggregate storage write rate instead of the "
+                                               "tier's (reads scale with it), e.g. 2TB/s")]
+Checkpoint = Annotated[str, typer.Option("--checkpoint", help="sync (training waits for the write; Megatron-LM's "
+                                         "default) or async (only the copy to host memory stops it)")]
+CheckpointInterval = Annotated[str | None, typer.Option("--checkpoint-interval", help="time between checkpoints, "
+                                                        "e.g. 30m [default: the goodput-optimal interval]")]
+MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every component's mean time between "
+                                          "failures (2: half as many failures)")]
+Restart = Annotated[str | None, typer.Option("--restart", help="stall of one failure before the checkpoint is "
+                                             "read back, e.g. 10m [default: 10m, sourced]")]
+
+# GoodputSpec fields whose option is named otherwise
+GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
+                   "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint",
+                   "storage": "--storage"}
+
+
+def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval: str | None, mtbf_scale: float,
+                 restart: str | None) -> GoodputSpec:
+    """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
+    from pydantic import ValidationError
+
+    from fabricsim.errors import SpecError, cli_field, spec_error
+    from fabricsim.training import GoodputSpec
+
+    def positive(value: float, option: str) -> float:
+        if value <= 0:
+            raise SpecError(f"must be above 0, got {value:g}", field=option)
+        return value
+
+    try:
+        return GoodputSpec(
+            storage=storage.strip().lower(), checkpoint=checkpoint.strip().lower(), mtbf_scale=mtbf_scale,
+            storage_write_bytes_per_s=None if storage_bw is None else
+            positive(units.parse_rate(storage_bw, field="--storage-bw"), "--storage-bw"),
+            interval_s=None if interval is None else
+            positive(units.parse_duration(interval, field="--checkpoint-interval"), "--checkpoint-interval"),
+            restart_s=None if restart is None else units.parse_duration(restart, field="--restart"))
+    except ValidationError as exc:
+        raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
+
+
+def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, options: GoodputSpec) -> Goodput:
+    """Goodput of the predicted run on its cluster (its parts from the bill of materials)."""
+    from fabricsim.training import job_parts, predict_goodput
+
+    return predict_goodput(spec, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
+                           options)
+
+
+def goodput_lines(g: Goodput) -> list[str]:
+    """What failures and checkpoints leave: goodput, interruptions, checkpoint interval and cost, restart."""
+    interval = "none needed" if g.checkpoint_interval_s == float("inf") else \
+        f"every {units.format_duration(g.checkpoint_interval_s, digits=3)}" + \
+        (" (optimal)" if g.optimal_interval else "")
+    return [
+        f"goodput {g.goodput:.1%}: {g.effective_tokens_per_s:,.0f} effective tokens/s; "
+        f"{g.interruptions_per_day:.2f} interruptions/day (catalog failure rates x this job's parts"
+        + ("; fabric cables estimated: no fat tree of these switches holds it)" if g.cables_estimated else ")"),
+        f"checkpoint {units.format_bytes(g.checkpoint_bytes)} to {g.storage} ({g.mode}): written in "
+        f"{units.format_duration(g.checkpoint_write_s, digits=3)}, training stopped "
+        f"{units.format_duration(g.checkpoint_blocking_s, digits=3)} each, {interval}, "
+        f"overhead {g.checkpoint_overhead:.2%}; restart {units.format_duration(g.restart_s, digits=3)}",
+    ]
+
+
+def goodput_json(g: Goodput) -> dict[str, Any]:
+    """The goodput figures as JSON (SI; an interval that is never needed is null)."""
+    from dataclasses import asdict
+
+    data = asdict(g)
+    if data["checkpoint_interval_s"] == float("inf"):
+        data["checkpoint_interval_s"] = None
+    return data

@@ -1,0 +1,82 @@
+"""How often a training job is interrupted: the catalog's per-component rates (`catalog.failures`) times the
+parts of the job's cluster (GPUs, nodes, NICs, fabric cables from its bill of materials), plus the job-level
+rates (software, planned maintenance). Any failure stops the whole job: synchronous training restarts every rank
+from the last checkpoint, whatever failed (an NVL72 rack's fault and an HGX node's cost the same restart; the rack
+has more GPUs, so it fails more often)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fabricsim.catalog import Catalog, FailureUnit
+from fabricsim.comm import Cluster
+
+HOUR_S = 3600.0
+
+
+@dataclass(frozen=True)
+class JobParts:
+    """Counts of each failing part kind a job depends on."""
+
+    gpus: int
+    nodes: int
+    nics: int
+    cables: int
+    cables_estimated: bool = False
+    """True when no fat tree of the catalog's switches holds the job (cables: 3 per NIC, a full 3-tier tree's)"""
+
+    def count(self, per: FailureUnit) -> int:
+        return {"gpu": self.gpus, "node": self.nodes, "nic": self.nics, "cable": self.cables, "job": 1}[per]
+
+
+@dataclass(frozen=True)
+class InterruptionRates:
+    """Interruptions per second by catalog component, unplanned and planned (planned ones lose no work)."""
+
+    unplanned_per_s: dict[str, float]
+    planned_per_s: dict[str, float]
+
+    @property
+    def unplanned_total_per_s(self) -> float:
+        return sum(self.unplanned_per_s.values())
+
+    @property
+    def planned_total_per_s(self) -> float:
+        return sum(self.planned_per_s.values())
+
+    def per_day(self) -> float:
+        """Every interruption, planned or not, per day."""
+        return (self.unplanned_total_per_s + self.planned_total_per_s) * 86400.0
+
+
+def job_parts(cluster: Cluster, gpus: int) -> JobParts:
+    """The parts of a job of ``gpus`` GPUs on whole nodes of ``cluster``: its nodes, their NICs and the fabric
+    cables between them (the bill of materials of a fat tree of those nodes)."""
+    from fabricsim.errors import SpecError
+    from fabricsim.topology import build_cluster
+
+    per = cluster.system.gpus_per_node
+    nodes = max(1, -(-gpus // per))
+    nics = nodes * cluster.system.nics_per_node
+    if nodes == 1:
+        return JobParts(gpus, 1, nics, 0)
+    try:
+        bill = build_cluster(cluster.system.id, nodes=nodes, link=cluster.fabric,
+                             oversubscription=cluster.oversubscription, catalog=cluster.catalog).bom()
+    except SpecError:  # beyond what the switches can build: count a full 3-tier tree's cables
+        return JobParts(gpus, nodes, nics, 3 * nics, cables_estimated=True)
+    return JobParts(gpus, nodes, bill.nics, bill.cables_total)
+
+
+def interruption_rates(parts: JobParts, catalog: Catalog, mtbf_scale: float = 1.0) -> InterruptionRates:
+    """Each catalog component's interruptions per second for these parts; ``mtbf_scale`` multiplies the mean
+    time between unplanned failures (2: half as many; planned maintenance keeps its schedule)."""
+    unplanned: dict[str, float] = {}
+    planned: dict[str, float] = {}
+    for rate in catalog.failures.values():
+        per_s = rate.rate_per_hour / HOUR_S * parts.count(rate.per)
+        if rate.planned:
+            planned[rate.id] = per_s
+        else:
+            unplanned[rate.id] = per_s / mtbf_scale
+    return InterruptionRates(unplanned, planned)

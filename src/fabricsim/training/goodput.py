@@ -1,0 +1,170 @@
+"""Goodput of a training run: the fraction of wall-clock time spent on training that is kept, given how often the
+job is interrupted (`training.failures`), what a checkpoint costs and what a restart costs.
+
+Model (first order in the failure rate, as Meta's E[ETTR] for its RSC clusters, Kokolis et al. 2025):
+    goodput = (1 - lam_u (restart + lost) - lam_p restart) / (1 + blocking / interval)
+- lam_u, lam_p: unplanned and planned interruptions per second; a planned one checkpoints first (no lost work);
+- restart: detection, rescheduling, start-up and warm-up (`data/recovery.yaml`) plus reading the checkpoint back
+  at the storage tier's read rate;
+- lost: work since the last complete checkpoint, on average interval / 2 (plus the background write in flight
+  when checkpoints are asynchronous);
+- blocking: the training time one checkpoint stops: the whole write when synchronous; asynchronous (Megatron-Core
+  ``--async-save``, PyTorch DCP ``async_save``), only the copy of each GPU's shard to host memory over its PCIe.
+The write goes at the slowest of the storage tier (per scalable unit), the nodes' storage rate and the GPUs' PCIe.
+The optimal interval maximises this goodput: d/dt = 0 gives t* = -b + sqrt(b^2 + 2 A b / lam_u) (A: the numerator
+without lost work, b: blocking), Young's sqrt(2 b / lam_u) when b is small (Young 1974); an asynchronous interval
+never undercuts the write it waits for.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricsim.catalog import Catalog, StorageTier
+from fabricsim.comm import Cluster
+from fabricsim.errors import SpecError
+from fabricsim.model import ModelSpec
+from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates
+from fabricsim.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
+
+CheckpointMode = Literal["async", "sync"]
+DEFAULT_STORAGE = "superpod-better"
+
+
+class GoodputSpec(BaseModel):
+    """The user's goodput options: storage tier, checkpoint mode and interval, failure-rate scale, restart."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    storage: str = Field(DEFAULT_STORAGE, description="catalog storage tier the checkpoints go to")
+    storage_write_bytes_per_s: float | None = Field(None, gt=0, allow_inf_nan=False,
+                                                    description="aggregate write rate instead of the tier's")
+    checkpoint: CheckpointMode = Field("sync", description="sync (Megatron-LM's default) or async (--async-save)")
+    interval_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="None: the optimal interval")
+    mtbf_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
+    restart_s: float | None = Field(None, ge=0, allow_inf_nan=False, description="None: data/recovery.yaml")
+
+
+@dataclass(frozen=True)
+class Goodput:
+    """What failures and checkpoints leave of a run's throughput, and why."""
+
+    goodput: float
+    interruptions_per_day: float
+    unplanned_by_component_per_day: dict[str, float]
+    checkpoint_bytes: float
+    checkpoint_write_s: float
+    checkpoint_blocking_s: float
+    checkpoint_interval_s: float
+    checkpoint_overhead: float
+    """fraction of time checkpoints stop training: blocking / (interval + blocking)"""
+    restart_s: float
+    lost_work_s: float
+    """work lost per unplanned interruption, on average"""
+    effective_tokens_per_s: float
+    storage: str
+    mode: CheckpointMode
+    optimal_interval: bool
+    cables_estimated: bool
+
+
+@lru_cache(maxsize=1)
+def restart_default_s() -> float:
+    """The packaged restart overhead (data/recovery.yaml)."""
+    text = resources.files("fabricsim.training").joinpath("data/recovery.yaml").read_text()
+    return float(yaml.safe_load(text)["recovery"]["restart_s"]["value"])
+
+
+def checkpoint_bytes(model: ModelSpec) -> float:
+    """Bytes of one checkpoint: every parameter's BF16 weight and its FP32 master copy and Adam moments (what
+    Megatron-Core's distributed checkpoint writes once, however ZeRO shards it; FP8 copies are derived, not
+    saved)."""
+    return float(model.parameters().total) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
+
+
+def _write_rate(spec: GoodputSpec, tier: StorageTier, parts: JobParts) -> tuple[float, float]:
+    """(write, read) bytes/s the job's checkpoint reaches: the tier's units serving its nodes, or the node rate."""
+    units = math.ceil(parts.nodes / tier.unit_nodes)
+    write = min(tier.write_bytes_per_s * units, tier.node_write_bytes_per_s * parts.nodes)
+    read = min(tier.read_bytes_per_s * units, tier.node_read_bytes_per_s * parts.nodes)
+    if spec.storage_write_bytes_per_s is not None:  # a storage system of that size: reads scale with it
+        read = spec.storage_write_bytes_per_s * tier.read_bytes_per_s / tier.write_bytes_per_s
+        write = spec.storage_write_bytes_per_s
+    return write, read
+
+
+def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_time_s: float, tokens_per_s: float,
+                    spec: GoodputSpec | None = None) -> Goodput:
+    """Goodput and effective throughput of a run of ``step_time_s`` steps on these parts (see the module)."""
+    spec = spec or GoodputSpec()
+    catalog: Catalog = cluster.catalog
+    tier = catalog.storage_tier(spec.storage)
+    nic = catalog.nic(cluster.system.nic)
+    injection = parts.nodes * cluster.system.nics_per_node * nic.ports * nic.port_bytes_per_s
+    if spec.storage_write_bytes_per_s is not None and spec.storage_write_bytes_per_s > injection:
+        raise SpecError(f"{spec.storage_write_bytes_per_s / 1e9:g} GB/s is more than the job's {parts.nodes} nodes "
+                        f"can send ({injection / 1e9:g} GB/s through all their NICs)", field="--storage-bw")
+    rates = interruption_rates(parts, catalog, spec.mtbf_scale)
+    size = checkpoint_bytes(model)
+    write_bw, read_bw = _write_rate(spec, tier, parts)
+    pcie = catalog.link(catalog.gpu(cluster.system.gpu).pcie).bytes_per_s
+    copy_s = size / parts.gpus / pcie  # each GPU's share to host memory, all GPUs at once
+    write_s = max(size / write_bw, copy_s)
+    blocking = copy_s if spec.checkpoint == "async" else write_s
+    in_flight = write_s if spec.checkpoint == "async" else 0.0
+    restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + size / read_bw
+    floor = max(step_time_s, write_s if spec.checkpoint == "async" else step_time_s)
+    interval = spec.interval_s if spec.interval_s is not None else \
+        optimal_interval_s(rates, restart, blocking, in_flight, floor)
+    if spec.interval_s is not None and spec.interval_s < floor:
+        raise SpecError(f"a checkpoint every {spec.interval_s:g} s is shorter than "
+                        f"{'one step' if floor == step_time_s else 'the asynchronous write it waits for'} "
+                        f"({floor:.3g} s)", field="--checkpoint-interval")
+    value = goodput_at(rates, restart, blocking, in_flight, interval)
+    return Goodput(
+        goodput=value,
+        interruptions_per_day=rates.per_day(),
+        unplanned_by_component_per_day={k: v * 86400.0 for k, v in rates.unplanned_per_s.items()},
+        checkpoint_bytes=size,
+        checkpoint_write_s=write_s,
+        checkpoint_blocking_s=blocking,
+        checkpoint_interval_s=interval,
+        checkpoint_overhead=blocking / (interval + blocking),
+        restart_s=restart,
+        lost_work_s=interval / 2 + in_flight,
+        effective_tokens_per_s=tokens_per_s * value,
+        storage=spec.storage,
+        mode=spec.checkpoint,
+        optimal_interval=spec.interval_s is None,
+        cables_estimated=parts.cables_estimated,
+    )
+
+
+def goodput_at(rates: InterruptionRates, restart_s: float, blocking_s: float, in_flight_s: float,
+               interval_s: float) -> float:
+    """Goodput with a checkpoint every ``interval_s`` seconds of training (0 when failures outpace progress)."""
+    lam_u, lam_p = rates.unplanned_total_per_s, rates.planned_total_per_s
+    lost = lam_u * (restart_s + in_flight_s + interval_s / 2) if lam_u > 0 else 0.0
+    kept = 1.0 - lost - lam_p * restart_s
+    return max(0.0, kept / (1.0 + blocking_s / interval_s))
+
+
+def optimal_interval_s(rates: InterruptionRates, restart_s: float, blocking_s: float, in_flight_s: float,
+                       floor_s: float) -> float:
+    """The interval that maximises `goodput_at`, at least ``floor_s`` (one step; an asynchronous write)."""
+    lam_u = rates.unplanned_total_per_s
+    if lam_u <= 0.0:
+        return math.inf if blocking_s > 0 else floor_s
+    a = 1.0 - lam_u * (restart_s + in_flight_s) - rates.planned_total_per_s * restart_s
+    if a <= 0.0:
+        return floor_s
+    b = blocking_s
+    best = -b + math.hypot(b, math.sqrt(2.0 * a * b) / math.sqrt(lam_u))  # sqrt(b^2 + 2ab/lam), no overflow
+    return max(best, floor_s)
