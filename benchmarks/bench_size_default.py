@@ -7,11 +7,13 @@ Run: `python benchmarks/bench_size_default.py` (one run; add `--exhaustive` to t
 
 Measured 2026-12-05 (2-core sandbox): 12.57M candidates; bounded (default) 47.5 s wall, 84 s user CPU over both
 cores, peak RSS 1.0 GB, 639,683 plans timed. Before: 105.5 s (2026-12-04, branch and bound with every shape's memory
-checked up front), 461 s and 3.6 GB before branch and bound, 818 s when issue 25 was filed. The same JSON throughout
+checked up front), 461 s and 3.6 GB before branch and bound, 818 s when issue 25 was filed; the same JSON throughout
 (best gb300-nvl72/64, 2,048 GPUs, NDR, tp 4 / dp 512 FP8, 92.5 days; Pareto front, top rows and 64 ties). What took
 the time out: a stage's per-micro-batch work, activations and layout cached on the plan without dp, batch and ZeRO
 (shared by every cluster size a worker prices), memory checked only for shapes the bound reaches, the cyclic GC
 paused inside a task, node templates built once per system.
+With goodput in the ranking (issue 26, times on the wall clock): 46.4 s, 627,019 timed; best the same cluster at
+98.6 days (goodput 0.94).
 """
 
 from __future__ import annotations

@@ -261,7 +261,8 @@ case("train-cp-0-only", ["train", "--cp", "0"], "cp")
 for flag, value, names in (("--checkpoint-interval", "0s", "--checkpoint-interval"),
                            ("--checkpoint-interval", "-5m", "--checkpoint-interval"),
                            ("--checkpoint-interval", "1s", "--checkpoint-interval"),
-                           ("--checkpoint", "sometimes", "--checkpoint"), ("--mtbf-scale", "0", "--mtbf-scale"),
+                           ("--checkpoint-mode", "sometimes", "--checkpoint-mode"),
+                           ("--mtbf-scale", "0", "--mtbf-scale"),
                            ("--mtbf-scale", "-1", "--mtbf-scale"), ("--mtbf-scale", "nan", "--mtbf-scale"),
                            ("--restart", "-1m", "--restart"), ("--storage", "floppy", "storage"),
                            ("--storage-bw", "0", "--storage-bw"), ("--storage-bw", "1PB/s", "--storage-bw")):

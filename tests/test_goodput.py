@@ -86,7 +86,7 @@ def test_llama3_405b_interruptions_and_effective_training_time() -> None:
     """54 days on 16,384 H100 (2,048 nodes): 419 unexpected interruptions (Llama 3 paper, Table 5) and "higher
     than 90% effective training time" (sec. 3.3.4): within 25% and 5 points."""
     parts = job_parts(H100, 16384)
-    assert (parts.nodes, parts.nics) == (2048, 16384)
+    assert (parts.nodes, parts.nics, parts.cpus) == (2048, 16384, 4096)
     rates = interruption_rates(parts, CATALOG)
     unexpected = rates.unplanned_total_per_s * 54 * 86400
     assert unexpected == pytest.approx(419, rel=0.25)
@@ -97,9 +97,10 @@ def test_llama3_405b_interruptions_and_effective_training_time() -> None:
 
 
 def test_rates_scale_with_parts() -> None:
-    small = interruption_rates(JobParts(8, 1, 8, 0), CATALOG)
-    big = interruption_rates(JobParts(80, 10, 80, 100), CATALOG)
+    small = interruption_rates(JobParts(8, 1, 8, 0, 2), CATALOG)
+    big = interruption_rates(JobParts(80, 10, 80, 100, 20), CATALOG)
     assert big.unplanned_per_s["gpu"] == pytest.approx(10 * small.unplanned_per_s["gpu"])
+    assert big.unplanned_per_s["host"] == pytest.approx(10 * small.unplanned_per_s["host"])
     assert big.unplanned_per_s["software"] == small.unplanned_per_s["software"]
     assert small.unplanned_per_s["network"] == 0.0
 
@@ -113,3 +114,21 @@ def test_a_negative_rate_is_refused() -> None:
 def test_storage_faster_than_the_nics_is_refused() -> None:
     with pytest.raises(SpecError, match="NICs"):
         predict_goodput(MODEL, H100, job_parts(H100, 64), 10.0, 1e6, GoodputSpec(storage_write_bytes_per_s=1e15))
+
+
+def test_size_ranks_by_wall_clock_time() -> None:
+    """`size` stretches each run by its cluster's goodput: the same plans and throughput, longer times, higher
+    costs; --no-goodput (spec.goodput None) is the healthy cluster."""
+    from fabricsim.sizing import Knobs, SizingSpec, size
+
+    base = SizingSpec(model="llama3-8b", tokens=1e12, gpus=(64, 512), systems=("dgx-h100",), fabrics=("ndr",),
+                      oversubscription=(1.0,), knobs=Knobs(tp=(8,), pp=(1,), mbs=(1,), recompute=("none",)))
+    with_failures = size(base, engine="serial").frame.sort_values(["gpus", "zero", "precision"])
+    healthy = size(base.model_copy(update={"goodput": None}), engine="serial").frame.sort_values(
+        ["gpus", "zero", "precision"])
+    assert list(with_failures["tokens_per_s"]) == list(healthy["tokens_per_s"])
+    assert (healthy["goodput"] == 1.0).all()
+    g = with_failures["goodput"].to_numpy()
+    assert ((g > 0.8) & (g < 1.0)).all()
+    ratio = with_failures["time_to_train_s"].to_numpy() / healthy["time_to_train_s"].to_numpy()
+    assert ratio == pytest.approx(1 / g)

@@ -10,8 +10,8 @@ from pydantic import Field
 from fabricsim.catalog.models import Entry, Priced
 from fabricsim.catalog.quantities import BytesPerS
 
-FailureUnit = Literal["gpu", "node", "nic", "cable", "job"]
-"""What a failure rate counts per: each GPU, node, NIC or fabric cable of the job, or the job itself (software)"""
+FailureUnit = Literal["gpu", "cpu", "node", "nic", "cable", "job"]
+"""What a failure rate counts per: each GPU, CPU socket, node, NIC or fabric cable of the job, or the job itself"""
 
 
 class FailureRate(Entry):
@@ -23,11 +23,11 @@ class FailureRate(Entry):
 
 
 class StorageTier(Priced):
-    """A shared storage system sized in scalable units of compute nodes: the aggregate read and write rates it
-    sustains per unit and what one node can read and write from it."""
+    """A shared storage system sized in scalable units of GPUs: the aggregate read and write rates it sustains per
+    unit, and per GPU served (a node's figure over its GPUs: rack-scale systems count by GPU, not by node)."""
 
-    unit_nodes: int = Field(ge=1, description="compute nodes one storage unit serves")
+    unit_gpus: int = Field(ge=1, description="GPUs one storage unit serves")
     read_bytes_per_s: BytesPerS = Field(description="aggregate read rate per unit")
     write_bytes_per_s: BytesPerS = Field(description="aggregate write rate per unit")
-    node_read_bytes_per_s: BytesPerS = Field(description="read rate one node reaches")
-    node_write_bytes_per_s: BytesPerS = Field(description="write rate one node reaches")
+    gpu_read_bytes_per_s: BytesPerS = Field(description="read rate per GPU served")
+    gpu_write_bytes_per_s: BytesPerS = Field(description="write rate per GPU served")

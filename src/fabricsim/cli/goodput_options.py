@@ -17,18 +17,22 @@ Storage = Annotated[str, typer.Option("--storage", help="storage tier the checkp
                                       "storage)")]
 StorageBw = Annotated[str | None, typer.Option("--storage-bw", help="aggregate storage write rate instead of the "
                                                "tier's (reads scale with it), e.g. 2TB/s")]
-Checkpoint = Annotated[str, typer.Option("--checkpoint", help="sync (training waits for the write; Megatron-LM's "
-                                         "default) or async (only the copy to host memory stops it)")]
+CheckpointMode = Annotated[str, typer.Option("--checkpoint-mode", help="sync (training waits for the write; "
+                                             "Megatron-LM's default) or async (only the copy to host memory stops "
+                                             "it)")]
 CheckpointInterval = Annotated[str | None, typer.Option("--checkpoint-interval", help="time between checkpoints, "
                                                         "e.g. 30m [default: the goodput-optimal interval]")]
 MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every component's mean time between "
                                           "failures (2: half as many failures)")]
 Restart = Annotated[str | None, typer.Option("--restart", help="stall of one failure before the checkpoint is "
                                              "read back, e.g. 10m [default: 10m, sourced]")]
+GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time to train on the wall clock: failures, "
+                                          "checkpoints and restarts included (--no-goodput: a healthy "
+                                          "cluster)")]
 
 # GoodputSpec fields whose option is named otherwise
 GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
-                   "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint",
+                   "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint-mode",
                    "storage": "--storage"}
 
 

@@ -10,6 +10,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fabricsim import units
+from fabricsim.cli.goodput_options import (
+    CheckpointInterval,
+    CheckpointMode,
+    GoodputOpt,
+    MtbfScale,
+    Restart,
+    Storage,
+    StorageBw,
+    goodput_spec,
+)
 from fabricsim.cli.output import (
     FormatOpt,
     JsonOpt,
@@ -38,7 +48,7 @@ DEFAULT_TOKENS = "15T"
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "zero", "precision", "executor", *MOE_FIXED)
+                 "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
 EXECUTORS = ("local", "ray", "serial")
 MAX_SEQ = 2**24
 
@@ -118,6 +128,8 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         top=kw["top"],
+        goodput=goodput_spec(kw["storage"], kw["storage_bw"], kw["checkpoint_mode"], kw["checkpoint_interval"],
+                             kw["mtbf_scale"], kw["restart"]) if kw["goodput"] else None,
     )
 
 
@@ -316,6 +328,13 @@ def size_command(
                                  "and the P:D ratio), simulated", "--disagg/--no-disagg")] = False,
     checkpoint: Annotated[str | None, _opt("inference: checkpoint path or hub id the printed engine launch commands "
                                            "name (default: the model's name)", "--checkpoint")] = None,
+    goodput: GoodputOpt = True,
+    storage: Storage = "superpod-better",
+    storage_bw: StorageBw = None,
+    checkpoint_mode: CheckpointMode = "sync",
+    checkpoint_interval: CheckpointInterval = None,
+    mtbf_scale: MtbfScale = 1.0,
+    restart: Restart = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
 ) -> None:

@@ -11,8 +11,8 @@ import typer
 
 from fabricsim import units
 from fabricsim.cli.goodput_options import (
-    Checkpoint,
     CheckpointInterval,
+    CheckpointMode,
     MtbfScale,
     Restart,
     Storage,
@@ -381,7 +381,7 @@ def train_command(
     cluster_nodes: ClusterNodes = None,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,
-    checkpoint: Checkpoint = "sync",
+    checkpoint_mode: CheckpointMode = "sync",
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,
     restart: Restart = None,
@@ -393,7 +393,7 @@ def train_command(
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    options = goodput_spec(storage, storage_bw, checkpoint, checkpoint_interval, mtbf_scale, restart)
+    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart)
     with _flow_bar(sim):
         run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
                           gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,

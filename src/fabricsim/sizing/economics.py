@@ -21,12 +21,14 @@ J_PER_KWH = 3.6e6
 @dataclass(frozen=True)
 class Economics:
     """A cluster's capital cost and power draw from its bill of materials; None where the catalog lacks a figure,
-    ``error`` where the cluster cannot be built."""
+    ``error`` where the cluster cannot be built; its NICs and fabric cables (what fails, `training.failures`)."""
 
     capex_usd: float | None
     power_w: float | None
     missing: tuple[str, ...] = ()
     error: str | None = None
+    nics: int = 0
+    cables: int = 0
 
 
 def economics(choice: ClusterChoice, rail_optimized: bool, catalog: Catalog | None = None) -> Economics:
@@ -43,7 +45,7 @@ def _economics(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentity[
                              oversubscription=choice.oversubscription, catalog=catalog.value).bom()
     except SpecError as exc:
         return Economics(None, None, (), str(exc))
-    return Economics(bill.capex_usd, bill.power_w, tuple(bill.missing))
+    return Economics(bill.capex_usd, bill.power_w, tuple(bill.missing), nics=bill.nics, cables=bill.cables_total)
 
 
 def run_costs(time_s: np.ndarray, econ: Economics, gpus: int, spec: SizingSpec) -> tuple[np.ndarray, np.ndarray]:

@@ -24,6 +24,7 @@ from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.training import (
     LAYERS,
+    JobParts,
     ParallelPlan,
     StepTerms,
     assemble_steps,
@@ -33,6 +34,7 @@ from fabricsim.training import (
     microbatch_floor,
     pipeline_bubble_fractions,
     plan_memory,
+    predict_goodput,
     step_flops,
     step_terms,
 )
@@ -167,8 +169,12 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
     cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
+    good = cluster_goodput(model, spec, choice, cluster, econ)
+    if good <= 0.0:
+        why = {"shapes": len(all_shapes), "goodput": 0.0}
+        return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
     valid, no_batch, dps, plan_error = _candidates(model, spec, all_shapes, caches, key)
-    fits = _Fits(model, cluster, caches)
+    fits = _Fits(model, cluster, caches, good)
     if bound is None:
         for k, (shape, plan, batches) in enumerate(valid):
             fitting = fits.fitting(shape, plan, batches)
@@ -189,7 +195,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
            "memory_have": None if fits.least is None else fits.least[1]}
     if not rows:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
-    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches),
+    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches, good),
                        candidates, candidates - len(rows), None, why, econ.missing)
 
 
@@ -205,6 +211,7 @@ class _Fits:
     model: ModelSpec
     cluster: Cluster
     caches: _Caches
+    goodput: float
     priced: list[tuple[int, _Fitting, StepTerms]] = field(default_factory=list)
     least: tuple[float, float] | None = None
     misfits: int = 0
@@ -228,7 +235,7 @@ def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Ec
     """Price the shapes a bounded search must time: in order of their lowest time-to-train bound, each checked for
     memory only when reached, until none left can change the answer (`fabricsim.sizing.bound`); shapes never
     reached are neither checked nor timed."""
-    lows = _lows(model, spec, fits.cluster, valid, fits.caches, (choice.system, choice.gpus))
+    lows = _lows(model, spec, fits.cluster, valid, fits.caches, (choice.system, choice.gpus)) / fits.goodput
     incumbents = Incumbents(bound, spec, econ, choice.gpus)
     can_qualify = incumbents.qualifies(lows)
     priced: list[tuple[int, _Fitting, StepTerms]] = []
@@ -246,7 +253,7 @@ def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Ec
                                _rows(t.sync_exposed, n), _rows(t.sync_overlapped, n), np.full(n, t.optimizer_s),
                                np.full(n, t.pp), np.full(n, t.virtual_stages), np.array([f[1] for f in fitting]))
         gbs = np.array([f[0] for f in fitting], dtype=np.int64)
-        incumbents.add(spec.tokens / ((gbs * spec.seq) / steps.step_time_s))
+        incumbents.add(spec.tokens / ((gbs * spec.seq) / steps.step_time_s) / fits.goodput)
     fits.priced.extend(sorted(priced, key=lambda p: p[0]))
 
 
@@ -273,8 +280,21 @@ def _lows(model: ModelSpec, spec: SizingSpec, cluster: Cluster, valid: list[_Can
     return caches.lows[key]
 
 
+def cluster_goodput(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster: Cluster,
+                    econ: Economics) -> float:
+    """The fraction of a run's wall-clock time this cluster keeps after failures, checkpoints and restarts
+    (`training.goodput`; 1 without ``spec.goodput``). Per cluster: its optimal checkpoint interval is minutes,
+    not bound by one step of any plan."""
+    if spec.goodput is None:
+        return 1.0
+    parts = JobParts(choice.gpus, choice.nodes, econ.nics or choice.nodes * cluster.system.nics_per_node,
+                     econ.cables, choice.nodes * cluster.system.cpus_per_node)
+    return predict_goodput(model, cluster, parts, 0.0, 1.0, spec.goodput).goodput
+
+
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],
-             rows: list[tuple[int, Shape, int, int, float, float]], caches: _Caches) -> dict[str, np.ndarray]:
+             rows: list[tuple[int, Shape, int, int, float, float]], caches: _Caches,
+             good: float) -> dict[str, np.ndarray]:
     idx = np.array([r[0] for r in rows])
     pick = [terms[i] for i in idx]
     steps = assemble_steps(np.array([t.microbatch_exposed for t in pick]), np.array([t.microbatch_overlapped
@@ -289,7 +309,7 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
     flops = np.array([_model_flops(model, spec, r[1].recompute, r[2], caches) for r in rows])
     peak = np.array([mfu_peak(gpu, r[1].precision) for r in rows])  # as predict_training: the GEMMs' precision
     mfu = flops / (step * choice.gpus * peak)
-    time_s = spec.tokens / tokens_per_s
+    time_s = spec.tokens / tokens_per_s / good  # wall clock: failures, checkpoints and restarts included
     econ = economics(choice, spec.rail_optimized)
     cost, energy = run_costs(time_s, econ, choice.gpus, spec)
     shape_cols: dict[str, Any] = {k: np.array([getattr(r[1], k) for r in rows]) for k in Shape.__dataclass_fields__}
@@ -307,6 +327,7 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
         "step_time_s": step,
         "tokens_per_s": tokens_per_s,
         "time_to_train_s": time_s,
+        "goodput": np.full(n, good),
         "mfu": mfu,
         "memory_per_gpu_bytes": np.array([r[4] for r in rows]),
         "memory_capacity_bytes": np.array([r[5] for r in rows]),

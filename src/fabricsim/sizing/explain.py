@@ -45,6 +45,7 @@ def _chunk_reasons(spec: SizingSpec, metas: list[tuple[ClusterChoice, dict[str, 
     dps: set[int] = set()
     plan_errors: dict[str, set[int]] = {}
     memory: set[int] = set()
+    stalled: set[int] = set()
     need: float | None = None
     have: float | None = None
     for choice, meta in metas:
@@ -55,6 +56,8 @@ def _chunk_reasons(spec: SizingSpec, metas: list[tuple[ClusterChoice, dict[str, 
             unbuildable.setdefault(str(meta["error"]), set()).add(choice.gpus)
         elif why.get("no_shape"):
             no_shape.setdefault(str(why["no_shape"]), set()).add(choice.gpus)
+        elif why.get("goodput") == 0.0:
+            stalled.add(choice.gpus)
         elif why.get("shapes") and why.get("no_batch") == why.get("shapes"):
             no_batch.add(choice.gpus)
             dps.update(why.get("dp") or ())
@@ -74,6 +77,9 @@ def _chunk_reasons(spec: SizingSpec, metas: list[tuple[ClusterChoice, dict[str, 
         reasons.append(f"no plan fits in GPU memory at {_counts(memory)} GPUs (the least any plan needs: "
                        f"{need / GB:.1f} GB per GPU, has {have / GB:.1f} GB)")
     reasons += [f"plans rejected at {_counts(g)} GPUs: {msg}" for msg, g in plan_errors.items()]
+    if stalled:
+        reasons.append(f"at {_counts(stalled)} GPUs failures come faster than restarts and checkpoints let the run "
+                       "progress (goodput 0; see --mtbf-scale, --restart, --storage)")
     return reasons
 
 

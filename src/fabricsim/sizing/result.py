@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "recompute", "zero", "precision", "flash_attn", "gbs",
                "seq")
-METRICS = ("tokens_per_s", "time_to_train_s", "cost_usd", "usd_per_million_tokens", "energy_mwh", "mfu",
+METRICS = ("tokens_per_s", "time_to_train_s", "goodput", "cost_usd", "usd_per_million_tokens", "energy_mwh", "mfu",
            "memory_per_gpu_bytes", "bottleneck")
 
 

@@ -45,6 +45,8 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
 
     start = time.perf_counter()
     moe = spec_model(spec).moe is not None  # a bad model fails here, before any work
+    if spec.goodput is not None:
+        default_catalog().storage_tier(spec.goodput.storage)  # and an unknown storage tier
     choices = clusters(spec, default_catalog())
     bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, default_catalog()), spec.top)
     order = [c.chunk_id for c in choices]

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.sizing.defaults import YEAR_S
+from fabricsim.training import GoodputSpec
 
 # Knob -> ParallelPlan field whose bounds it takes
 KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "etp": "etp", "vpp": "virtual_stages", "mbs": "mbs",
@@ -119,6 +120,8 @@ class SizingSpec(BaseModel):
     pue: float = Field(1.3, ge=1.0)
     kwh_usd: float = Field(0.08, ge=0.0)
     top: int = Field(10, ge=1)
+    goodput: GoodputSpec | None = GoodputSpec()
+    """failures, checkpoints and restarts stretch each run to its wall-clock time (None: a healthy cluster)"""
 
     def digest(self) -> str:
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""

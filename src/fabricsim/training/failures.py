@@ -22,11 +22,13 @@ class JobParts:
     nodes: int
     nics: int
     cables: int
+    cpus: int = 0
     cables_estimated: bool = False
     """True when no fat tree of the catalog's switches holds the job (cables: 3 per NIC, a full 3-tier tree's)"""
 
     def count(self, per: FailureUnit) -> int:
-        return {"gpu": self.gpus, "node": self.nodes, "nic": self.nics, "cable": self.cables, "job": 1}[per]
+        return {"gpu": self.gpus, "cpu": self.cpus, "node": self.nodes, "nic": self.nics, "cable": self.cables,
+                "job": 1}[per]
 
 
 @dataclass(frozen=True)
@@ -50,22 +52,22 @@ class InterruptionRates:
 
 
 def job_parts(cluster: Cluster, gpus: int) -> JobParts:
-    """The parts of a job of ``gpus`` GPUs on whole nodes of ``cluster``: its nodes, their NICs and the fabric
-    cables between them (the bill of materials of a fat tree of those nodes)."""
+    """The parts of a job of ``gpus`` GPUs on whole nodes of ``cluster``: its nodes, their CPUs and NICs and the
+    fabric cables between them (the bill of materials of a fat tree of those nodes)."""
     from fabricsim.errors import SpecError
     from fabricsim.topology import build_cluster
 
     per = cluster.system.gpus_per_node
     nodes = max(1, -(-gpus // per))
-    nics = nodes * cluster.system.nics_per_node
+    nics, cpus = nodes * cluster.system.nics_per_node, nodes * cluster.system.cpus_per_node
     if nodes == 1:
-        return JobParts(gpus, 1, nics, 0)
+        return JobParts(gpus, 1, nics, 0, cpus)
     try:
         bill = build_cluster(cluster.system.id, nodes=nodes, link=cluster.fabric,
                              oversubscription=cluster.oversubscription, catalog=cluster.catalog).bom()
     except SpecError:  # beyond what the switches can build: count a full 3-tier tree's cables
-        return JobParts(gpus, nodes, nics, 3 * nics, cables_estimated=True)
-    return JobParts(gpus, nodes, bill.nics, bill.cables_total)
+        return JobParts(gpus, nodes, nics, 3 * nics, cpus, cables_estimated=True)
+    return JobParts(gpus, nodes, bill.nics, bill.cables_total, cpus)
 
 
 def interruption_rates(parts: JobParts, catalog: Catalog, mtbf_scale: float = 1.0) -> InterruptionRates:

@@ -10,7 +10,7 @@ Model (first order in the failure rate, as Meta's E[ETTR] for its RSC clusters, 
   when checkpoints are asynchronous);
 - blocking: the training time one checkpoint stops: the whole write when synchronous; asynchronous (Megatron-Core
   ``--async-save``, PyTorch DCP ``async_save``), only the copy of each GPU's shard to host memory over its PCIe.
-The write goes at the slowest of the storage tier (per scalable unit), the nodes' storage rate and the GPUs' PCIe.
+The write goes at the slowest of the storage tier (per scalable unit), its per-GPU rate and the GPUs' PCIe.
 The optimal interval maximises this goodput: d/dt = 0 gives t* = -b + sqrt(b^2 + 2 A b / lam_u) (A: the numerator
 without lost work, b: blocking), Young's sqrt(2 b / lam_u) when b is small (Young 1974); an asynchronous interval
 never undercuts the write it waits for.
@@ -90,10 +90,10 @@ def checkpoint_bytes(model: ModelSpec) -> float:
 
 
 def _write_rate(spec: GoodputSpec, tier: StorageTier, parts: JobParts) -> tuple[float, float]:
-    """(write, read) bytes/s the job's checkpoint reaches: the tier's units serving its nodes, or the node rate."""
-    units = math.ceil(parts.nodes / tier.unit_nodes)
-    write = min(tier.write_bytes_per_s * units, tier.node_write_bytes_per_s * parts.nodes)
-    read = min(tier.read_bytes_per_s * units, tier.node_read_bytes_per_s * parts.nodes)
+    """(write, read) bytes/s the job's checkpoint reaches: the tier's units serving its GPUs, or the per-GPU rate."""
+    units = math.ceil(parts.gpus / tier.unit_gpus)
+    write = min(tier.write_bytes_per_s * units, tier.gpu_write_bytes_per_s * parts.gpus)
+    read = min(tier.read_bytes_per_s * units, tier.gpu_read_bytes_per_s * parts.gpus)
     if spec.storage_write_bytes_per_s is not None:  # a storage system of that size: reads scale with it
         read = spec.storage_write_bytes_per_s * tier.read_bytes_per_s / tier.write_bytes_per_s
         write = spec.storage_write_bytes_per_s
