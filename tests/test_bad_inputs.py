@@ -308,6 +308,9 @@ for value in ("nan", "inf", "0", "-1", "1e300"):
     case(f"whatif-factor-{value}", ["whatif", "--factor", value], "--factor")
 case("whatif-oversub-nan", ["whatif", "--oversubscription", "nan"], "--oversubscription")
 case("whatif-swap", ["whatif", "--swap", "colour=red"], "swap")
+for value in ("storage=0x", "storage=-2x", "storage=floppy", "checkpoint=maybe", "mtbf=-1", "mtbf=inf"):
+    case(f"whatif-swap-{value}", ["whatif", "--gpus", "64", "--tp", "8", "--swap", value], "swap")
+case("whatif-swap-no-goodput", ["whatif", "--gpus", "64", "--tp", "8", "--no-goodput", "--swap", "mtbf=2"], "goodput")
 case("whatif-swap-noeq", ["whatif", "--swap", "system"], "swap")
 case("whatif-model-deep", ["whatif", "--model", "deep.json"], "deep.json")
 case("whatif-cp-0", ["whatif", "--cp", "0"], "cp")

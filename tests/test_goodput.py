@@ -132,3 +132,28 @@ def test_size_ranks_by_wall_clock_time() -> None:
     assert ((g > 0.8) & (g < 1.0)).all()
     ratio = with_failures["time_to_train_s"].to_numpy() / healthy["time_to_train_s"].to_numpy()
     assert ratio == pytest.approx(1 / g)
+
+
+def test_whatif_goodput_swaps() -> None:
+    """storage=2x, checkpoint=async and mtbf=2 leave the step as it is and never slow the wall-clock step; a
+    slower tier does; storage and reliability are not priced; without goodput they are refused."""
+    from fabricsim.analysis import Scenario, parse_swap, what_if
+    from fabricsim.training import ParallelPlan
+
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(tp=8, pp=4, dp=32, mbs=1, gbs=1024, seq=8192)
+    scenario = Scenario("dgx-h100", 1024, None, 1.0, CATALOG, goodput=GoodputSpec())
+    swaps = tuple(parse_swap(s) for s in ("storage=2x", "checkpoint=async", "mtbf=2", "storage=superpod-good"))
+    result = what_if(model, plan, scenario, swaps=swaps)
+    by = {s.swap: s for s in result.swaps}
+    assert 0.9 < result.base_goodput < 1.0
+    for name in ("storage=2x", "checkpoint=async", "mtbf=2"):
+        assert by[name].step_time_s == pytest.approx(float(result.base.step_time_s))
+        assert by[name].speedup > 1.0
+        assert by[name].goodput > result.base_goodput
+    assert by["storage=superpod-good"].speedup < 1.0
+    assert by["storage=2x"].cost_delta_usd is None and by["mtbf=2"].cost_delta_usd is None
+    assert by["checkpoint=async"].cost_delta_usd == 0.0
+    healthy = Scenario("dgx-h100", 1024, None, 1.0, CATALOG)
+    with pytest.raises(SpecError, match="goodput"):
+        what_if(model, plan, healthy, swaps=(parse_swap("storage=2x"),))

@@ -25,7 +25,8 @@ class LayerDelta:
 
 @dataclass(frozen=True)
 class SwapDelta:
-    """The step on a swapped cluster, the capital cost it adds, and whether it pays for itself."""
+    """The step on a swapped cluster, the capital cost it adds, and whether it pays for itself (``speedup``: of
+    the wall-clock step, step / goodput)."""
 
     swap: str
     step_time_s: float
@@ -36,6 +37,7 @@ class SwapDelta:
     speedup_range: tuple[float, float] | None = None
     """the speed-up the model's error on comparisons allows (paired published residuals); None: not bounded"""
     band: dict[str, object] | None = None  # the step time's error band (JSON) on the swapped cluster
+    goodput: float = 1.0  # the fraction of wall-clock time the run keeps on the swapped cluster
 
     @property
     def percent_faster(self) -> float:
@@ -125,4 +127,4 @@ class SwapDelta:
                 "pays_as_predicted": self.pays_as_predicted(base_capex_usd),
                 "speedup_band": None if self.speedup_range is None else
                 {"low": self.speedup_range[0], "high": self.speedup_range[1]}, "fits": self.fits,
-                "missing_prices": list(self.missing_prices)}
+                "missing_prices": list(self.missing_prices), "goodput": self.goodput}

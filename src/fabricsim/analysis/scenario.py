@@ -1,4 +1,5 @@
-"""A cluster as `whatif` varies it (system, GPUs, network link, NIC, oversubscription) and its capital cost."""
+"""A cluster as `whatif` varies it (system, GPUs, network link, NIC, oversubscription, goodput options) and its
+capital cost."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from math import ceil
 from fabricsim.catalog import Catalog, LinkTech, System
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.comm import Cluster
+from fabricsim.training import GoodputSpec
 
 
 @dataclass(frozen=True)
@@ -28,6 +30,7 @@ class Scenario:
     oversubscription: float
     catalog: Catalog
     nic: str | None = None  # a NIC replacing the system's (a network swap); None: the system's own
+    goodput: GoodputSpec | None = None  # failures, checkpoints and restarts (None: a healthy cluster)
 
     @property
     def system(self) -> System:

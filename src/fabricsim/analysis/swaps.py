@@ -1,5 +1,6 @@
-"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``): parsed from the
-command line and applied to a scenario, keeping the GPU count."""
+"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``; and what changes
+only goodput: ``storage=2x`` or a tier id, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and
+applied to a scenario, keeping the GPU count."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from fabricsim.analysis.scenario import Scenario
 from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 
-SWAP_KEYS = ("system", "ib", "oversubscription")
+SWAP_KEYS = ("system", "ib", "oversubscription", "storage", "checkpoint", "mtbf")
+GOODPUT_KEYS = ("storage", "checkpoint", "mtbf")
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,8 @@ def parse_swap(text: str) -> Swap:
 
 def apply_swap(base: Scenario, swap: Swap) -> Scenario:
     """The scenario with one part swapped; the GPU count stays, so a system swap recomputes the nodes."""
+    if swap.key in GOODPUT_KEYS:
+        return _goodput_swap(base, swap)
     if swap.key == "system":
         system = base.catalog.system(swap.value)
         if base.gpus % system.gpus_per_node and base.gpus > system.gpus_per_node:
@@ -58,3 +62,30 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
     if not 1.0 <= ratio < float("inf"):
         raise SpecError(f"{swap.label}: oversubscription must be a ratio >= 1 (1 = non-blocking)", field="--swap")
     return replace(base, oversubscription=ratio)
+
+
+def _goodput_swap(base: Scenario, swap: Swap) -> Scenario:
+    """Storage (``2x``: its rates doubled; or a catalog tier), checkpoint mode, or every MTBF x a factor."""
+    if base.goodput is None:
+        raise SpecError(f"{swap.label} changes only goodput, which --no-goodput leaves out", field="--swap")
+    spec = base.goodput
+    if swap.key == "checkpoint":
+        if swap.value not in ("sync", "async"):
+            raise SpecError(f"{swap.label}: checkpoint is sync or async", field="--swap")
+        return replace(base, goodput=spec.model_copy(update={"checkpoint": swap.value}))
+    if swap.key == "storage" and not swap.value.endswith("x"):
+        try:
+            base.catalog.storage_tier(swap.value)
+        except SpecError as exc:
+            raise SpecError(f"{swap.label}: {exc}", field="--swap") from None
+        return replace(base, goodput=spec.model_copy(update={"storage": swap.value}))
+    text = swap.value.removesuffix("x")
+    try:
+        factor = float(text)
+    except ValueError:
+        factor = float("nan")
+    if not 0 < factor < float("inf"):
+        raise SpecError(f"{swap.label}: a positive finite factor (2 or 2x)", field="--swap")
+    if swap.key == "mtbf":
+        return replace(base, goodput=spec.model_copy(update={"mtbf_scale": spec.mtbf_scale * factor}))
+    return replace(base, goodput=spec.model_copy(update={"storage_scale": spec.storage_scale * factor}))

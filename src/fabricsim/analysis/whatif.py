@@ -13,7 +13,7 @@ from fabricsim.analysis.variants import faster_catalog
 from fabricsim.analysis.verdict import Verdict, verdict
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
-from fabricsim.training import ParallelPlan, TrainingPrediction, predict_training
+from fabricsim.training import ParallelPlan, TrainingPrediction, job_parts, predict_goodput, predict_training
 from fabricsim.validation import (
     ComparisonBand,
     NoBand,
@@ -24,6 +24,8 @@ from fabricsim.validation import (
 )
 
 LOCAL_LAYERS = ("compute", "hbm", "nvlink", "pcie")
+UNPRICED_SWAPS = {"storage": "storage price", "mtbf": "reliability price"}
+"""swaps whose cost the catalog cannot price (checkpoint=async costs no hardware)"""
 
 
 @dataclass(frozen=True)
@@ -38,13 +40,16 @@ class WhatIf:
     verdict: Verdict
     comparison: ComparisonBand | NoBand | None = None
     """the model's error on a speed-up between two clusters (paired published residuals)"""
+    base_goodput: float = 1.0
+    """the fraction of wall-clock time the base run keeps (failures, checkpoints, restarts); layer speed-ups
+    leave it as it is, swaps are compared on the wall clock"""
 
     def to_json(self) -> dict[str, Any]:
         return {"base_step_s": float(self.base.step_time_s), "base_bottleneck": self.base.bottleneck,
                 "base_capex_usd": self.base_capex_usd, "factor": self.factor,
                 "layers": [d.to_json() for d in self.layers],
                 "swaps": [s.to_json(self.base_capex_usd) for s in self.swaps],
-                "verdict": self.verdict.to_json(),
+                "verdict": self.verdict.to_json(), "base_goodput": self.base_goodput,
                 "comparison_band": None if self.comparison is None else self.comparison.to_json()}
 
 
@@ -65,14 +70,28 @@ def layer_deltas(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_
 
 
 def swap_delta(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_step: float,
-               base_capex_usd: float | None, swap: Swap) -> SwapDelta:
-    """The step and the capital cost difference on the cluster with ``swap`` applied."""
+               base_capex_usd: float | None, swap: Swap, base_goodput: float = 1.0) -> SwapDelta:
+    """The step and the capital cost difference on the cluster with ``swap`` applied; the speed-up is of the
+    wall-clock step (step / goodput), so failures, checkpoints and restarts count."""
     swapped = apply_swap(scenario, swap)
     pred = predict_training(model, plan, swapped.cluster())
     capex = swapped.capex()
+    if swap.key in UNPRICED_SWAPS:  # the bill of materials has no storage, nor a price for reliability
+        capex = replace(capex, usd=None, missing=(*capex.missing, UNPRICED_SWAPS[swap.key]))
     delta = None if capex.usd is None or base_capex_usd is None else capex.usd - base_capex_usd
     step = float(pred.step_time_s)
-    return SwapDelta(swap.label, step, base_step / step, delta, bool(pred.memory.fits), capex.missing)
+    good = scenario_goodput(model, swapped, pred)
+    return SwapDelta(swap.label, step, (base_step / base_goodput) / (step / good) if good > 0 else 0.0, delta,
+                     bool(pred.memory.fits), capex.missing, goodput=good)
+
+
+def scenario_goodput(model: ModelSpec, scenario: Scenario, pred: TrainingPrediction) -> float:
+    """The fraction of wall-clock time the run keeps on this cluster (1 without goodput options)."""
+    if scenario.goodput is None:
+        return 1.0
+    cluster = scenario.cluster()
+    return predict_goodput(model, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
+                           scenario.goodput).goodput
 
 
 def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: float = 2.0,
@@ -83,15 +102,18 @@ def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: fl
     base = predict_training(model, plan, scenario.cluster())
     base_capex = scenario.capex()
     base_step = float(base.step_time_s)
+    base_goodput = scenario_goodput(model, scenario, base)
     layers = layer_deltas(model, plan, scenario, base_step, factor)
     comparison = comparison_error(model, base, scenario, calibration)
     layers = tuple(replace(d, band=step_band(model, base, scenario, d.step_time_s, calibration)) for d in layers)
     deltas = tuple(replace(d, speedup_range=None if isinstance(comparison, NoBand) else
                            comparison.ratio_range(d.speedup),
                            band=step_band(model, base, apply_swap(scenario, s), d.step_time_s, calibration))
-                   for s, d in ((s, swap_delta(model, plan, scenario, base_step, base_capex.usd, s)) for s in swaps))
+                   for s, d in ((s, swap_delta(model, plan, scenario, base_step, base_capex.usd, s, base_goodput))
+                                for s in swaps))
     return WhatIf(base, base_capex.usd, factor, layers, deltas,
-                  verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing, comparison), comparison)
+                  verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing, comparison), comparison,
+                  base_goodput)
 
 
 def step_band(model: ModelSpec, base: TrainingPrediction, scenario: Scenario, step_time_s: float,

@@ -8,6 +8,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fabricsim import units
+from fabricsim.cli.goodput_options import (
+    CheckpointInterval,
+    CheckpointMode,
+    GoodputOpt,
+    MtbfScale,
+    Restart,
+    Storage,
+    StorageBw,
+    goodput_spec,
+)
 from fabricsim.cli.output import (
     FormatOpt,
     command_inputs,
@@ -112,12 +122,14 @@ def _trade(s: SwapDelta) -> str:
 
 
 def swap_table(result: WhatIf) -> Table:
-    """Each swap: step time, speed-up, capital cost difference, what it trades (an upgrade's % faster per $1M, a
-    downgrade's savings per 1% slower) and how the work done per capital dollar moves."""
+    """Each swap: step time, goodput, speed-up of the wall-clock step (step / goodput), capital cost difference,
+    what it trades (an upgrade's % faster per $1M, a downgrade's savings per 1% slower) and how the work done per
+    capital dollar moves."""
     base = "unknown" if result.base_capex_usd is None else f"${result.base_capex_usd:,.0f}"
-    table = new_table(title=f"swaps (base capital cost {base})", header_style="bold")
+    table = new_table(title=f"swaps (base capital cost {base}, goodput {result.base_goodput:.1%})",
+                      header_style="bold")
     text_column(table, "swap")
-    for header in ("step time", "speed-up", "cost delta"):
+    for header in ("step time", "goodput", "speed-up", "cost delta"):
         num_column(table, header)
     text_column(table, "trade")
     num_column(table, "work per $")
@@ -126,7 +138,8 @@ def swap_table(result: WhatIf) -> Table:
         work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
         step = units.format_duration(s.step_time_s) + _band_cell(s.band) + (
             "" if s.fits else " [yellow](does not fit)[/]")
-        table.add_row(s.swap, step, f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s), work)
+        table.add_row(s.swap, step, f"{s.goodput:.1%}", f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s),
+                      work)
     return table
 
 
@@ -167,7 +180,15 @@ def whatif_command(
     oversubscription: Oversubscription = 1.0,
     factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
     swap: Annotated[list[str] | None, typer.Option(
-        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1")] = None,
+        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1; "
+        "storage=2x (or a tier), checkpoint=async, mtbf=2 change only goodput")] = None,
+    goodput: GoodputOpt = True,
+    storage: Storage = "superpod-better",
+    storage_bw: StorageBw = None,
+    checkpoint_mode: CheckpointMode = "sync",
+    checkpoint_interval: CheckpointInterval = None,
+    mtbf_scale: MtbfScale = 1.0,
+    restart: Restart = None,
     fmt: FormatOpt = None,
     as_json: AsJson = False,
     calibration: Calibration = None,
@@ -180,6 +201,8 @@ def whatif_command(
     from fabricsim.inputs import finite
 
     factor = finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
+    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart) \
+        if goodput else None
     swaps = tuple(parse_swap(s) for s in swap or [])
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
                       mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
@@ -192,7 +215,8 @@ def whatif_command(
                       oversubscription=oversubscription,
                       calibration=calibration, grad_dtype=grad_dtype, etp=etp,
                       gpus_per_node=gpus_per_node)
-    scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog)
+    scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog,
+                        goodput=options)
     result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration or []))
     from fabricsim.validation import band_fields
 

@@ -46,6 +46,8 @@ class GoodputSpec(BaseModel):
     storage: str = Field(DEFAULT_STORAGE, description="catalog storage tier the checkpoints go to")
     storage_write_bytes_per_s: float | None = Field(None, gt=0, allow_inf_nan=False,
                                                     description="aggregate write rate instead of the tier's")
+    storage_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
+                                 description="the storage's read and write rates x this (whatif storage=2x)")
     checkpoint: CheckpointMode = Field("sync", description="sync (Megatron-LM's default) or async (--async-save)")
     interval_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="None: the optimal interval")
     mtbf_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
@@ -97,7 +99,7 @@ def _write_rate(spec: GoodputSpec, tier: StorageTier, parts: JobParts) -> tuple[
     if spec.storage_write_bytes_per_s is not None:  # a storage system of that size: reads scale with it
         read = spec.storage_write_bytes_per_s * tier.read_bytes_per_s / tier.write_bytes_per_s
         write = spec.storage_write_bytes_per_s
-    return write, read
+    return write * spec.storage_scale, read * spec.storage_scale
 
 
 def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_time_s: float, tokens_per_s: float,
@@ -108,12 +110,12 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
     tier = catalog.storage_tier(spec.storage)
     nic = catalog.nic(cluster.system.nic)
     injection = parts.nodes * cluster.system.nics_per_node * nic.ports * nic.port_bytes_per_s
-    if spec.storage_write_bytes_per_s is not None and spec.storage_write_bytes_per_s > injection:
-        raise SpecError(f"{spec.storage_write_bytes_per_s / 1e9:g} GB/s is more than the job's {parts.nodes} nodes "
-                        f"can send ({injection / 1e9:g} GB/s through all their NICs)", field="--storage-bw")
     rates = interruption_rates(parts, catalog, spec.mtbf_scale)
     size = checkpoint_bytes(model)
     write_bw, read_bw = _write_rate(spec, tier, parts)
+    if write_bw > injection * (1 + 1e-9):
+        raise SpecError(f"a storage write rate of {write_bw / 1e9:g} GB/s is more than the job's {parts.nodes} nodes "
+                        f"can send ({injection / 1e9:g} GB/s through all their NICs)", field="--storage-bw")
     pcie = catalog.link(catalog.gpu(cluster.system.gpu).pcie).bytes_per_s
     copy_s = size / parts.gpus / pcie  # each GPU's share to host memory, all GPUs at once
     write_s = max(size / write_bw, copy_s)
