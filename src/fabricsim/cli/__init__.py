@@ -71,7 +71,8 @@ app.command("compare")(compare_command)
 
 @app.command("demo")
 def demo_command() -> None:
-    """The main job on a built-in default: Llama 3 70B on 64 DGX H100 nodes, and which layer bounds it."""
+    """The main job on a built-in default: Llama 3 70B on 64 DGX H100 nodes, which layer bounds it, and what
+    failures and checkpoints leave of it (goodput)."""
     from fabricsim.catalog import default_catalog
     from fabricsim.comm import Cluster
     from fabricsim.model import load_model
@@ -85,7 +86,11 @@ def demo_command() -> None:
     title = (f"demo: llama3-70b on 512 H100 ({pred.nodes} x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, "
              "flash attention")
     console.print(render_training(pred, title))
-    for line in summary_lines(pred, prediction_bands(model, cluster, pred, [])):
+    from fabricsim.cli.goodput_options import goodput_lines, run_goodput
+    from fabricsim.training import GoodputSpec
+
+    good = run_goodput(model, cluster, pred, GoodputSpec())
+    for line in summary_lines(pred, prediction_bands(model, cluster, pred, [])) + goodput_lines(good):
         console.print(line)
     console.print("[dim]next: `fabricsim catalog systems` for the other systems, `fabricsim whatif` for where the "
                   "next dollar goes, `fabricsim --help` for every command[/]")
