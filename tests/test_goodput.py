@@ -157,3 +157,12 @@ def test_whatif_goodput_swaps() -> None:
     healthy = Scenario("dgx-h100", 1024, None, 1.0, CATALOG)
     with pytest.raises(SpecError, match="goodput"):
         what_if(model, plan, healthy, swaps=(parse_swap("storage=2x"),))
+
+
+def test_peer_memory_checkpoints_beat_slow_storage() -> None:
+    """In peers' host memory (Gemini, GEMINI): written and read back over the NICs, so on slow storage the run keeps
+    more than with asynchronous writes to it, and storage speed no longer matters."""
+    slow = {"storage_write_bytes_per_s": 1e10}
+    memory = _goodput(16384, checkpoint="memory", **slow)
+    assert memory > _goodput(16384, checkpoint="async", **slow) > _goodput(16384, checkpoint="sync", **slow)
+    assert memory == pytest.approx(_goodput(16384, checkpoint="memory", storage_write_bytes_per_s=1e12))

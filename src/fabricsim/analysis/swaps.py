@@ -70,8 +70,8 @@ def _goodput_swap(base: Scenario, swap: Swap) -> Scenario:
         raise SpecError(f"{swap.label} changes only goodput, which --no-goodput leaves out", field="--swap")
     spec = base.goodput
     if swap.key == "checkpoint":
-        if swap.value not in ("sync", "async"):
-            raise SpecError(f"{swap.label}: checkpoint is sync or async", field="--swap")
+        if swap.value not in ("sync", "async", "memory"):
+            raise SpecError(f"{swap.label}: checkpoint is sync, async or memory", field="--swap")
         return replace(base, goodput=spec.model_copy(update={"checkpoint": swap.value}))
     if swap.key == "storage" and not swap.value.endswith("x"):
         try:

@@ -18,8 +18,8 @@ Storage = Annotated[str, typer.Option("--storage", help="storage tier the checkp
 StorageBw = Annotated[str | None, typer.Option("--storage-bw", help="aggregate storage write rate instead of the "
                                                "tier's (reads scale with it), e.g. 2TB/s")]
 CheckpointMode = Annotated[str, typer.Option("--checkpoint-mode", help="sync (training waits for the write; "
-                                             "Megatron-LM's default) or async (only the copy to host memory stops "
-                                             "it)")]
+                                             "Megatron-LM's default), async (only the copy to host memory stops "
+                                             "it) or memory (copies in peers' host memory, restored from there)")]
 CheckpointInterval = Annotated[str | None, typer.Option("--checkpoint-interval", help="time between checkpoints, "
                                                         "e.g. 30m [default: the goodput-optimal interval]")]
 MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every component's mean time between "
@@ -71,6 +71,7 @@ def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, opt
 
 def goodput_lines(g: Goodput) -> list[str]:
     """What failures and checkpoints leave: goodput, interruptions, checkpoint interval and cost, restart."""
+    where = "peers' host memory" if g.mode == "memory" else g.storage
     interval = "none needed" if g.checkpoint_interval_s == float("inf") else \
         f"every {units.format_duration(g.checkpoint_interval_s, digits=3)}" + \
         (" (optimal)" if g.optimal_interval else "")
@@ -78,7 +79,7 @@ def goodput_lines(g: Goodput) -> list[str]:
         f"goodput {g.goodput:.1%}: {g.effective_tokens_per_s:,.0f} effective tokens/s; "
         f"{g.interruptions_per_day:.2f} interruptions/day (catalog failure rates x this job's parts"
         + ("; fabric cables estimated: no fat tree of these switches holds it)" if g.cables_estimated else ")"),
-        f"checkpoint {units.format_bytes(g.checkpoint_bytes)} to {g.storage} ({g.mode}): written in "
+        f"checkpoint {units.format_bytes(g.checkpoint_bytes)} to {where} ({g.mode}): written in "
         f"{units.format_duration(g.checkpoint_write_s, digits=3)}, training stopped "
         f"{units.format_duration(g.checkpoint_blocking_s, digits=3)} each, {interval}, "
         f"overhead {g.checkpoint_overhead:.2%}; restart {units.format_duration(g.restart_s, digits=3)}",

@@ -9,7 +9,11 @@ Model (first order in the failure rate, as Meta's E[ETTR] for its RSC clusters, 
 - lost: work since the last complete checkpoint, on average interval / 2 (plus the background write in flight
   when checkpoints are asynchronous);
 - blocking: the training time one checkpoint stops: the whole write when synchronous; asynchronous (Megatron-Core
-  ``--async-save``, PyTorch DCP ``async_save``), only the copy of each GPU's shard to host memory over its PCIe.
+  ``--async-save``, PyTorch DCP ``async_save``), only the copy of each GPU's shard to host memory over its PCIe;
+  in memory (Gemini's "redundant in-memory copies of the model state", Gemini Team 2023 sec. 3; GEMINI, Wang et
+  al., SOSP 2023), the same copy, then each shard goes to a peer node's host memory over the NICs and a restart
+  reads it back from there instead of from storage (a failure that takes out a shard and its peer copy at once,
+  and the storage checkpoints still kept for it, are not modelled).
 The write goes at the slowest of the storage tier (per scalable unit), its per-GPU rate and the GPUs' PCIe.
 The optimal interval maximises this goodput: d/dt = 0 gives t* = -b + sqrt(b^2 + 2 A b / lam_u) (A: the numerator
 without lost work, b: blocking), Young's sqrt(2 b / lam_u) when b is small (Young 1974); an asynchronous interval
@@ -34,7 +38,7 @@ from fabricsim.model import ModelSpec
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates
 from fabricsim.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 
-CheckpointMode = Literal["async", "sync"]
+CheckpointMode = Literal["sync", "async", "memory"]
 DEFAULT_STORAGE = "superpod-better"
 
 
@@ -48,7 +52,8 @@ class GoodputSpec(BaseModel):
                                                     description="aggregate write rate instead of the tier's")
     storage_scale: float = Field(1.0, gt=0, allow_inf_nan=False,
                                  description="the storage's read and write rates x this (whatif storage=2x)")
-    checkpoint: CheckpointMode = Field("sync", description="sync (Megatron-LM's default) or async (--async-save)")
+    checkpoint: CheckpointMode = Field("sync", description="sync (Megatron-LM's default), async (--async-save) or "
+                                       "memory (to peers' host memory, restored from them)")
     interval_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="None: the optimal interval")
     mtbf_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
     restart_s: float | None = Field(None, ge=0, allow_inf_nan=False, description="None: data/recovery.yaml")
@@ -118,16 +123,19 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
                         f"can send ({injection / 1e9:g} GB/s through all their NICs)", field="--storage-bw")
     pcie = catalog.link(catalog.gpu(cluster.system.gpu).pcie).bytes_per_s
     copy_s = size / parts.gpus / pcie  # each GPU's share to host memory, all GPUs at once
-    write_s = max(size / write_bw, copy_s)
-    blocking = copy_s if spec.checkpoint == "async" else write_s
-    in_flight = write_s if spec.checkpoint == "async" else 0.0
-    restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + size / read_bw
-    floor = max(step_time_s, write_s if spec.checkpoint == "async" else step_time_s)
+    if spec.checkpoint == "memory":  # to and from a peer node's host memory, every node's NICs at once
+        write_s, read_s = max(size / injection, copy_s), size / injection
+    else:
+        write_s, read_s = max(size / write_bw, copy_s), size / read_bw
+    blocking = write_s if spec.checkpoint == "sync" else copy_s
+    in_flight = 0.0 if spec.checkpoint == "sync" else write_s
+    restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + read_s
+    floor = max(step_time_s, in_flight)
     interval = spec.interval_s if spec.interval_s is not None else \
         optimal_interval_s(rates, restart, blocking, in_flight, floor)
     if spec.interval_s is not None and spec.interval_s < floor:
         raise SpecError(f"a checkpoint every {spec.interval_s:g} s is shorter than "
-                        f"{'one step' if floor == step_time_s else 'the asynchronous write it waits for'} "
+                        f"{'one step' if floor == step_time_s else 'the background write it waits for'} "
                         f"({floor:.3g} s)", field="--checkpoint-interval")
     value = goodput_at(rates, restart, blocking, in_flight, interval)
     return Goodput(
