@@ -4,12 +4,17 @@ capital cost."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from math import ceil
+from typing import TYPE_CHECKING
 
 from fabricsim.catalog import Catalog, LinkTech, System
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.comm import Cluster
 from fabricsim.training import GoodputSpec
+
+if TYPE_CHECKING:
+    from fabricsim.topology import BillOfMaterials
 
 
 @dataclass(frozen=True)
@@ -53,13 +58,19 @@ class Scenario:
     def link(self) -> LinkTech:
         return resolve_fabric_link(self.catalog, self.system, self.fabric)
 
-    def capex(self) -> Capex:
+    @cached_property
+    def bill(self) -> BillOfMaterials:
         """Bill of materials of a rail-optimized fat tree of these nodes: nodes, switches, cables and optics, and
-        the price difference of a replacement NIC (node prices include the system's own NICs)."""
+        the price difference of a replacement NIC (node prices include the system's own NICs); built once, for the
+        capital cost and for the parts that fail."""
         from fabricsim.topology import ClusterSpec, build_topology
 
         spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": "fat-tree",
                                   "link": self.link().id, "oversubscription": self.oversubscription,
                                   "nic": self.nic})
-        bill = build_topology(spec, self.catalog).bom()  # bills a replacement NIC as its price difference
+        return build_topology(spec, self.catalog).bom()  # bills a replacement NIC as its price difference
+
+    def capex(self) -> Capex:
+        """The capital cost of `bill`, and the catalog prices it lacks."""
+        bill = self.bill
         return Capex(bill.capex_usd, tuple(m for m in bill.missing if m.endswith(" price")))

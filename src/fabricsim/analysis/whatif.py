@@ -13,7 +13,7 @@ from fabricsim.analysis.variants import faster_catalog
 from fabricsim.analysis.verdict import Verdict, verdict
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
-from fabricsim.training import ParallelPlan, TrainingPrediction, job_parts, predict_goodput, predict_training
+from fabricsim.training import ParallelPlan, TrainingPrediction, parts_of, predict_goodput, predict_training
 from fabricsim.validation import (
     ComparisonBand,
     NoBand,
@@ -89,8 +89,8 @@ def scenario_goodput(model: ModelSpec, scenario: Scenario, pred: TrainingPredict
     """The fraction of wall-clock time the run keeps on this cluster (1 without goodput options)."""
     if scenario.goodput is None:
         return 1.0
-    cluster = scenario.cluster()
-    return predict_goodput(model, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
+    parts = parts_of(scenario.system, pred.gpus, scenario.bill.nics, scenario.bill.cables_total)
+    return predict_goodput(model, scenario.cluster(), parts, pred.step_time_s, pred.tokens_per_s,
                            scenario.goodput).goodput
 
 

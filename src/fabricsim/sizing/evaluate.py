@@ -24,7 +24,6 @@ from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.training import (
     LAYERS,
-    JobParts,
     ParallelPlan,
     StepTerms,
     assemble_steps,
@@ -32,6 +31,7 @@ from fabricsim.training import (
     megatron_runs_interleaved,
     mfu_peak,
     microbatch_floor,
+    parts_of,
     pipeline_bubble_fractions,
     plan_memory,
     predict_goodput,
@@ -287,8 +287,7 @@ def cluster_goodput(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, c
     not bound by one step of any plan."""
     if spec.goodput is None:
         return 1.0
-    parts = JobParts(choice.gpus, choice.nodes, econ.nics or choice.nodes * cluster.system.nics_per_node,
-                     econ.cables, choice.nodes * cluster.system.cpus_per_node)
+    parts = parts_of(cluster.system, choice.gpus, econ.nics, econ.cables)
     return predict_goodput(model, cluster, parts, 0.0, 1.0, spec.goodput).goodput
 
 

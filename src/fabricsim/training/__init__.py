@@ -4,7 +4,7 @@ restarts).
 """
 
 from fabricsim.training.auto import AutoChoice, search_knobs
-from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts
+from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts, parts_of
 from fabricsim.training.flops import MFU_DEFINITION, StepFlops, mfu_peak, stage_microbatch_flops, step_flops
 from fabricsim.training.goodput import (
     Goodput,
@@ -63,6 +63,7 @@ __all__ = [
     "optimal_interval_s",
     "parse_extra",
     "parse_layout",
+    "parts_of",
     "pipeline_bubble_fractions",
     "place",
     "placement_warnings",

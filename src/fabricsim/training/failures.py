@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabricsim.catalog import Catalog, FailureUnit
+from fabricsim.catalog import Catalog, FailureUnit, System
 from fabricsim.comm import Cluster
 
 HOUR_S = 3600.0
@@ -57,17 +57,24 @@ def job_parts(cluster: Cluster, gpus: int) -> JobParts:
     from fabricsim.errors import SpecError
     from fabricsim.topology import build_cluster
 
-    per = cluster.system.gpus_per_node
-    nodes = max(1, -(-gpus // per))
-    nics, cpus = nodes * cluster.system.nics_per_node, nodes * cluster.system.cpus_per_node
+    system = cluster.system
+    nodes = max(1, -(-gpus // system.gpus_per_node))
+    nics = nodes * system.nics_per_node
     if nodes == 1:
-        return JobParts(gpus, 1, nics, 0, cpus)
+        return parts_of(system, gpus, nics, 0)
     try:
-        bill = build_cluster(cluster.system.id, nodes=nodes, link=cluster.fabric,
-                             oversubscription=cluster.oversubscription, catalog=cluster.catalog).bom()
+        bill = build_cluster(system.id, nodes=nodes, link=cluster.fabric, oversubscription=cluster.oversubscription,
+                             catalog=cluster.catalog).bom()
     except SpecError:  # beyond what the switches can build: count a full 3-tier tree's cables
-        return JobParts(gpus, nodes, nics, 3 * nics, cpus, cables_estimated=True)
-    return JobParts(gpus, nodes, bill.nics, bill.cables_total, cpus)
+        return parts_of(system, gpus, nics, 3 * nics, cables_estimated=True)
+    return parts_of(system, gpus, bill.nics, bill.cables_total)
+
+
+def parts_of(system: System, gpus: int, nics: int, cables: int, cables_estimated: bool = False) -> JobParts:
+    """A job's parts given the NICs and fabric cables of its bill of materials: its whole nodes of ``system`` and
+    their CPU sockets (what every caller with a BOM at hand counts from)."""
+    nodes = max(1, -(-gpus // system.gpus_per_node))
+    return JobParts(gpus, nodes, nics, cables, nodes * system.cpus_per_node, cables_estimated)
 
 
 def interruption_rates(parts: JobParts, catalog: Catalog, mtbf_scale: float = 1.0) -> InterruptionRates:
