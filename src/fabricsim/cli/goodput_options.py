@@ -1,4 +1,5 @@
-"""`train`'s goodput options (storage, checkpoints, failure rates, restart) and the lines and JSON they print."""
+"""The goodput options `train`, `size` and `whatif` share (storage, checkpoints, failure rates, restart), and the
+lines and JSON `train` prints."""
 
 from __future__ import annotations
 
@@ -41,21 +42,15 @@ def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval
     """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
     from pydantic import ValidationError
 
-    from fabricsim.errors import SpecError, cli_field, spec_error
+    from fabricsim.errors import cli_field, spec_error
     from fabricsim.training import GoodputSpec
 
-    def positive(value: float, option: str) -> float:
-        if value <= 0:
-            raise SpecError(f"must be above 0, got {value:g}", field=option)
-        return value
-
-    try:
+    try:  # GoodputSpec's own bounds refuse a zero rate or interval
         return GoodputSpec(
             storage=storage.strip().lower(), checkpoint=checkpoint.strip().lower(), mtbf_scale=mtbf_scale,
             storage_write_bytes_per_s=None if storage_bw is None else
-            positive(units.parse_rate(storage_bw, field="--storage-bw"), "--storage-bw"),
-            interval_s=None if interval is None else
-            positive(units.parse_duration(interval, field="--checkpoint-interval"), "--checkpoint-interval"),
+            units.parse_rate(storage_bw, field="--storage-bw"),
+            interval_s=None if interval is None else units.parse_duration(interval, field="--checkpoint-interval"),
             restart_s=None if restart is None else units.parse_duration(restart, field="--restart"))
     except ValidationError as exc:
         raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
