@@ -267,6 +267,27 @@ for flag, value, names in (("--checkpoint-interval", "0s", "--checkpoint-interva
                            ("--restart", "-1m", "--restart"), ("--storage", "floppy", "storage"),
                            ("--storage-bw", "0", "--storage-bw"), ("--storage-bw", "1PB/s", "--storage-bw")):
     case(f"train-goodput{flag[1:]}-{value}", ["train", "--gpus", "64", "--tp", "8", flag, value], names)
+# storage network and hot spares (train, topo, whatif, size)
+for flag, value, names in (("--spares", "-1", "--spares"), ("--spares", "150%", "--spares"),
+                           ("--spares", "lots", "--spares"), ("--spares", "nan%", "--spares"),
+                           ("--storage-network", "wireless", "--storage-network"),
+                           ("--storage-server", "floppy", "storage server"),
+                           ("--storage-servers", "0", "--storage-servers")):
+    case(f"train-storage{flag[1:]}-{value}", ["train", "--gpus", "64", "--tp", "8", flag, value], names)
+case("train-storage-server-min", ["train", "--gpus", "64", "--tp", "8", "--storage-server", "wekapod-nitro",
+                                  "--storage-servers", "4"], "storage_servers")
+case("topo-storage-servers-no-network", ["topo", "--nodes", "8", "--storage-servers", "3"], "--storage-servers")
+case("topo-storage-converged-mesh", ["topo", "--nodes", "4", "--fabric", "mesh", "--storage-network", "converged"],
+     "storage_network")
+case("topo-storage-network-bad", ["topo", "--nodes", "4", "--storage-network", "cloud"], "--storage-network")
+case("topo-storage-bw-physics", ["topo", "--nodes", "4", "--storage-network", "separate", "--storage-bw", "1PB/s"],
+     "--storage-bw")
+case("topo-storage-tier-bad", ["topo", "--nodes", "4", "--storage-network", "separate", "--storage", "floppy"],
+     "storage")
+case("topo-storage-switch-bad", ["topo", "--nodes", "4", "--storage-network", "separate", "--storage-switch",
+                                 "nvswitch-gen3"], "link")
+case("size-spares-bad", ["size", "--gpus", "64", "--spares", "2%,-3"], "--spares")
+case("size-storage-bad", ["size", "--gpus", "64", "--storage", "superpod-good,floppy"], "storage")
 case("train-seq-huge", ["train", "--gpus", "8", "--seq", "1000000000"], "seq")
 case("train-seq-1e9", ["train", "--seq", "1e9"], "--seq")
 case("train-gbs-huge", ["train", "--gpus", "8", "--gbs", "100000000000"], "gbs")
@@ -308,7 +329,8 @@ for value in ("nan", "inf", "0", "-1", "1e300"):
     case(f"whatif-factor-{value}", ["whatif", "--factor", value], "--factor")
 case("whatif-oversub-nan", ["whatif", "--oversubscription", "nan"], "--oversubscription")
 case("whatif-swap", ["whatif", "--swap", "colour=red"], "swap")
-for value in ("storage=0x", "storage=-2x", "storage=floppy", "checkpoint=maybe", "mtbf=-1", "mtbf=inf"):
+for value in ("storage=0x", "storage=-2x", "storage=floppy", "checkpoint=maybe", "mtbf=-1", "mtbf=inf", "spares=-2",
+              "spares=200%", "spares=some"):
     case(f"whatif-swap-{value}", ["whatif", "--gpus", "64", "--tp", "8", "--swap", value], "swap")
 case("whatif-swap-no-goodput", ["whatif", "--gpus", "64", "--tp", "8", "--no-goodput", "--swap", "mtbf=2"], "goodput")
 case("whatif-swap-noeq", ["whatif", "--swap", "system"], "swap")

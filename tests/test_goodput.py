@@ -39,8 +39,10 @@ def _goodput(gpus: int, **options: object) -> float:
 
 
 def test_goodput_falls_as_the_job_grows() -> None:
-    """On one storage system (2 TB/s): a job of more parts fails more often, and nothing else changes."""
-    values = [_goodput(g, storage_write_bytes_per_s=2e12) for g in (64, 512, 2048, 8192, 16384, 65536)]
+    """On one storage system (2 TB/s, unbilled: no network to size to the job): a job of more parts fails more
+    often, and nothing else changes."""
+    values = [_goodput(g, storage_write_bytes_per_s=2e12, storage_network="none")
+              for g in (64, 512, 2048, 8192, 16384, 65536)]
     assert all(a > b for a, b in itertools.pairwise(values)), values
     assert all(0.0 < v <= 1.0 for v in values)
 
@@ -111,9 +113,12 @@ def test_a_negative_rate_is_refused() -> None:
         load_documents([("overlay.yaml", doc)], base=CATALOG)
 
 
-def test_storage_faster_than_the_nics_is_refused() -> None:
-    with pytest.raises(SpecError, match="NICs"):
-        predict_goodput(MODEL, H100, job_parts(H100, 64), 10.0, 1e6, GoodputSpec(storage_write_bytes_per_s=1e15))
+@pytest.mark.parametrize(("network", "through"), [("none", "all their NICs"), ("converged", "all their NICs"),
+                                                  ("separate", "their storage ports")])
+def test_storage_faster_than_the_nics_is_refused(network: str, through: str) -> None:
+    with pytest.raises(SpecError, match=through):
+        predict_goodput(MODEL, H100, job_parts(H100, 64), 10.0, 1e6,
+                        GoodputSpec(storage_write_bytes_per_s=1e15, storage_network=network))
 
 
 def test_size_ranks_by_wall_clock_time() -> None:
@@ -136,7 +141,8 @@ def test_size_ranks_by_wall_clock_time() -> None:
 
 def test_whatif_goodput_swaps() -> None:
     """storage=2x, checkpoint=async and mtbf=2 leave the step as it is and never slow the wall-clock step; a
-    slower tier does; storage and reliability are not priced; without goodput they are refused."""
+    slower tier does; storage is priced from its servers and network (not when --storage-network none), reliability
+    is not; without goodput they are refused."""
     from fabricsim.analysis import Scenario, parse_swap, what_if
     from fabricsim.training import ParallelPlan
 
@@ -152,8 +158,12 @@ def test_whatif_goodput_swaps() -> None:
         assert by[name].speedup > 1.0
         assert by[name].goodput > result.base_goodput
     assert by["storage=superpod-good"].speedup < 1.0
-    assert by["storage=2x"].cost_delta_usd is None and by["mtbf=2"].cost_delta_usd is None
+    assert by["mtbf=2"].cost_delta_usd is None
+    assert (by["storage=2x"].cost_delta_usd or 0.0) > 0.0  # twice the servers
+    assert (by["storage=superpod-good"].cost_delta_usd or 0.0) <= 0.0
     assert by["checkpoint=async"].cost_delta_usd == 0.0
+    unbilled = Scenario("dgx-h100", 1024, None, 1.0, CATALOG, goodput=GoodputSpec(storage_network="none"))
+    assert what_if(model, plan, unbilled, swaps=swaps[:1]).swaps[0].cost_delta_usd is None
     healthy = Scenario("dgx-h100", 1024, None, 1.0, CATALOG)
     with pytest.raises(SpecError, match="goodput"):
         what_if(model, plan, healthy, swaps=(parse_swap("storage=2x"),))

@@ -68,9 +68,23 @@ class Scenario:
         spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": "fat-tree",
                                   "link": self.link().id, "oversubscription": self.oversubscription,
                                   "nic": self.nic})
+        if self.goodput is not None:  # the storage network the goodput options buy
+            spec = spec.model_copy(update={"storage": self.goodput.network_spec()})
         return build_topology(spec, self.catalog).bom()  # bills a replacement NIC as its price difference
 
+    @property
+    def spare_nodes(self) -> int:
+        """Hot spare nodes the goodput options keep beside the job (0 for a healthy cluster)."""
+        return 0 if self.goodput is None else self.goodput.spare_nodes(self.nodes)
+
     def capex(self) -> Capex:
-        """The capital cost of `bill`, and the catalog prices it lacks."""
+        """The capital cost of `bill` (storage included) and of the hot spare nodes, and the catalog prices it
+        lacks."""
         bill = self.bill
-        return Capex(bill.capex_usd, tuple(m for m in bill.missing if m.endswith(" price")))
+        missing = [m for m in bill.missing if m.endswith(" price")]
+        usd = bill.capex_usd
+        if self.spare_nodes:
+            price = self.system.price_usd
+            missing += [] if price is not None else [f"{self.system_id} price"]
+            usd = None if usd is None or price is None else usd + self.spare_nodes * price
+        return Capex(usd, tuple(sorted(set(missing))))

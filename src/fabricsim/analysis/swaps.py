@@ -1,6 +1,7 @@
 """Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``; and what changes
-only goodput: ``storage=2x`` or a tier id, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and
-applied to a scenario, keeping the GPU count."""
+goodput and the storage and spares billed: ``storage=2x``, a tier id or a storage network (separate, converged,
+none), ``spares=2%`` or a node count, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and applied
+to a scenario, keeping the GPU count."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from dataclasses import dataclass, replace
 from fabricsim.analysis.scenario import Scenario
 from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
+from fabricsim.training import spare_fields
 
-SWAP_KEYS = ("system", "ib", "oversubscription", "storage", "checkpoint", "mtbf")
-GOODPUT_KEYS = ("storage", "checkpoint", "mtbf")
+SWAP_KEYS = ("system", "ib", "oversubscription", "storage", "checkpoint", "mtbf", "spares")
+GOODPUT_KEYS = ("storage", "checkpoint", "mtbf", "spares")
+STORAGE_NETWORK_VALUES = ("separate", "converged", "none")
 
 
 @dataclass(frozen=True)
@@ -65,7 +68,8 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
 
 
 def _goodput_swap(base: Scenario, swap: Swap) -> Scenario:
-    """Storage (``2x``: its rates doubled; or a catalog tier), checkpoint mode, or every MTBF x a factor."""
+    """Storage (``2x``: its rates doubled, its servers sized to them; a catalog tier; or a storage network), hot
+    spares, checkpoint mode, or every MTBF x a factor."""
     if base.goodput is None:
         raise SpecError(f"{swap.label} changes only goodput, which --no-goodput leaves out", field="--swap")
     spec = base.goodput
@@ -73,6 +77,11 @@ def _goodput_swap(base: Scenario, swap: Swap) -> Scenario:
         if swap.value not in ("sync", "async", "memory"):
             raise SpecError(f"{swap.label}: checkpoint is sync, async or memory", field="--swap")
         return replace(base, goodput=spec.model_copy(update={"checkpoint": swap.value}))
+    if swap.key == "spares":
+        fields = spare_fields(swap.value, "--swap")
+        return replace(base, goodput=spec.model_copy(update={"spares": None, "spare_fraction": None} | fields))
+    if swap.key == "storage" and swap.value in STORAGE_NETWORK_VALUES:
+        return replace(base, goodput=spec.model_copy(update={"storage_network": swap.value}))
     if swap.key == "storage" and not swap.value.endswith("x"):
         try:
             base.catalog.storage_tier(swap.value)

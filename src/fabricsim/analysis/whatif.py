@@ -25,7 +25,8 @@ from fabricsim.validation import (
 
 LOCAL_LAYERS = ("compute", "hbm", "nvlink", "pcie")
 UNPRICED_SWAPS = {"storage": "storage price", "mtbf": "reliability price"}
-"""swaps whose cost the catalog cannot price (checkpoint=async costs no hardware)"""
+"""swaps whose cost the catalog cannot price (checkpoint=async costs no hardware; storage is priced when its
+network is billed, spares always are)"""
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ def swap_delta(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_st
     swapped = apply_swap(scenario, swap)
     pred = predict_training(model, plan, swapped.cluster())
     capex = swapped.capex()
-    if swap.key in UNPRICED_SWAPS:  # the bill of materials has no storage, nor a price for reliability
+    billed = swapped.goodput is not None and swapped.goodput.storage_network != "none"
+    if swap.key in UNPRICED_SWAPS and not (swap.key == "storage" and billed):  # no price for reliability
         capex = replace(capex, usd=None, missing=(*capex.missing, UNPRICED_SWAPS[swap.key]))
     delta = None if capex.usd is None or base_capex_usd is None else capex.usd - base_capex_usd
     step = float(pred.step_time_s)

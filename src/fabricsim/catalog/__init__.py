@@ -26,7 +26,7 @@ from fabricsim.catalog.models import (
     Tuning,
 )
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
-from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageTier
+from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageServer, StorageTier
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -43,6 +43,7 @@ __all__ = [
     "Priced",
     "ProtocolParams",
     "SourcedRate",
+    "StorageServer",
     "StorageTier",
     "Switch",
     "System",

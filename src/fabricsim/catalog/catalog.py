@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System, Tuning
-from fabricsim.catalog.reliability import FailureRate, StorageTier
+from fabricsim.catalog.reliability import FailureRate, StorageServer, StorageTier
 from fabricsim.errors import SpecError, unknown_name_error
 
 
@@ -23,6 +23,7 @@ class Catalog(BaseModel):
     tunings: dict[str, Tuning]
     failures: dict[str, FailureRate]
     storage: dict[str, StorageTier]
+    storage_servers: dict[str, StorageServer]
 
     def _get(self, category: str, kind: str, entry_id: str) -> Any:
         table: dict[str, Any] = getattr(self, category)
@@ -61,6 +62,10 @@ class Catalog(BaseModel):
 
     def storage_tier(self, storage_id: str) -> StorageTier:
         result: StorageTier = self._get("storage", "storage", storage_id)
+        return result
+
+    def storage_server(self, server_id: str) -> StorageServer:
+        result: StorageServer = self._get("storage_servers", "storage server", server_id)
         return result
 
     def tuning(self, tuning_id: str = "default") -> Tuning:
@@ -104,6 +109,7 @@ class Catalog(BaseModel):
             need("gpus", sysm.gpu, f"{where}.gpu")
             need("switches", sysm.nvswitch, f"{where}.nvswitch")
             need("nics", sysm.nic, f"{where}.nic")
+            need("nics", sysm.storage_nic, f"{where}.storage_nic")
             need("links", sysm.pcie, f"{where}.pcie", "pcie")
             need("switches", sysm.pcie_switch, f"{where}.pcie_switch")
             need("links", sysm.cpu_link, f"{where}.cpu_link", "cpu")
@@ -139,4 +145,5 @@ CATEGORY_MODELS: dict[str, type[BaseModel]] = {
     "tunings": Tuning,
     "failures": FailureRate,
     "storage": StorageTier,
+    "storage_servers": StorageServer,
 }

@@ -199,6 +199,8 @@ class System(Priced):
                     " g // nvlink_bridge_gpus, each GPU's NVLink links all within its group; intra stays pcie"
                     " between groups and nvlink_domain_gpus stays 1 (a bridge is not a switched NVLink domain);"
                     " None: no bridges")
+    storage_nic: str | None = Field(None, description="catalog NIC id of the node's storage / in-band NICs")
+    storage_ports: int = Field(0, ge=0, description="ports per node on a separate storage network")
     rack_units: int | None = None
 
 

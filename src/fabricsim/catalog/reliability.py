@@ -1,5 +1,6 @@
 """Catalog entries for goodput: component interruption rates (a job's failure rate follows from its bill of
-materials) and storage tiers (where checkpoints are written and read), each with its source."""
+materials), storage tiers (how fast checkpoints must be written and read) and the storage servers that deliver
+them (what the storage network bills), each with its source."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from fabricsim.catalog.models import Entry, Priced
-from fabricsim.catalog.quantities import BytesPerS
+from fabricsim.catalog.quantities import Bytes, BytesPerS
 
 FailureUnit = Literal["gpu", "cpu", "node", "nic", "cable", "job"]
 """What a failure rate counts per: each GPU, CPU socket, node, NIC or fabric cable of the job, or the job itself"""
@@ -20,6 +21,8 @@ class FailureRate(Entry):
     per: FailureUnit
     rate_per_hour: float = Field(ge=0, allow_inf_nan=False, description="job interruptions per unit-hour")
     planned: bool = Field(False, description="planned (maintenance): the job checkpoints first, so no work is lost")
+    replaces_node: bool = Field(False, description="the failed part takes its node out until repaired: the job "
+                                "restarts on a spare node, or waits for the repair")
 
 
 class StorageTier(Priced):
@@ -31,3 +34,16 @@ class StorageTier(Priced):
     write_bytes_per_s: BytesPerS = Field(description="aggregate write rate per unit")
     gpu_read_bytes_per_s: BytesPerS = Field(description="read rate per GPU served")
     gpu_write_bytes_per_s: BytesPerS = Field(description="write rate per GPU served")
+
+
+class StorageServer(Priced):
+    """A storage server or appliance of a shared parallel file system: its sustained read and write rates, usable
+    capacity and network ports (price and power per server, as the bill of materials counts them)."""
+
+    read_bytes_per_s: BytesPerS = Field(description="sustained read rate of one server")
+    write_bytes_per_s: BytesPerS = Field(description="sustained write rate of one server")
+    capacity_bytes: Bytes = Field(description="usable capacity of one server")
+    ports: int = Field(ge=1, description="network ports of one server")
+    port_bytes_per_s: BytesPerS = Field(description="rate of each port")
+    rack_units: int | None = Field(None, ge=1)
+    min_servers: int = Field(1, ge=1, description="smallest cluster of servers the vendor sells")

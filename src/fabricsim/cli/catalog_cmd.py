@@ -40,6 +40,7 @@ class Category(StrEnum):
     engines = "engines"
     failures = "failures"
     storage = "storage"
+    storage_servers = "storage-servers"
 
 
 HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
@@ -167,6 +168,17 @@ COLUMNS: dict[Category, list[Column]] = {
         ("price", lambda e, c: _usd(e.price_usd)),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.storage_servers: [
+        ("id", lambda e, c: e.id),
+        ("read", lambda e, c: units.format_rate(e.read_bytes_per_s)),
+        ("write", lambda e, c: units.format_rate(e.write_bytes_per_s)),
+        ("capacity", lambda e, c: units.format_bytes(e.capacity_bytes)),
+        ("ports", lambda e, c: f"{e.ports} x {units.format_rate(e.port_bytes_per_s, bits=True)}"),
+        ("min", lambda e, c: str(e.min_servers)),
+        ("price", lambda e, c: _usd(e.price_usd)),
+        ("power", lambda e, c: f"{e.power_w:,.0f} W" if e.power_w is not None else "-"),
+        ("verified", lambda e, c: _verified(e)),
+    ],
     Category.engines: [
         ("id", lambda e, c: e.label),
         ("engine", lambda e, c: e.name + (f" ({e.settings.label})" if e.settings.label else "")),
@@ -229,7 +241,7 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
         from fabricsim.model import list_presets, preset
 
         return {name: preset(name) for name in list_presets()}
-    result: dict[str, Any] = getattr(catalog, category.value)
+    result: dict[str, Any] = getattr(catalog, category.value.replace("-", "_"))
     return result
 
 
@@ -274,8 +286,8 @@ def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
                                                "(model presets for --model), tunings (collective model "
                                                "parameters), engines (serving engines for infer --engine), "
-                                               "failures (interruption rates per part) or storage (checkpoint "
-                                               "tiers); default: the hardware categories"),
+                                               "failures (interruption rates per part), storage (checkpoint "
+                                               "tiers) or storage-servers; default: the hardware categories"),
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
@@ -295,5 +307,5 @@ def catalog_command(
     for c in categories:
         console.print(catalog_table(catalog, c))
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models`, `tunings`, `engines`, `failures` and `storage` list model presets, collective "
-                  "tunings, serving engines, failure rates and storage tiers.[/]")
+                  "catalog models`, `tunings`, `engines`, `failures`, `storage` and `storage-servers` list model "
+                  "presets, collective tunings, serving engines, failure rates, storage tiers and servers.[/]")

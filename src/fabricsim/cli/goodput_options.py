@@ -27,6 +27,15 @@ MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every c
                                           "failures (2: half as many failures)")]
 Restart = Annotated[str | None, typer.Option("--restart", help="stall of one failure before the checkpoint is "
                                              "read back, e.g. 10m [default: 10m, sourced]")]
+StorageNetwork = Annotated[str, typer.Option("--storage-network", help="separate (its own switches, the nodes' "
+                                             "storage NICs), converged (servers on the compute fabric) or none "
+                                             "(the tier's rates, storage not billed)")]
+StorageServer = Annotated[str | None, typer.Option("--storage-server", help="storage server model (fabricsim "
+                                                   "catalog storage-servers) [default: clusterstor-e1000]")]
+StorageServers = Annotated[int | None, typer.Option("--storage-servers", help="storage servers to buy [default: "
+                                                    "the fewest that meet the tier]")]
+Spares = Annotated[str | None, typer.Option("--spares", help="hot spare nodes beside the job: a count (4) or a "
+                                            "share of its nodes (2%%) [default: 5%%, sourced]")]
 GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time to train on the wall clock: failures, "
                                           "checkpoints and restarts included (--no-goodput: a healthy "
                                           "cluster)")]
@@ -34,16 +43,19 @@ GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time t
 # GoodputSpec fields whose option is named otherwise
 GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
                    "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint-mode",
-                   "storage": "--storage"}
+                   "storage": "--storage", "storage_network": "--storage-network",
+                   "storage_server": "--storage-server", "storage_servers": "--storage-servers",
+                   "spares": "--spares", "spare_fraction": "--spares"}
 
 
 def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval: str | None, mtbf_scale: float,
-                 restart: str | None) -> GoodputSpec:
+                 restart: str | None, *, network: str = "separate", server: str | None = None,
+                 servers: int | None = None, spares: str | None = None) -> GoodputSpec:
     """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
-    from fabricsim.training import GoodputSpec
+    from fabricsim.training import GoodputSpec, spare_fields
 
     try:  # GoodputSpec's own bounds refuse a zero rate or interval
         return GoodputSpec(
@@ -51,7 +63,9 @@ def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval
             storage_write_bytes_per_s=None if storage_bw is None else
             units.parse_rate(storage_bw, field="--storage-bw"),
             interval_s=None if interval is None else units.parse_duration(interval, field="--checkpoint-interval"),
-            restart_s=None if restart is None else units.parse_duration(restart, field="--restart"))
+            restart_s=None if restart is None else units.parse_duration(restart, field="--restart"),
+            storage_network=network.strip().lower(), storage_servers=servers, **spare_fields(spares, "--spares"),
+            **({} if server is None else {"storage_server": server.strip().lower()}))
     except ValidationError as exc:
         raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
 
@@ -78,7 +92,21 @@ def goodput_lines(g: Goodput) -> list[str]:
         f"{units.format_duration(g.checkpoint_write_s, digits=3)}, training stopped "
         f"{units.format_duration(g.checkpoint_blocking_s, digits=3)} each, {interval}, "
         f"overhead {g.checkpoint_overhead:.2%}; restart {units.format_duration(g.restart_s, digits=3)}",
+        _storage_line(g),
     ]
+
+
+def _storage_line(g: Goodput) -> str:
+    """The storage bought and the spares kept: what they cost and what waiting for repairs still costs."""
+    b = g.storage_bill
+    wait = (f"{units.format_duration(g.spare_wait_s, digits=3)} mean wait for a repaired node per interruption"
+            if g.spare_wait_s >= 1.0 else "a spare is free for nearly every node lost")
+    spares = f"{g.spare_nodes} hot spare node{'s' if g.spare_nodes != 1 else ''} ({wait})"
+    if b is None:
+        return f"storage: the {g.storage} tier's rates (not billed); {spares}"
+    price = sum(i.price_usd or 0.0 for i in b.items)
+    return (f"storage: {b.servers} x {b.server} on a {b.network} network, {units.format_rate(b.write_bytes_per_s)} "
+            f"write, {units.format_rate(b.read_bytes_per_s)} read, {units.format_usd(price)}; {spares}")
 
 
 def goodput_json(g: Goodput) -> dict[str, Any]:
@@ -86,6 +114,7 @@ def goodput_json(g: Goodput) -> dict[str, Any]:
     from dataclasses import asdict
 
     data = asdict(g)
+    data["storage_bill"] = None if g.storage_bill is None else g.storage_bill.model_dump(mode="json")
     if data["checkpoint_interval_s"] == float("inf"):
         data["checkpoint_interval_s"] = None
     return data

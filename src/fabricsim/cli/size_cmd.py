@@ -16,8 +16,10 @@ from fabricsim.cli.goodput_options import (
     GoodputOpt,
     MtbfScale,
     Restart,
-    Storage,
     StorageBw,
+    StorageNetwork,
+    StorageServer,
+    StorageServers,
     goodput_spec,
 )
 from fabricsim.cli.output import (
@@ -128,9 +130,26 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         top=kw["top"],
-        goodput=goodput_spec(kw["storage"], kw["storage_bw"], kw["checkpoint_mode"], kw["checkpoint_interval"],
-                             kw["mtbf_scale"], kw["restart"]) if kw["goodput"] else None,
+        **_goodput_search(kw),
     )
+
+
+def _goodput_search(kw: dict[str, Any]) -> dict[str, Any]:
+    """SizingSpec's goodput fields: the first storage tier and spare count, and every combination of the lists
+    --storage and --spares give, searched per cluster (`sizing.reliability`)."""
+    import itertools
+
+    from fabricsim.sizing import parse_list
+
+    if not kw["goodput"]:
+        return {"goodput": None}
+    tiers = parse_list(kw["storage"], "--storage") or ("superpod-better",)
+    spares = parse_list(kw["spares"], "--spares") if kw["spares"] is not None else (None,)
+    variants = tuple(goodput_spec(tier, kw["storage_bw"], kw["checkpoint_mode"], kw["checkpoint_interval"],
+                                  kw["mtbf_scale"], kw["restart"], network=kw["storage_network"],
+                                  server=kw["storage_server"], servers=kw["storage_servers"], spares=spare)
+                     for tier, spare in itertools.product(tiers, spares or (None,)))
+    return {"goodput": variants[0], "goodput_variants": variants if len(variants) > 1 else ()}
 
 
 
@@ -198,15 +217,20 @@ def matrix_table(result: SizingResult) -> Table:
                "best cluster size" if len(sizes) > 1 else None)
     table = new_table(title="best per system x fabric", header_style="bold", title_justify="left",
                       caption=caption, caption_justify="left")
-    for header in ("system", "fabric", "GPUs", "days", "cost", "plan"):
-        if header in ("GPUs", "days", "cost"):
+    goodput = result.spec.goodput is not None
+    headers = ("system", "fabric", "GPUs", "days", "cost", "plan") + (("goodput", "storage / spares") if goodput
+                                                                       else ())
+    for header in headers:
+        if header in ("GPUs", "days", "cost", "goodput"):
             num_column(table, header)
         else:
             text_column(table, header)
     for e in best:
         cost = units.format_usd(e["cost_usd"]) if e["cost_usd"] is not None else "? (unpriced)"
+        extra = (f"{e['goodput']:.1%}", f"{e.get('storage', '-')} x{e.get('storage_servers', 0)} / "
+                 f"{e.get('spare_nodes', 0)} nodes") if goodput else ()
         table.add_row(e["system"], f"{e['fabric']} {e['oversubscription']:g}:1", f"{e['gpus']:,}",
-                      f"{e['time_to_train_s'] / DAY_S:.1f}", cost, _plan(e["plan"]))
+                      f"{e['time_to_train_s'] / DAY_S:.1f}", cost, _plan(e["plan"]), *extra)
     return table
 
 
@@ -329,8 +353,15 @@ def size_command(
     checkpoint: Annotated[str | None, _opt("inference: checkpoint path or hub id the printed engine launch commands "
                                            "name (default: the model's name)", "--checkpoint")] = None,
     goodput: GoodputOpt = True,
-    storage: Storage = "superpod-better",
+    storage: Annotated[str, _opt("storage tiers to search, comma-separated (fabricsim catalog storage); each "
+                                 "cluster takes the cheapest per hour of kept training",
+                                 "--storage")] = "superpod-better",
     storage_bw: StorageBw = None,
+    storage_network: StorageNetwork = "separate",
+    storage_server: StorageServer = None,
+    storage_servers: StorageServers = None,
+    spares: Annotated[str | None, _opt("hot spare nodes to search, comma-separated counts (4) or shares of the "
+                                       "nodes (2%) [default: 5%, sourced]", "--spares")] = None,
     checkpoint_mode: CheckpointMode = "sync",
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from fabricsim import units
+from fabricsim.cli.goodput_options import Storage, StorageBw, StorageServer, StorageServers
 from fabricsim.cli.output import (
     FormatOpt,
     JsonOpt,
@@ -36,11 +37,42 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
+from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.topology import BillOfMaterials, Topology
+    from fabricsim.topology import BillOfMaterials, StorageNetworkSpec, Topology
+
+DEFAULT_STORAGE_TIER = "superpod-better"
+STORAGE_OPTIONS = {"network": "--storage-network", "tier": "--storage", "server": "--storage-server",
+                   "servers": "--storage-servers", "write_bytes_per_s": "--storage-bw", "switch": "--storage-switch"}
+
+
+def storage_network_spec(network: str, tier: str, storage_bw: str | None, server: str | None, servers: int | None,
+                         switch: str | None, node_cable: str) -> StorageNetworkSpec | None:
+    """The storage options as a validated spec (None: --storage-network none); bad values are one line naming
+    the option."""
+    from pydantic import ValidationError
+
+    from fabricsim.errors import cli_field, spec_error
+    from fabricsim.topology import StorageNetworkSpec
+
+    kind = network.strip().lower()
+    if kind == "none":
+        given = [o for o, v in (("--storage-server", server), ("--storage-servers", servers),
+                                ("--storage-bw", storage_bw), ("--storage-switch", switch)) if v is not None]
+        if given:
+            raise SpecError(f"{', '.join(given)} describe(s) a storage network: add --storage-network separate or "
+                            "converged", field=given[0])
+        return None
+    try:
+        return StorageNetworkSpec(
+            network=kind, tier=tier.strip().lower(), servers=servers, switch=switch, node_cable=node_cable,
+            write_bytes_per_s=None if storage_bw is None else units.parse_rate(storage_bw, field="--storage-bw"),
+            **({} if server is None else {"server": server.strip().lower()}))
+    except ValidationError as exc:
+        raise cli_field(spec_error(exc), STORAGE_OPTIONS) from None
 
 
 def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
@@ -80,6 +112,18 @@ def _nvlink_domains(bom: BillOfMaterials) -> str:
     return f"{domains} x {bom.nvlink_domain_size} GPUs{chips}"
 
 
+def _storage_text(bom: BillOfMaterials) -> str:
+    """The storage network in one cell: servers, network parts, rates and cost."""
+    st = bom.storage
+    assert st is not None
+    cost = sum(i.price_usd or 0.0 for i in bom.items if i.category in ("storage", "switch port") or
+               i.role.startswith("storage"))
+    parts = (f"{sum(st.switches.values())} switches, {st.nics} NICs, {st.cables} cables" if st.network == "separate"
+             else f"{st.compute_ports} compute-fabric ports, {st.cables} cables")
+    return (f"{st.servers} x {st.server} ({st.network}: {parts}); {units.format_rate(st.write_bytes_per_s)} write, "
+            f"{units.format_rate(st.read_bytes_per_s)} read; {_usd(cost)}")
+
+
 def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
     summary = new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
@@ -103,6 +147,8 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
          else f"unknown (known part {_watts(bom.power_known_w)})"),
         ("links / endpoints", f"{topo.num_links} directed links, {topo.num_endpoints} endpoints"),
     ]
+    if bom.storage is not None:
+        rows.insert(-3, ("storage", _storage_text(bom)))
     for key, value in rows:
         summary.add_row(key, value)
     items = new_table(title="bill of materials", header_style="bold")
@@ -137,6 +183,15 @@ def topo_command(
     nodes_per_switch: NodesPerSwitch = 1,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
+    storage_network: Annotated[str, typer.Option(
+        "--storage-network", help="storage to bill with the cluster: separate (its own switches, the nodes' storage "
+        "NICs), converged (servers on the compute fabric) or none")] = "none",
+    storage: Storage = DEFAULT_STORAGE_TIER,
+    storage_bw: StorageBw = None,
+    storage_server: StorageServer = None,
+    storage_servers: StorageServers = None,
+    storage_switch: Annotated[str | None, typer.Option(
+        "--storage-switch", help="separate storage fabric: switch id or link [default: the compute fabric's]")] = None,
     plot: Path | None = typer.Option(None, "--plot", help="draw a sketch of the cluster to this image file"),
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
 ) -> None:
@@ -151,6 +206,10 @@ def topo_command(
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch)
+    network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
+                                   storage_switch, node_cable)
+    if network is not None:
+        spec = spec.model_copy(update={"storage": network})
     topo = build_topology(spec, load_catalog(*calibration))
     bom = topo.bom()
     if plot is not None:

@@ -15,8 +15,12 @@ from fabricsim.cli.goodput_options import (
     CheckpointMode,
     MtbfScale,
     Restart,
+    Spares,
     Storage,
     StorageBw,
+    StorageNetwork,
+    StorageServer,
+    StorageServers,
     goodput_json,
     goodput_lines,
     goodput_spec,
@@ -381,6 +385,10 @@ def train_command(
     cluster_nodes: ClusterNodes = None,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,
+    storage_network: StorageNetwork = "separate",
+    storage_server: StorageServer = None,
+    storage_servers: StorageServers = None,
+    spares: Spares = None,
     checkpoint_mode: CheckpointMode = "sync",
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,
@@ -393,7 +401,8 @@ def train_command(
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart)
+    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
+                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares)
     with _flow_bar(sim):
         run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
                           gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,

@@ -14,8 +14,12 @@ from fabricsim.cli.goodput_options import (
     GoodputOpt,
     MtbfScale,
     Restart,
+    Spares,
     Storage,
     StorageBw,
+    StorageNetwork,
+    StorageServer,
+    StorageServers,
     goodput_spec,
 )
 from fabricsim.cli.output import (
@@ -185,6 +189,10 @@ def whatif_command(
     goodput: GoodputOpt = True,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,
+    storage_network: StorageNetwork = "separate",
+    storage_server: StorageServer = None,
+    storage_servers: StorageServers = None,
+    spares: Spares = None,
     checkpoint_mode: CheckpointMode = "sync",
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,
@@ -201,7 +209,8 @@ def whatif_command(
     from fabricsim.inputs import finite
 
     factor = finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
-    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart) \
+    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
+                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares) \
         if goodput else None
     swaps = tuple(parse_swap(s) for s in swap or [])
     run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,

@@ -20,6 +20,7 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.sizing.bound import Bound, Incumbents
 from fabricsim.sizing.economics import Economics, economics, run_costs
+from fabricsim.sizing.reliability import Reliability, cluster_reliability
 from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
 from fabricsim.training import (
@@ -31,10 +32,8 @@ from fabricsim.training import (
     megatron_runs_interleaved,
     mfu_peak,
     microbatch_floor,
-    parts_of,
     pipeline_bubble_fractions,
     plan_memory,
-    predict_goodput,
     step_flops,
     step_terms,
 )
@@ -169,7 +168,10 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
     cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
-    good = cluster_goodput(model, spec, choice, cluster, econ)
+    chosen = cluster_reliability(model, spec, choice, cluster, catalog)
+    econ, good = chosen.econ, chosen.goodput
+    if econ.error is not None:
+        return ChunkResult(choice.chunk_id, {}, candidates, candidates, econ.error)
     if good <= 0.0:
         why = {"shapes": len(all_shapes), "goodput": 0.0}
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
@@ -195,7 +197,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
            "memory_have": None if fits.least is None else fits.least[1]}
     if not rows:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, None, why, econ.missing)
-    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches, good),
+    return ChunkResult(choice.chunk_id, _columns(model, spec, choice, gpu, terms, rows, caches, chosen),
                        candidates, candidates - len(rows), None, why, econ.missing)
 
 
@@ -280,20 +282,9 @@ def _lows(model: ModelSpec, spec: SizingSpec, cluster: Cluster, valid: list[_Can
     return caches.lows[key]
 
 
-def cluster_goodput(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, cluster: Cluster,
-                    econ: Economics) -> float:
-    """The fraction of a run's wall-clock time this cluster keeps after failures, checkpoints and restarts
-    (`training.goodput`; 1 without ``spec.goodput``). Per cluster: its optimal checkpoint interval is minutes,
-    not bound by one step of any plan."""
-    if spec.goodput is None:
-        return 1.0
-    parts = parts_of(cluster.system, choice.gpus, econ.nics, econ.cables)
-    return predict_goodput(model, cluster, parts, 0.0, 1.0, spec.goodput).goodput
-
-
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],
              rows: list[tuple[int, Shape, int, int, float, float]], caches: _Caches,
-             good: float) -> dict[str, np.ndarray]:
+             chosen: Reliability) -> dict[str, np.ndarray]:
     idx = np.array([r[0] for r in rows])
     pick = [terms[i] for i in idx]
     steps = assemble_steps(np.array([t.microbatch_exposed for t in pick]), np.array([t.microbatch_overlapped
@@ -308,8 +299,8 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
     flops = np.array([_model_flops(model, spec, r[1].recompute, r[2], caches) for r in rows])
     peak = np.array([mfu_peak(gpu, r[1].precision) for r in rows])  # as predict_training: the GEMMs' precision
     mfu = flops / (step * choice.gpus * peak)
+    econ, good = chosen.econ, chosen.goodput
     time_s = spec.tokens / tokens_per_s / good  # wall clock: failures, checkpoints and restarts included
-    econ = economics(choice, spec.rail_optimized)
     cost, energy = run_costs(time_s, econ, choice.gpus, spec)
     shape_cols: dict[str, Any] = {k: np.array([getattr(r[1], k) for r in rows]) for k in Shape.__dataclass_fields__}
     return {
@@ -327,6 +318,9 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
         "tokens_per_s": tokens_per_s,
         "time_to_train_s": time_s,
         "goodput": np.full(n, good),
+        "spare_nodes": np.full(n, chosen.spare_nodes, dtype=np.int64),
+        "storage": np.full(n, "-" if chosen.option is None else chosen.option.storage, dtype=object),
+        "storage_servers": np.full(n, econ.storage_servers, dtype=np.int64),
         "mfu": mfu,
         "memory_per_gpu_bytes": np.array([r[4] for r in rows]),
         "memory_capacity_bytes": np.array([r[5] for r in rows]),

@@ -14,6 +14,7 @@ from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
 from fabricsim.sizing.explain import candidates, no_plan_note
 from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank, tie_mask, tie_winner
+from fabricsim.sizing.reliability import goodput_options
 from fabricsim.sizing.result import SizingResult, Ties
 from fabricsim.sizing.space import ClusterChoice, clusters
 from fabricsim.sizing.spec import SizingSpec
@@ -45,8 +46,9 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
 
     start = time.perf_counter()
     moe = spec_model(spec).moe is not None  # a bad model fails here, before any work
-    if spec.goodput is not None:
-        default_catalog().storage_tier(spec.goodput.storage)  # and an unknown storage tier
+    for option in goodput_options(spec):  # and an unknown storage tier or server
+        default_catalog().storage_tier(option.storage)
+        default_catalog().storage_server(option.storage_server)
     choices = clusters(spec, default_catalog())
     bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, default_catalog()), spec.top)
     order = [c.chunk_id for c in choices]

@@ -122,6 +122,9 @@ class SizingSpec(BaseModel):
     top: int = Field(10, ge=1)
     goodput: GoodputSpec | None = GoodputSpec()
     """failures, checkpoints and restarts stretch each run to its wall-clock time (None: a healthy cluster)"""
+    goodput_variants: tuple[GoodputSpec, ...] = ()
+    """goodput options to search per cluster (storage tiers x spare counts; `sizing.reliability`); empty: just
+    ``goodput``"""
 
     def digest(self) -> str:
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""

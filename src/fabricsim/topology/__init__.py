@@ -9,23 +9,34 @@ of materials.
     topo.bom()                    # switches, cables, cost, power, bisection
 """
 
-from fabricsim.topology.bom import BillOfMaterials, LineItem, bom, cable_class
+from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.build import build_cluster, build_topology, check_buildable
 from fabricsim.topology.fabric import CableRun, Fabric
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
+from fabricsim.topology.lineitems import LineItem, cable_class, line_item
 from fabricsim.topology.nodes import NodeTemplate, build_node, hgx_node, nvl72_rack, pcie_node
 from fabricsim.topology.resolve import resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
 from fabricsim.topology.sketch import sketch, sketch_figure
 from fabricsim.topology.spec import FABRICS, ClusterSpec
+from fabricsim.topology.storage import StorageBill, storage_bill, tier_targets
+from fabricsim.topology.storage_spec import (
+    DEFAULT_STORAGE_SERVER,
+    DEFAULT_STORAGE_TIER,
+    STORAGE_NETWORKS,
+    StorageNetworkSpec,
+)
 from fabricsim.topology.topology import Topology
 from fabricsim.topology.torus import near_cube
 
 __all__ = [
+    "DEFAULT_STORAGE_SERVER",
+    "DEFAULT_STORAGE_TIER",
     "ENDPOINT_KINDS",
     "FABRICS",
     "LINK_KINDS",
+    "STORAGE_NETWORKS",
     "BillOfMaterials",
     "CableRun",
     "ClusterSpec",
@@ -34,6 +45,8 @@ __all__ = [
     "LineItem",
     "NodeTemplate",
     "Routes",
+    "StorageBill",
+    "StorageNetworkSpec",
     "Topology",
     "bom",
     "build_cluster",
@@ -44,6 +57,7 @@ __all__ = [
     "endpoint_kind_name",
     "flow_hash",
     "hgx_node",
+    "line_item",
     "link_kind_code",
     "link_kind_name",
     "near_cube",
@@ -53,4 +67,6 @@ __all__ = [
     "resolve_switch",
     "sketch",
     "sketch_figure",
+    "storage_bill",
+    "tier_targets",
 ]

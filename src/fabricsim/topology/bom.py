@@ -23,10 +23,12 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim import units
-from fabricsim.catalog import NIC, Cable, Catalog, Priced, Switch, System
-from fabricsim.errors import SpecError
+from fabricsim.catalog import NIC, Catalog, Priced, Switch, System
 from fabricsim.topology.fabric import Fabric
+from fabricsim.topology.lineitems import LineItem, cable_class, line_item
 from fabricsim.topology.nodes import NodeTemplate
+from fabricsim.topology.storage import StorageBill, storage_bill
+from fabricsim.topology.storage_spec import StorageNetworkSpec
 
 
 class Billable(Protocol):
@@ -57,29 +59,6 @@ class Billable(Protocol):
     def oversubscription(self) -> float: ...
     @property
     def tiers(self) -> int: ...
-
-
-class LineItem(BaseModel):
-    """One row of the bill: a catalog entry, its role and count, and its dated unit figures."""
-
-    model_config = ConfigDict(frozen=True)
-
-    item: str
-    category: str
-    role: str
-    count: int
-    unit_price_usd: float | None
-    unit_power_w: float | None
-    price_date: str | None
-    verified: bool
-
-    @property
-    def price_usd(self) -> float | None:
-        return None if self.unit_price_usd is None else self.unit_price_usd * self.count
-
-    @property
-    def power_w(self) -> float | None:
-        return None if self.unit_power_w is None else self.unit_power_w * self.count
 
 
 class BillOfMaterials(BaseModel):
@@ -115,21 +94,11 @@ class BillOfMaterials(BaseModel):
     oversubscription: float
     tiers: int
     items: list[LineItem]
+    """every line, the storage network's included (capex and power total them all)"""
     notes: list[str]
-
-
-def cable_class(catalog: Catalog, medium: str, bytes_per_s: float) -> Cable:
-    """The slowest catalog cable of a medium at least as fast as the link (then the cheapest, then by id)."""
-    fits = [c for c in catalog.cables.values() if c.medium == medium and c.bytes_per_s >= bytes_per_s * (1 - 1e-9)]
-    if not fits:
-        raise SpecError(f"no catalog {medium} cable carries {units.format_rate(bytes_per_s, bits=True)}; "
-                        f"cables: {', '.join(sorted(catalog.cables))}", field="node_cable")
-    return min(fits, key=lambda c: (c.bytes_per_s, c.price_usd if c.price_usd is not None else float("inf"), c.id))
-
-
-def _item(entry: Priced, category: str, role: str, count: int) -> LineItem:
-    return LineItem(item=entry.id, category=category, role=role, count=count, unit_price_usd=entry.price_usd,
-                    unit_power_w=entry.power_w, price_date=entry.price_date, verified=entry.verified)
+    storage: StorageBill | None = None
+    """the storage servers and the network to them, when the spec has one (counts above are the compute
+    fabric's)"""
 
 
 def _nic_swap(old: Priced, new: Priced, count: int) -> LineItem:
@@ -141,21 +110,22 @@ def _nic_swap(old: Priced, new: Priced, count: int) -> LineItem:
                     verified=new.verified and old.verified)
 
 
-def bom(topology: Billable) -> BillOfMaterials:
-    """Count, price and power a built topology (see the module docstring for the rules)."""
+def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOfMaterials:
+    """Count, price and power a built topology and, when given, its storage network (see the module docstring for
+    the rules, `topology.storage` for the storage's)."""
     catalog, fabric, system = topology.catalog, topology.fabric, topology.system
     nodes = topology.num_nodes
-    items = [_item(system, "node", "compute node", nodes)]
+    items = [line_item(system, "node", "compute node", nodes)]
     switches = fabric.switches_by_tier()
     for tier, count in switches.items():
         if count:
-            items.append(_item(topology.fabric_switch, "switch", tier, count))
+            items.append(line_item(topology.fabric_switch, "switch", tier, count))
     cables: dict[str, int] = {}
     copper = optical = transceivers = 0
     for run in fabric.cables:
         cable = cable_class(catalog, run.medium, run.bytes_per_s)
         cables[run.segment] = cables.get(run.segment, 0) + run.count
-        items.append(_item(cable, "cable", run.segment, run.count))
+        items.append(line_item(cable, "cable", run.segment, run.count))
         if cable.medium == "copper":
             copper += run.count
         else:
@@ -163,6 +133,11 @@ def bom(topology: Billable) -> BillOfMaterials:
             transceivers += run.count * cable.transceivers
     if topology.nic.id != system.nic:
         items.append(_nic_swap(catalog.nic(system.nic), topology.nic, nodes * topology.node.nics))
+    store = None
+    if storage is not None:
+        store = storage_bill(catalog, system, nodes, topology.num_gpus,
+                             topology.fabric_switch if fabric.num_switches else None, topology.nic, storage)
+        items.extend(store.items)
     missing = sorted({f"{i.item} price" for i in items if i.unit_price_usd is None}
                      | {f"{i.item} power" for i in items if i.unit_power_w is None})
     capex_known = sum(i.price_usd or 0.0 for i in items)
@@ -175,6 +150,8 @@ def bom(topology: Billable) -> BillOfMaterials:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
     notes.extend(fabric.notes)
+    if store is not None:
+        notes.extend(store.notes)
     if missing:
         notes.append("totals are None where a price or power is missing: " + ", ".join(missing))
     return BillOfMaterials(
@@ -206,4 +183,5 @@ def bom(topology: Billable) -> BillOfMaterials:
         tiers=topology.tiers,
         items=items,
         notes=notes,
+        storage=store,
     )

@@ -282,7 +282,7 @@ def _cost(ctx: FabricContext, plan: FatTreePlan) -> tuple[float, int, int, int]:
 def _unit_prices(ctx: FabricContext) -> tuple[float, float]:
     """Catalog prices of the fabric switch and of an inter-switch cable; without them a switch weighs as much as
     ``radix`` cables (one per port), so the cheapest design is still the one with the fewest ports in use."""
-    from fabricsim.topology.bom import cable_class
+    from fabricsim.topology.lineitems import cable_class
 
     switch_usd = ctx.resolved.switch.price_usd
     cable_usd: float | None = None

@@ -6,7 +6,7 @@ switch grid (wrap-around cables omitted), meshes as a circle of nodes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +17,10 @@ from fabricsim.topology.routes import IntArray
 from fabricsim.topology.topology import Topology
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from fabricsim.topology.storage import StorageBill
 
 MAX_NODES = 256
 MAX_SWITCHES = 600
@@ -80,6 +83,34 @@ def _torus_dims(topo: Topology) -> tuple[int, int, int]:
     return topo.spec.torus_dims or near_cube(topo.fabric.num_switches)
 
 
+def _draw_storage(ax: Axes, topo: Topology, pos: dict[int, tuple[float, float]], centres: list[tuple[float, float]],
+                  store: StorageBill) -> None:
+    """The storage servers as one box right of the nodes: wired through a storage fabric of their own below the
+    nodes (separate), or to the compute fabric's first tier (converged)."""
+    from matplotlib.patches import Rectangle
+
+    xs = [c[0] for c in centres]
+    right = max(xs) + 3.0
+    box_y = -2.6 if store.network == "separate" else 0.0
+    ax.add_patch(Rectangle((right - 1.3, box_y - 0.35), 2.6, 0.7, facecolor="#f5e6c8", edgecolor="0.2", zorder=2))
+    ax.text(right, box_y, f"{store.servers} x {store.server}", ha="center", va="center", fontsize=8, zorder=3)
+    style: dict[str, Any] = {"color": "#b07d2b", "lw": 0.8, "alpha": 0.7, "zorder": 1, "ls": "--"}
+    if store.network == "separate":
+        hub = (float(np.mean(xs)), -1.4)
+        ax.scatter([hub[0]], [hub[1]], s=60, marker="s", color="#b07d2b", zorder=3,
+                   label=f"storage fabric ({sum(store.switches.values())} x {store.switch})")
+        for cx, cy in centres:
+            ax.plot([cx, hub[0]], [cy - 0.3, hub[1]], **style)
+        ax.plot([hub[0], right - 1.3], [hub[1], box_y], **style)
+        ax.text(-1.0, hub[1], "storage", ha="right", va="center", fontsize=10)
+        return
+    leaves = np.flatnonzero(topo.endpoint_tier == 0)
+    targets = [pos[int(e)] for e in leaves[:8]] or [(float(np.mean(xs)), 0.0)]
+    for x, y in targets:
+        ax.plot([right, x], [box_y + 0.35, y], **style)
+    ax.plot([], [], **style, label=f"storage on the compute fabric ({store.compute_ports} ports)")
+
+
 def sketch(topo: Topology, path: str | Path) -> None:
     """Draw the cluster to an image file (format from the suffix: .png, .svg, .pdf)."""
     sketch_figure(topo).savefig(str(path), dpi=DPI)
@@ -132,6 +163,8 @@ def sketch_figure(topo: Topology) -> Figure:
     elif topo.fabric.rails == 1:
         ax.plot([], [], color=colours[0], label="cables")
     bom = topo.bom()
+    if bom.storage is not None:
+        _draw_storage(ax, topo, pos, centres, bom.storage)
     # A figure title (not the axes'): constrained layout keeps it inside the image whatever the cluster's width.
     fig.suptitle(f"{topo.num_nodes} x {topo.system.id} ({topo.num_gpus} GPUs)\n{bom.fabric}\n"
                  f"switches {bom.switches_total}, cables {bom.cables_total}, "

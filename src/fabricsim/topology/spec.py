@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fabricsim.catalog import read_spec_file, validation_message
 from fabricsim.errors import SpecError
+from fabricsim.topology.storage_spec import StorageNetworkSpec
 
 FabricName = Literal["fat-tree", "torus", "mesh"]
 FABRICS: tuple[str, ...] = ("fat-tree", "torus", "mesh")
@@ -32,6 +33,8 @@ class ClusterSpec(BaseModel):
     torus_dims: tuple[int, int, int] | None = Field(None, description="torus switches per dimension; None: near-cube")
     nodes_per_switch: int = Field(1, description="torus: nodes attached to each torus switch")
     nic: str | None = Field(None, description="catalog NIC id; None: the system's, or one that speaks the fabric")
+    storage: StorageNetworkSpec | None = Field(None, description="storage servers and the network to them, billed "
+                                               "with the cluster; None: none")
 
     @field_validator("nodes")
     @classmethod

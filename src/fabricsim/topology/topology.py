@@ -254,4 +254,4 @@ class Topology:
 
     def bom(self) -> BillOfMaterials:
         """The bill of materials: counts, cables, cost, power, bisection (see `fabricsim.topology.bom`)."""
-        return bom(self)
+        return bom(self, self.spec.storage)

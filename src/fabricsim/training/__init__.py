@@ -13,6 +13,8 @@ from fabricsim.training.goodput import (
     goodput_at,
     optimal_interval_s,
     predict_goodput,
+    spare_fields,
+    spare_wait_s,
 )
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory
 from fabricsim.training.placement import (
@@ -72,6 +74,8 @@ __all__ = [
     "predict_training",
     "rank_groups",
     "search_knobs",
+    "spare_fields",
+    "spare_wait_s",
     "stage_layers",
     "stage_memory",
     "stage_microbatch_flops",

@@ -37,6 +37,8 @@ class InterruptionRates:
 
     unplanned_per_s: dict[str, float]
     planned_per_s: dict[str, float]
+    node_loss_per_s: float = 0.0
+    """of the unplanned ones, those that take a node out until it is repaired (``FailureRate.replaces_node``)"""
 
     @property
     def unplanned_total_per_s(self) -> float:
@@ -82,10 +84,12 @@ def interruption_rates(parts: JobParts, catalog: Catalog, mtbf_scale: float = 1.
     time between unplanned failures (2: half as many; planned maintenance keeps its schedule)."""
     unplanned: dict[str, float] = {}
     planned: dict[str, float] = {}
+    node_loss = 0.0
     for rate in catalog.failures.values():
         per_s = rate.rate_per_hour / HOUR_S * parts.count(rate.per)
         if rate.planned:
             planned[rate.id] = per_s
         else:
             unplanned[rate.id] = per_s / mtbf_scale
-    return InterruptionRates(unplanned, planned)
+            node_loss += unplanned[rate.id] if rate.replaces_node else 0.0
+    return InterruptionRates(unplanned, planned, node_loss)

@@ -35,11 +35,13 @@ from fabricsim.catalog import Catalog, StorageTier
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
+from fabricsim.topology import DEFAULT_STORAGE_SERVER, DEFAULT_STORAGE_TIER, StorageBill, StorageNetworkSpec
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates
 from fabricsim.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
 
 CheckpointMode = Literal["sync", "async", "memory"]
-DEFAULT_STORAGE = "superpod-better"
+StorageNetworkChoice = Literal["separate", "converged", "none"]
+DEFAULT_STORAGE = DEFAULT_STORAGE_TIER
 
 
 class GoodputSpec(BaseModel):
@@ -57,6 +59,29 @@ class GoodputSpec(BaseModel):
     interval_s: float | None = Field(None, gt=0, allow_inf_nan=False, description="None: the optimal interval")
     mtbf_scale: float = Field(1.0, gt=0, allow_inf_nan=False)
     restart_s: float | None = Field(None, ge=0, allow_inf_nan=False, description="None: data/recovery.yaml")
+    storage_network: StorageNetworkChoice = Field(
+        "separate", description="storage servers sized to the tier on a separate storage fabric (billed), converged "
+        "on the compute fabric (billed), or none (the tier's rates, not billed)")
+    storage_server: str = Field(DEFAULT_STORAGE_SERVER, description="catalog storage server id")
+    storage_servers: int | None = Field(None, ge=1, description="None: the fewest that meet the tier")
+    spares: int | None = Field(None, ge=0, description="hot spare nodes; None: spare_fraction of the job's nodes")
+    spare_fraction: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
+                                         description="None: data/recovery.yaml's")
+
+    def network_spec(self) -> StorageNetworkSpec | None:
+        """The storage network these options buy (None: the tier's rates, unbilled)."""
+        if self.storage_network == "none":
+            return None
+        return StorageNetworkSpec(network=self.storage_network, tier=self.storage, server=self.storage_server,
+                                  servers=self.storage_servers, write_bytes_per_s=self.storage_write_bytes_per_s,
+                                  scale=self.storage_scale)
+
+    def spare_nodes(self, nodes: int) -> int:
+        """Hot spare nodes kept beside a job of ``nodes`` nodes (at least one for any positive fraction)."""
+        if self.spares is not None:
+            return self.spares
+        fraction = recovery_default("spare_fraction") if self.spare_fraction is None else self.spare_fraction
+        return math.ceil(nodes * fraction - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -80,13 +105,44 @@ class Goodput:
     mode: CheckpointMode
     optimal_interval: bool
     cables_estimated: bool
+    spare_nodes: int = 0
+    """hot spare nodes beside the job"""
+    spare_wait_s: float = 0.0
+    """mean wait for a repaired node per unplanned interruption (0 while a spare is free)"""
+    storage_bill: StorageBill | None = None
+    """the storage servers and network the checkpoints go over (None: the tier's rates, unbilled)"""
 
 
-@lru_cache(maxsize=1)
+def spare_fields(text: str | None, field: str) -> dict[str, float | int]:
+    """GoodputSpec's spare fields from a node count ('4') or a share of the job's nodes ('2%')."""
+    if text is None:
+        return {}
+    value = text.strip()
+    try:
+        if value.endswith("%"):
+            fraction = float(value[:-1]) / 100.0
+            if not 0.0 <= fraction <= 1.0:
+                raise ValueError
+            return {"spare_fraction": fraction}
+        count = int(value)
+        if count < 0:
+            raise ValueError
+        return {"spares": count}
+    except ValueError:
+        raise SpecError(f"{text!r}: give a node count (4) or a share of the job's nodes (2%), from 0 to 100%",
+                        field=field) from None
+
+
+@lru_cache(maxsize=8)
+def recovery_default(name: str) -> float:
+    """A packaged recovery parameter (data/recovery.yaml): restart_s, repair_s, spare_fraction."""
+    text = resources.files("fabricsim.training").joinpath("data/recovery.yaml").read_text()
+    return float(yaml.safe_load(text)["recovery"][name]["value"])
+
+
 def restart_default_s() -> float:
     """The packaged restart overhead (data/recovery.yaml)."""
-    text = resources.files("fabricsim.training").joinpath("data/recovery.yaml").read_text()
-    return float(yaml.safe_load(text)["recovery"]["restart_s"]["value"])
+    return recovery_default("restart_s")
 
 
 def checkpoint_bytes(model: ModelSpec) -> float:
@@ -107,20 +163,54 @@ def _write_rate(spec: GoodputSpec, tier: StorageTier, parts: JobParts) -> tuple[
     return write * spec.storage_scale, read * spec.storage_scale
 
 
+def _storage_rates(spec: GoodputSpec, cluster: Cluster, parts: JobParts,
+                   injection: float) -> tuple[float, float, StorageBill | None]:
+    """(write, read) bytes/s the checkpoint reaches, and the storage network's bill when the options buy one."""
+    from fabricsim.topology import resolve_switch, storage_bill
+
+    catalog, system = cluster.catalog, cluster.system
+    network = spec.network_spec()
+    if network is None:
+        write, read = _write_rate(spec, catalog.storage_tier(spec.storage), parts)
+        if write > injection * (1 + 1e-9):
+            raise _too_fast(write, parts.nodes, injection, "all their NICs")
+        return write, read, None
+    nic = catalog.nic(system.nic)
+    bill = storage_bill(catalog, system, parts.nodes, parts.gpus, resolve_switch(cluster.fabric or nic.link, catalog),
+                        nic, network)  # refuses a write rate beyond what the nodes can send
+    return bill.write_bytes_per_s, bill.read_bytes_per_s, bill
+
+
+def _too_fast(write: float, nodes: int, limit: float, through: str) -> SpecError:
+    return SpecError(f"a storage write rate of {write / 1e9:g} GB/s is more than the job's {nodes} nodes can send "
+                     f"({limit / 1e9:g} GB/s through {through})", field="--storage-bw")
+
+
+def spare_wait_s(node_loss_per_s: float, spares: int, repair_s: float) -> float:
+    """Mean wait for a node after a node-removing failure with ``spares`` hot spares: repairs of mean
+    ``repair_s`` (exponential) arrive as a Poisson process, so the nodes in repair at a failure are Poisson with
+    mean m = rate x repair; with k >= spares of them no spare is free and the job waits for the first of the k + 1
+    repairs, repair / (k + 1) on average."""
+    m = node_loss_per_s * repair_s
+    if m <= 0.0:
+        return repair_s if spares == 0 else 0.0
+    import numpy as np
+    from scipy.stats import poisson
+
+    k = np.arange(spares, spares + math.ceil(m + 12.0 * math.sqrt(m) + 30.0))
+    return float(np.sum(poisson.pmf(k, m) * repair_s / (k + 1)))
+
+
 def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_time_s: float, tokens_per_s: float,
                     spec: GoodputSpec | None = None) -> Goodput:
     """Goodput and effective throughput of a run of ``step_time_s`` steps on these parts (see the module)."""
     spec = spec or GoodputSpec()
     catalog: Catalog = cluster.catalog
-    tier = catalog.storage_tier(spec.storage)
     nic = catalog.nic(cluster.system.nic)
     injection = parts.nodes * cluster.system.nics_per_node * nic.ports * nic.port_bytes_per_s
     rates = interruption_rates(parts, catalog, spec.mtbf_scale)
     size = checkpoint_bytes(model)
-    write_bw, read_bw = _write_rate(spec, tier, parts)
-    if write_bw > injection * (1 + 1e-9):
-        raise SpecError(f"a storage write rate of {write_bw / 1e9:g} GB/s is more than the job's {parts.nodes} nodes "
-                        f"can send ({injection / 1e9:g} GB/s through all their NICs)", field="--storage-bw")
+    write_bw, read_bw, bill = _storage_rates(spec, cluster, parts, injection)
     pcie = catalog.link(catalog.gpu(cluster.system.gpu).pcie).bytes_per_s
     copy_s = size / parts.gpus / pcie  # each GPU's share to host memory, all GPUs at once
     if spec.checkpoint == "memory":  # to and from a peer node's host memory, every node's NICs at once
@@ -130,14 +220,18 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
     blocking = write_s if spec.checkpoint == "sync" else copy_s
     in_flight = 0.0 if spec.checkpoint == "sync" else write_s
     restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + read_s
+    spares = spec.spare_nodes(parts.nodes)
+    lam_u = rates.unplanned_total_per_s
+    wait = 0.0 if lam_u <= 0 else \
+        rates.node_loss_per_s / lam_u * spare_wait_s(rates.node_loss_per_s, spares, recovery_default("repair_s"))
     floor = max(step_time_s, in_flight)
     interval = spec.interval_s if spec.interval_s is not None else \
-        optimal_interval_s(rates, restart, blocking, in_flight, floor)
+        optimal_interval_s(rates, restart, blocking, in_flight, floor, wait)
     if spec.interval_s is not None and spec.interval_s < floor:
         raise SpecError(f"a checkpoint every {spec.interval_s:g} s is shorter than "
                         f"{'one step' if floor == step_time_s else 'the background write it waits for'} "
                         f"({floor:.3g} s)", field="--checkpoint-interval")
-    value = goodput_at(rates, restart, blocking, in_flight, interval)
+    value = goodput_at(rates, restart, blocking, in_flight, interval, wait)
     return Goodput(
         goodput=value,
         interruptions_per_day=rates.per_day(),
@@ -154,25 +248,29 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
         mode=spec.checkpoint,
         optimal_interval=spec.interval_s is None,
         cables_estimated=parts.cables_estimated,
+        spare_nodes=spares,
+        spare_wait_s=wait,
+        storage_bill=bill,
     )
 
 
 def goodput_at(rates: InterruptionRates, restart_s: float, blocking_s: float, in_flight_s: float,
-               interval_s: float) -> float:
-    """Goodput with a checkpoint every ``interval_s`` seconds of training (0 when failures outpace progress)."""
+               interval_s: float, wait_s: float = 0.0) -> float:
+    """Goodput with a checkpoint every ``interval_s`` seconds of training (0 when failures outpace progress);
+    ``wait_s``: the mean wait for a repaired node per unplanned interruption (`spare_wait_s`)."""
     lam_u, lam_p = rates.unplanned_total_per_s, rates.planned_total_per_s
-    lost = lam_u * (restart_s + in_flight_s + interval_s / 2) if lam_u > 0 else 0.0
+    lost = lam_u * (restart_s + wait_s + in_flight_s + interval_s / 2) if lam_u > 0 else 0.0
     kept = 1.0 - lost - lam_p * restart_s
     return max(0.0, kept / (1.0 + blocking_s / interval_s))
 
 
 def optimal_interval_s(rates: InterruptionRates, restart_s: float, blocking_s: float, in_flight_s: float,
-                       floor_s: float) -> float:
+                       floor_s: float, wait_s: float = 0.0) -> float:
     """The interval that maximises `goodput_at`, at least ``floor_s`` (one step; an asynchronous write)."""
     lam_u = rates.unplanned_total_per_s
     if lam_u <= 0.0:
         return math.inf if blocking_s > 0 else floor_s
-    a = 1.0 - lam_u * (restart_s + in_flight_s) - rates.planned_total_per_s * restart_s
+    a = 1.0 - lam_u * (restart_s + wait_s + in_flight_s) - rates.planned_total_per_s * restart_s
     if a <= 0.0:
         return floor_s
     b = blocking_s
