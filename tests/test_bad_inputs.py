@@ -286,6 +286,10 @@ case("topo-storage-tier-bad", ["topo", "--nodes", "4", "--storage-network", "sep
      "storage")
 case("topo-storage-switch-bad", ["topo", "--nodes", "4", "--storage-network", "separate", "--storage-switch",
                                  "nvswitch-gen3"], "link")
+case("traffic-checkpoint-with-jobs", ["traffic", "--nodes", "2", "--checkpoint", "llama3-8b", "--jobs",
+                                      "jobs-latin1.yaml"], "--checkpoint")
+case("traffic-storage-servers-alone", ["traffic", "--nodes", "2", "--storage-servers", "2"], "--storage-servers")
+case("traffic-checkpoint-model", ["traffic", "--nodes", "2", "--checkpoint", "llama9-1t"], "model")
 case("size-spares-bad", ["size", "--gpus", "64", "--spares", "2%,-3"], "--spares")
 case("size-storage-bad", ["size", "--gpus", "64", "--storage", "superpod-good,floppy"], "storage")
 case("train-seq-huge", ["train", "--gpus", "8", "--seq", "1000000000"], "seq")

@@ -168,3 +168,22 @@ def test_spares_are_priced_in_size_and_whatif() -> None:
     assert spared.capex_usd - base.capex_usd == pytest.approx(4 * (H100.price_usd or math.nan))
     stored = economics(choice, True, CATALOG, StorageNetworkSpec(), 0)
     assert stored.capex_usd is not None and stored.capex_usd > base.capex_usd and stored.storage_servers >= 1
+
+
+def test_converged_checkpoint_at_flow_level_matches_the_goodput_model(tmp_path: object) -> None:
+    """`traffic --checkpoint`: on a non-blocking fabric the simulated write of one checkpoint to converged storage
+    takes what the goodput model says (the servers' write rate bounds both); the job's own traffic runs beside it."""
+    import json
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-m", "fabricsim", "traffic", "--nodes", "8", "--pattern", "all_to_all",
+                           "--bytes", "256M", "--checkpoint", "llama3-8b", "--storage-servers", "2", "--json"],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    ck = data["checkpoint"]
+    assert ck["storage"]["servers"] == 2 and ck["storage_nodes"] == 1
+    assert ck["simulated_write_s"] == pytest.approx(ck["analytical_write_s"], rel=0.05)
+    names = {j["name"] for j in data["jobs"]}
+    assert "traffic" in names and any(n.startswith("checkpoint_write") for n in names)

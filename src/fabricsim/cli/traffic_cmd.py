@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fabricsim import units
+from fabricsim.cli.goodput_options import StorageServer, StorageServers
 from fabricsim.cli.output import (
     FormatOpt,
     JsonOpt,
@@ -37,6 +38,7 @@ from fabricsim.cli.topo_options import (
     TorusDims,
     cluster_spec,
 )
+from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -163,6 +165,11 @@ def traffic_command(
     routing: str = typer.Option("ecmp", "--routing", help="ecmp (hash per flow), adaptive (by load), spray"),
     jobs_file: Path | None = typer.Option(None, "--jobs", help="YAML of several jobs and background traffic "
                                           "(replaces --pattern/--bytes/--gpus/--placement)"),
+    checkpoint: str | None = typer.Option(None, "--checkpoint", help="a model (preset or file) whose checkpoint the "
+                                          "job writes, at its start, to converged storage at the fabric's end: "
+                                          "simulated beside the job's traffic and compared with the goodput model"),
+    storage_server: StorageServer = None,
+    storage_servers: StorageServers = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     plot: Path | None = typer.Option(None, "--plot", help="write utilisation-by-tier and slowdown plots (PNG)"),
@@ -189,6 +196,9 @@ def traffic_command(
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     check_seed(seed, "--seed")
     route = check_routing(routing)
+    if checkpoint is not None and jobs_file is not None:
+        raise SpecError("--checkpoint writes the --pattern job's checkpoint: give it without --jobs (a jobs file "
+                        "names its own background)", field="--checkpoint")
     if jobs_file is not None:
         jobs, background, storage = load_jobs(jobs_file)
     else:
@@ -197,20 +207,46 @@ def traffic_command(
                                              seed)], [], 0
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch)
-    topo = build_topology(spec, load_catalog(*calibration))
+    catalog = load_catalog(*calibration)
+    ck = None
+    if checkpoint is not None:
+        from fabricsim.cli.traffic_checkpoint import checkpoint_traffic
+
+        job_gpus = spec.nodes * catalog.system(spec.system).gpus_per_node if gpus is None else gpus
+        ck = checkpoint_traffic(spec, catalog, checkpoint, "traffic", job_gpus, storage_server, storage_servers)
+        background, storage = [ck.background], ck.storage_nodes
+        spec = spec.model_copy(update={"nodes": spec.nodes + ck.storage_nodes})
+    elif storage_server is not None or storage_servers is not None:
+        raise SpecError("--storage-server and --storage-servers size the storage --checkpoint writes to",
+                        field="--storage-servers" if storage_servers is not None else "--storage-server")
+    topo = build_topology(spec, catalog)
+    if ck is not None:
+        from fabricsim.cli.traffic_checkpoint import cap_storage_links
+
+        topo = cap_storage_links(topo, ck)
     if jobs_file is None:
-        jobs = [JobSpec("traffic", topo.num_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
+        compute_gpus = topo.num_gpus - storage * topo.gpus_per_node
+        jobs = [JobSpec("traffic", compute_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
     traffic = build_traffic(topo, jobs, background, storage)
     with flow_progress(None if as_json or form != "table" else progress_bar()):
         run = run_traffic(topo, traffic, route)
         slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
     data = traffic_json(run, route, slow)
+    if ck is not None:
+        written = next(j["completion_time_s"] for j in data["jobs"] if j["name"].startswith("checkpoint_write"))
+        data["checkpoint"] = {"bytes": ck.checkpoint_bytes, "storage_nodes": ck.storage_nodes,
+                              "simulated_write_s": written, "analytical_write_s": ck.analytical_write_s,
+                              "storage": ck.bill.model_dump(mode="json")}
     if plot is not None:
         plot_traffic(run, slow, plot, plot_title(inputs, sum(len(g) for g in traffic.gpus.values())))
     if emit(form, data, inputs, data["jobs"]):
         return
     for table in traffic_tables(data):
         console.print(table)
+    if ck is not None:
+        from fabricsim.cli.traffic_checkpoint import checkpoint_line
+
+        console.print(checkpoint_line(ck, data["checkpoint"]["simulated_write_s"]))
     if plot is not None:
         console.print(f"[dim]plots written to {plot}[/]")
