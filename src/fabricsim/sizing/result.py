@@ -150,9 +150,14 @@ class SizingResult:
             "note": self.note,
             "unbuildable_clusters": dict(self.errors),
             "assumptions": {
-                "cost": ("rental: GPUs x hours x gpu_hour_usd" if spec.gpu_hour_usd is not None else
-                         "capex from the bill of materials x time / amortize + energy x kwh_usd"),
-                "energy": "BOM power (nodes, switches, optics) x time x PUE",
+                "cost": ("rental: GPUs (hot spares' too) x hours x gpu_hour_usd" if spec.gpu_hour_usd is not None
+                         else "capex from the bill of materials (storage servers and network, hot spare nodes "
+                         "in) x time / amortize + energy x kwh_usd"),
+                "energy": "BOM power (nodes, switches, optics, storage, hot spares) x time x PUE",
+                "goodput": None if spec.goodput is None else
+                "time on the wall clock: / each cluster's goodput (failures from its parts, checkpoints over its "
+                "storage network, restarts, waits for repairs beyond its hot spares); each cluster takes the storage "
+                "tier and spare count of least cost per hour of kept training (most goodput with objective time)",
                 "amortize_s": spec.amortize_s, "gpu_hour_usd": spec.gpu_hour_usd, "pue": spec.pue,
                 "kwh_usd": spec.kwh_usd,
                 "defaults": {k: {"value": d.value, "source": d.source} for k, d in defaults.items()},
