@@ -116,14 +116,16 @@ def test_best_table_shows_gpus_and_says_when_sizes_differ() -> None:
 
 
 def test_unpriced_part_is_named() -> None:
-    result = size(_spec(fabrics=("xdr",), systems=("dgx-h100",), deadline_s=None), engine="serial")
+    """A system the catalog has no price for (hgx-h800: no sourced price or power) is named, never costed."""
+    result = size(_spec(fabrics=("ndr",), systems=("hgx-h800",), deadline_s=None), engine="serial")
     data = result.to_json()
     cand = data["candidates"][0]
-    assert cand["best"]["cost_usd"] is None and "q3400 price" in cand["unpriced"]
-    assert "q3400 price" in data["results"][0]["unpriced"]
-    proc = _cli(*SMALL_ARGS[:-8], "--fabrics", "xdr", "--engine", "serial", "--gbs", "256")
+    assert cand["best"]["cost_usd"] is None and "hgx-h800 price" in cand["unpriced"]
+    assert "hgx-h800 price" in data["results"][0]["unpriced"]
+    proc = _cli("--model", "llama3-8b", "--gpus", "64", "--systems", "hgx-h800", "--fabrics", "ndr",
+                "--oversubscription", "1", "--engine", "serial", "--gbs", "256")
     assert proc.returncode == 0, proc.stderr
-    assert "q3400 has no power or price" in proc.stdout
+    assert "hgx-h800 has no power or price" in proc.stdout
 
 
 # ---- 2: --out never overwrites a file the tool did not write ------------------------------------------------------

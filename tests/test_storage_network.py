@@ -187,3 +187,16 @@ def test_converged_checkpoint_at_flow_level_matches_the_goodput_model(tmp_path: 
     assert ck["simulated_write_s"] == pytest.approx(ck["analytical_write_s"], rel=0.05)
     names = {j["name"] for j in data["jobs"]}
     assert "traffic" in names and any(n.startswith("checkpoint_write") for n in names)
+
+
+@pytest.mark.parametrize("link", ["ib-hdr", "ib-ndr", "ib-xdr", "ib-gdr", "eth-400g", "eth-800g"])
+def test_every_fabric_generation_is_priced(link: str) -> None:
+    """Issue 27 item 3: XDR, GDR (roadmap) and Ethernet fabrics get a capital cost and a power, never null; a
+    roadmap link says its parts are assumptions."""
+    bill = build_topology(ClusterSpec(system="dgx-h100", nodes=64, link=link), CATALOG).bom()
+    assert bill.capex_usd is not None and bill.power_w is not None, bill.missing
+    assert bill.missing == []
+    roadmap = CATALOG.link(link).status == "roadmap"
+    assert any("roadmap" in n for n in bill.notes) == roadmap
+    fabric_switches = [s for s in CATALOG.switches.values() if s.kind in ("infiniband", "ethernet")]
+    assert all(s.price_usd is not None and s.power_w is not None for s in fabric_switches)

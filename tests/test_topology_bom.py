@@ -32,14 +32,19 @@ def test_cable_class_follows_the_link_rate(catalog: Catalog) -> None:
     assert cable_class(catalog, "optical", 25e9).id == "optical-200g"
     assert cable_class(catalog, "optical", 50e9).id == "optical-400g"
     assert cable_class(catalog, "copper", 100e9).id == "dac-800g"
-    with pytest.raises(SpecError, match=r"no catalog optical cable carries 1\.6Tb/s"):
-        cable_class(catalog, "optical", 200e9)
+    assert cable_class(catalog, "optical", 200e9).id == "optical-1600g"  # GDR (roadmap)
+    with pytest.raises(SpecError, match=r"no catalog optical cable carries 3\.2Tb/s"):
+        cable_class(catalog, "optical", 400e9)
     bom = build_cluster("dgx-a100", nodes=4, link="ib-hdr").bom()
     assert {i.item for i in bom.items if i.category == "cable"} == {"optical-200g"}
 
 
-def test_unpriced_switch_makes_totals_unknown() -> None:
-    bom = build_cluster("dgx-h100", nodes=4, link="eth-400g").bom()
+def test_unpriced_switch_makes_totals_unknown(catalog: Catalog) -> None:
+    """A switch without a catalog price or power (here one taken out) is named in ``missing``; the totals are
+    unknown, never a guess, and the priced part is still given."""
+    sn5400 = catalog.switch("sn5400").model_copy(update={"price_usd": None, "power_w": None})
+    unpriced = catalog.model_copy(update={"switches": {**catalog.switches, "sn5400": sn5400}})
+    bom = build_cluster("dgx-h100", nodes=4, link="eth-400g", catalog=unpriced).bom()
     assert bom.switch == "sn5400" and bom.nic == "cx7-eth"
     assert bom.capex_usd is None and bom.power_w is None
     assert "sn5400 price" in bom.missing and bom.capex_known_usd > 4 * 300_000

@@ -140,8 +140,11 @@ def test_compute_bound_plan_no_network_upgrade_pays(catalog: Catalog) -> None:
 
 
 def test_unpriced_swap_is_said_not_guessed(catalog: Catalog) -> None:
+    """A swap to a part without a catalog price (the Q3400's taken out here) is named, not guessed."""
+    q3400 = catalog.switch("q3400").model_copy(update={"price_usd": None})
+    unpriced = catalog.model_copy(update={"switches": {**catalog.switches, "q3400": q3400}})
     model, plan = load_model("llama3-8b"), ParallelPlan.build(gpus=512, seq=2048, gbs=512, mbs=1, zero=1)
-    result = what_if(model, plan, Scenario("dgx-h100", 512, None, 2.0, catalog), 2.0, (parse_swap("ib=xdr"),))
+    result = what_if(model, plan, Scenario("dgx-h100", 512, None, 2.0, unpriced), 2.0, (parse_swap("ib=xdr"),))
     (xdr,) = result.swaps
     assert xdr.cost_delta_usd is None and xdr.worth_it(result.base_capex_usd) is None
     assert "q3400 price" in result.verdict.sentence
