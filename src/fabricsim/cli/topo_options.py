@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from fabricsim.topology import ClusterSpec
 
 # fabricsim.topology.FABRICS, spelled out so that `--help` does not import the topology package (a test checks it).
-FABRIC_KINDS = ("fat-tree", "torus", "mesh")
+FABRIC_KINDS = ("fat-tree", "rail-only", "torus", "mesh")
 
 System = Annotated[str, typer.Option("--system", help="catalog system id (fabricsim catalog systems)")]
 Nodes = Annotated[int, typer.Option("--nodes", help="compute nodes (servers, or racks for NVL72)")]

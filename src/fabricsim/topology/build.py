@@ -13,6 +13,7 @@ from fabricsim.topology.fattree import build_fat_tree, plan_fat_tree
 from fabricsim.topology.kinds import SWITCH
 from fabricsim.topology.mesh import build_mesh
 from fabricsim.topology.nodes import NodeTemplate, build_node
+from fabricsim.topology.railonly import build_rail_only
 from fabricsim.topology.resolve import resolve
 from fabricsim.topology.spec import ClusterSpec
 from fabricsim.topology.topology import Topology
@@ -20,6 +21,7 @@ from fabricsim.topology.torus import build_torus
 
 FABRIC_BUILDERS: dict[str, Callable[[FabricContext], Fabric]] = {
     "fat-tree": build_fat_tree,
+    "rail-only": build_rail_only,
     "torus": build_torus,
     "mesh": build_mesh,
 }

@@ -11,8 +11,8 @@ from fabricsim.catalog import read_spec_file, validation_message
 from fabricsim.errors import SpecError
 from fabricsim.topology.storage_spec import StorageNetworkSpec
 
-FabricName = Literal["fat-tree", "torus", "mesh"]
-FABRICS: tuple[str, ...] = ("fat-tree", "torus", "mesh")
+FabricName = Literal["fat-tree", "rail-only", "torus", "mesh"]
+FABRICS: tuple[str, ...] = ("fat-tree", "rail-only", "torus", "mesh")
 
 
 class ClusterSpec(BaseModel):
@@ -22,7 +22,8 @@ class ClusterSpec(BaseModel):
 
     system: str = Field("dgx-h100", description="catalog system id (one node: a server, or a rack for NVL72)")
     nodes: int = Field(1, description="compute nodes (servers, or racks for rack-scale systems)")
-    fabric: FabricName = Field("fat-tree", description="fat-tree, torus (3D, of switches) or mesh (node to node)")
+    fabric: FabricName = Field("fat-tree", description="fat-tree, rail-only (a network per rail, none between), "
+                               "torus (3D, of switches) or mesh (node to node)")
     link: str | None = Field(None, description="fabric link technology id (ib-ndr, eth-400g, ...) or a switch id; "
                              "default: the link of the system's own NIC")
     tiers: int | None = Field(None, description="fat-tree tiers 1-3; None picks the fewest that fit")
