@@ -334,7 +334,7 @@ for value in ("nan", "inf", "0", "-1", "1e300"):
 case("whatif-oversub-nan", ["whatif", "--oversubscription", "nan"], "--oversubscription")
 case("whatif-swap", ["whatif", "--swap", "colour=red"], "swap")
 for value in ("storage=0x", "storage=-2x", "storage=floppy", "checkpoint=maybe", "mtbf=-1", "mtbf=inf", "spares=-2",
-              "spares=200%", "spares=some"):
+              "spares=200%", "spares=some", "fabric=torus", "fabric=dragonfly"):
     case(f"whatif-swap-{value}", ["whatif", "--gpus", "64", "--tp", "8", "--swap", value], "swap")
 case("whatif-swap-no-goodput", ["whatif", "--gpus", "64", "--tp", "8", "--no-goodput", "--swap", "mtbf=2"], "goodput")
 case("whatif-swap-noeq", ["whatif", "--swap", "system"], "swap")

@@ -128,3 +128,23 @@ def test_rail_only_errors() -> None:
         build_cluster("dgx-h100", nodes=3000, fabric="rail-only")
     with pytest.raises(SpecError, match="1 or 2 tiers"):
         build_cluster("dgx-h100", nodes=8, fabric="rail-only", tiers=3)
+
+
+def test_whatif_swaps_to_rail_only() -> None:
+    """`whatif --swap fabric=rail-only`: the same step (NCCL keeps inter-node traffic on the destination's rail on
+    both, PXN), a smaller bill where the fat tree needs switches to join rails."""
+    from fabricsim.analysis import Scenario, parse_swap, what_if
+    from fabricsim.catalog import default_catalog
+    from fabricsim.model import load_model
+    from fabricsim.training import ParallelPlan
+
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(tp=8, pp=4, dp=128, mbs=1, gbs=1024, seq=8192)
+    result = what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
+                     swaps=(parse_swap("fabric=rail-only"),))
+    (swap,) = result.swaps
+    assert swap.step_time_s == pytest.approx(float(result.base.step_time_s))
+    assert swap.cost_delta_usd is not None and swap.cost_delta_usd < 0
+    with pytest.raises(SpecError, match="fat-tree or rail-only"):
+        what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
+                swaps=(parse_swap("fabric=torus"),))

@@ -36,6 +36,7 @@ class Scenario:
     catalog: Catalog
     nic: str | None = None  # a NIC replacing the system's (a network swap); None: the system's own
     goodput: GoodputSpec | None = None  # failures, checkpoints and restarts (None: a healthy cluster)
+    fabric_kind: str = "fat-tree"  # the scale-out design the bill prices: fat-tree or rail-only
 
     @property
     def system(self) -> System:
@@ -60,12 +61,13 @@ class Scenario:
 
     @cached_property
     def bill(self) -> BillOfMaterials:
-        """Bill of materials of a rail-optimized fat tree of these nodes: nodes, switches, cables and optics, and
+        """Bill of materials of a rail-optimized fat tree (or rail-only network) of these nodes: nodes, switches,
+        cables and optics, and
         the price difference of a replacement NIC (node prices include the system's own NICs); built once, for the
         capital cost and for the parts that fail."""
         from fabricsim.topology import ClusterSpec, build_topology
 
-        spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": "fat-tree",
+        spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": self.fabric_kind,
                                   "link": self.link().id, "oversubscription": self.oversubscription,
                                   "nic": self.nic})
         if self.goodput is not None:  # the storage network the goodput options buy

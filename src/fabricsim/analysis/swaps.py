@@ -1,4 +1,5 @@
-"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``; and what changes
+"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``, ``fabric=rail-only``:
+the same step, a different bill; and what changes
 goodput and the storage and spares billed: ``storage=2x``, a tier id or a storage network (separate, converged,
 none), ``spares=2%`` or a node count, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and applied
 to a scenario, keeping the GPU count."""
@@ -12,7 +13,10 @@ from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
-SWAP_KEYS = ("system", "ib", "oversubscription", "storage", "checkpoint", "mtbf", "spares")
+SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "storage", "checkpoint", "mtbf", "spares")
+SWAP_FABRICS = ("fat-tree", "rail-only")
+"""scale-out designs a swap can price: NCCL keeps inter-node traffic on the destination's rail on both (PXN), so
+the collective model times a step the same and the swap changes the bill"""
 GOODPUT_KEYS = ("storage", "checkpoint", "mtbf", "spares")
 STORAGE_NETWORK_VALUES = ("separate", "converged", "none")
 
@@ -44,6 +48,10 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
     """The scenario with one part swapped; the GPU count stays, so a system swap recomputes the nodes."""
     if swap.key in GOODPUT_KEYS:
         return _goodput_swap(base, swap)
+    if swap.key == "fabric":
+        if swap.value not in SWAP_FABRICS:
+            raise SpecError(f"{swap.label}: fabric is {' or '.join(SWAP_FABRICS)}", field="--swap")
+        return replace(base, fabric_kind=swap.value)
     if swap.key == "system":
         system = base.catalog.system(swap.value)
         if base.gpus % system.gpus_per_node and base.gpus > system.gpus_per_node:
