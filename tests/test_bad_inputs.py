@@ -290,6 +290,7 @@ case("traffic-checkpoint-with-jobs", ["traffic", "--nodes", "2", "--checkpoint",
                                       "jobs-latin1.yaml"], "--checkpoint")
 case("traffic-storage-servers-alone", ["traffic", "--nodes", "2", "--storage-servers", "2"], "--storage-servers")
 case("traffic-checkpoint-model", ["traffic", "--nodes", "2", "--checkpoint", "llama9-1t"], "model")
+case("size-fabric-kinds-bad", ["size", "--gpus", "64", "--fabric-kinds", "fat-tree,torus"], "--fabric-kinds")
 case("size-spares-bad", ["size", "--gpus", "64", "--spares", "2%,-3"], "--spares")
 case("size-storage-bad", ["size", "--gpus", "64", "--storage", "superpod-good,floppy"], "storage")
 case("train-seq-huge", ["train", "--gpus", "8", "--seq", "1000000000"], "seq")

@@ -148,3 +148,22 @@ def test_whatif_swaps_to_rail_only() -> None:
     with pytest.raises(SpecError, match="fat-tree or rail-only"):
         what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
                 swaps=(parse_swap("fabric=torus"),))
+
+
+def test_size_searches_rail_only_beside_the_fat_tree() -> None:
+    """`size --fabric-kinds fat-tree,rail-only`: the same plans and step times on both designs, each with its own
+    bill; rail-only is the cheaper where the fat tree needs switches to join rails (64 DGX nodes)."""
+    from fabricsim.sizing import SizingSpec, size
+
+    spec = SizingSpec(model="llama3-8b", tokens=1e11, gpus=(512,), systems=("dgx-h100",), fabrics=("ndr",),
+                      oversubscription=(1.0,), fabric_kinds=("fat-tree", "rail-only"))
+    frame = size(spec, engine="serial", exhaustive=True).frame
+    ft, ro = frame[frame["fabric"] == "ndr"], frame[frame["fabric"] == "ndr rail-only"]
+    assert len(ft) and len(ft) == len(ro)
+    from fabricsim.sizing.space import Shape
+
+    keys = [*Shape.__dataclass_fields__, "gbs"]
+    merged = ft.merge(ro, on=keys, suffixes=("_ft", "_ro"))
+    assert len(merged) == len(ft)
+    assert np.allclose(merged["step_time_s_ft"], merged["step_time_s_ro"])
+    assert (merged["capex_usd_ro"] < merged["capex_usd_ft"]).all()

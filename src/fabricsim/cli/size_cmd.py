@@ -50,6 +50,7 @@ DEFAULT_TOKENS = "15T"
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
+                 "fabric_kinds",
                  "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
 EXECUTORS = ("local", "ray", "serial")
 MAX_SEQ = 2**24
@@ -118,6 +119,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
         systems=parse_list(kw["systems"], "--systems"),
         fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
+        fabric_kinds=_fabric_kinds(kw["fabric_kinds"]),
         oversubscription=tuple(inputs.oversubscription(v) for v in
                               parse_list(kw["oversubscription"], "--oversubscription", float) or (1.0,)),
         rail_optimized=kw["rail_optimized"], knobs=knobs, fixed=fixed,
@@ -132,6 +134,17 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         top=kw["top"],
         **_goodput_search(kw),
     )
+
+
+def _fabric_kinds(text: str | None) -> tuple[str, ...]:
+    """--fabric-kinds as a checked tuple (default: the rail-optimized fat tree)."""
+    from fabricsim.sizing import parse_list
+
+    kinds = parse_list(text, "--fabric-kinds") or ("fat-tree",)
+    bad = [k for k in kinds if k not in ("fat-tree", "rail-only")]
+    if bad:
+        raise SpecError(f"{', '.join(bad)}: size searches fat-tree and rail-only fabrics", field="--fabric-kinds")
+    return tuple(dict.fromkeys(kinds))
 
 
 def _goodput_search(kw: dict[str, Any]) -> dict[str, Any]:
@@ -281,6 +294,9 @@ def size_command(
     nodes: Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")] = None,
     systems: Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")] = None,
     fabrics: Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")] = None,
+    fabric_kinds: Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per rail; "
+                                             "the same step, its own bill) [default: fat-tree]",
+                                             "--fabric-kinds")] = None,
     oversubscription: Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")] = "1,2",
     rail_optimized: Annotated[bool, _opt("rail-optimized fat tree", "--rail-optimized/--no-rail-optimized")] = True,
     seq: Annotated[int, _opt("sequence length", "--seq")] = 8192,

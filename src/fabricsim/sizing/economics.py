@@ -81,8 +81,9 @@ def _fabric_bill(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentit
     from fabricsim.topology import build_cluster
 
     try:
-        return build_cluster(choice.system, nodes=choice.nodes, link=choice.link, rail_optimized=rail_optimized,
-                             oversubscription=choice.oversubscription, catalog=catalog.value).bom()
+        return build_cluster(choice.system, nodes=choice.nodes, fabric=choice.kind, link=choice.link,
+                             rail_optimized=rail_optimized, oversubscription=choice.oversubscription,
+                             catalog=catalog.value).bom()
     except SpecError as exc:
         return str(exc)
 

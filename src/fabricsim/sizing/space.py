@@ -30,6 +30,8 @@ class ClusterChoice:
     oversubscription: float
     nodes: int
     gpus: int
+    kind: str = "fat-tree"
+    """scale-out design: fat-tree or rail-only (``fabric`` then names it: ``ndr rail-only``)"""
 
     @property
     def chunk_id(self) -> str:
@@ -142,9 +144,12 @@ def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
         for system in (catalog.system(sid), *([catalog.system(partial_system_id(base, part))] if part else [])):
             for fabric in spec.fabrics:
                 link = resolve_fabric_link(catalog, system, fabric).id
-                for os in spec.oversubscription:
-                    for n in node_counts(spec, system):
-                        out.append(ClusterChoice(system.id, fabric, link, float(os), n, n * system.gpus_per_node))
+                for kind in spec.fabric_kinds:
+                    label = fabric if kind == "fat-tree" else f"{fabric} {kind}"
+                    for os in spec.oversubscription:
+                        for n in node_counts(spec, system):
+                            out.append(ClusterChoice(system.id, label, link, float(os), n,
+                                                     n * system.gpus_per_node, kind))
     return out
 
 

@@ -107,6 +107,8 @@ class SizingSpec(BaseModel):
     systems: tuple[str, ...] | None = None  # None: every catalog system with a price
     fabrics: tuple[str, ...] = DEFAULT_FABRICS
     oversubscription: tuple[float, ...] = (1.0, 2.0)
+    fabric_kinds: tuple[Literal["fat-tree", "rail-only"], ...] = Field(
+        ("fat-tree",), min_length=1, description="scale-out designs: rail-optimized fat tree, rail-only")
     rail_optimized: bool = True
     knobs: Knobs = Knobs()
     fixed: dict[str, Any] = Field(default_factory=dict)  # plan fields held fixed (FIXED_FIELDS)
@@ -129,6 +131,9 @@ class SizingSpec(BaseModel):
     def digest(self) -> str:
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""
         data = self.model_dump(mode="json", exclude={"top"})
+        for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", [])):
+            if data[name] == default:  # fields added later: a run that leaves them as they were keeps its digest
+                del data[name]
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
