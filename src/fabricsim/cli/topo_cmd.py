@@ -30,6 +30,7 @@ from fabricsim.cli.topo_options import (
     Nodes,
     NodesPerSwitch,
     Oversubscription,
+    Planes,
     RailOptimized,
     Switch,
     System,
@@ -181,6 +182,7 @@ def topo_command(
     node_cable: NodeCable = "optical",
     torus_dims: TorusDims = None,
     nodes_per_switch: NodesPerSwitch = 1,
+    planes: Planes = 1,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     storage_network: Annotated[str, typer.Option(
@@ -205,7 +207,7 @@ def topo_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch)
+                        torus_dims, nodes_per_switch, planes)
     network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
                                    storage_switch, node_cable)
     if network is not None:

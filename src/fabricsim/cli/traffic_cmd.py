@@ -31,6 +31,7 @@ from fabricsim.cli.topo_options import (
     Nodes,
     NodesPerSwitch,
     Oversubscription,
+    Planes,
     RailOptimized,
     Switch,
     System,
@@ -156,6 +157,7 @@ def traffic_command(
     node_cable: NodeCable = "optical",
     torus_dims: TorusDims = None,
     nodes_per_switch: NodesPerSwitch = 1,
+    planes: Planes = 1,
     pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
                                 "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
     nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
@@ -206,7 +208,7 @@ def traffic_command(
                                              float(parse_buffer_size(nbytes, "--bytes")), placement, 0.0,
                                              seed)], [], 0
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch)
+                        torus_dims, nodes_per_switch, planes)
     catalog = load_catalog(*calibration)
     ck = None
     if checkpoint is not None:

@@ -12,6 +12,7 @@ from fabricsim.topology.fabric import Fabric, FabricContext
 from fabricsim.topology.fattree import build_fat_tree, plan_fat_tree
 from fabricsim.topology.kinds import SWITCH
 from fabricsim.topology.mesh import build_mesh
+from fabricsim.topology.multiplane import build_multi_plane
 from fabricsim.topology.nodes import NodeTemplate, build_node
 from fabricsim.topology.railonly import build_rail_only
 from fabricsim.topology.resolve import resolve
@@ -37,7 +38,9 @@ def build_topology(spec: ClusterSpec, catalog: Catalog | None = None) -> Topolog
     resolved = resolve(spec, catalog)
     node = build_node(resolved.system, catalog)
     ctx = FabricContext(spec=spec, node=node, nodes=spec.nodes, resolved=resolved, catalog=catalog)
-    fabric = FABRIC_BUILDERS[spec.fabric](ctx)
+    if spec.planes > 1 and spec.fabric != "fat-tree":
+        raise SpecError(f"planes apply to fat trees (got fabric {spec.fabric!r})", field="planes")
+    fabric = build_multi_plane(ctx) if spec.planes > 1 else FABRIC_BUILDERS[spec.fabric](ctx)
     return _assemble(spec, catalog, node, fabric, ctx)
 
 
@@ -87,6 +90,7 @@ def build_cluster(
     torus_dims: tuple[int, int, int] | None = None,
     nodes_per_switch: int = 1,
     nic: str | None = None,
+    planes: int = 1,
     catalog: Catalog | None = None,
 ) -> Topology:
     """Build a cluster from keyword arguments (the fields of `ClusterSpec`); see `build_topology`.
@@ -97,7 +101,7 @@ def build_cluster(
     spec = ClusterSpec.parse({
         "system": system, "nodes": nodes, "fabric": fabric, "link": link, "tiers": tiers,
         "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
-        "torus_dims": torus_dims, "nodes_per_switch": nodes_per_switch, "nic": nic,
+        "torus_dims": torus_dims, "nodes_per_switch": nodes_per_switch, "nic": nic, "planes": planes,
     })
     return build_topology(spec, catalog)
 

@@ -83,6 +83,13 @@ class LinkBlock:
         self.count += 2 * n
         return ab, ab + 1
 
+    def extend(self, other: LinkBlock) -> None:
+        """Append another block's cables, whose ids must start where this block's end (planes built in turn)."""
+        if other.first != self.first + self.count:
+            raise ValueError("link blocks are not contiguous")  # a builder bug, not user input
+        self._parts.extend(other._parts)
+        self.count += other.count
+
     def arrays(self) -> tuple[IntArray, IntArray, npt.NDArray[np.float64], npt.NDArray[np.float64],
                               npt.NDArray[np.int8]]:
         """(src, dst, capacity, latency, kind) of every link added, in id order."""

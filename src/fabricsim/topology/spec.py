@@ -34,6 +34,8 @@ class ClusterSpec(BaseModel):
     torus_dims: tuple[int, int, int] | None = Field(None, description="torus switches per dimension; None: near-cube")
     nodes_per_switch: int = Field(1, description="torus: nodes attached to each torus switch")
     nic: str | None = Field(None, description="catalog NIC id; None: the system's, or one that speaks the fabric")
+    planes: int = Field(1, ge=1, le=8, description="fat tree: planes each NIC's bandwidth is split over (multi-plane; "
+                        "1: one fabric)")
     storage: StorageNetworkSpec | None = Field(None, description="storage servers and the network to them, billed "
                                                "with the cluster; None: none")
 
