@@ -290,6 +290,9 @@ case("traffic-checkpoint-with-jobs", ["traffic", "--nodes", "2", "--checkpoint",
                                       "jobs-latin1.yaml"], "--checkpoint")
 case("traffic-storage-servers-alone", ["traffic", "--nodes", "2", "--storage-servers", "2"], "--storage-servers")
 case("traffic-checkpoint-model", ["traffic", "--nodes", "2", "--checkpoint", "llama9-1t"], "model")
+case("topo-planes-3", ["topo", "--nodes", "8", "--planes", "3"], "planes")
+case("topo-planes-torus", ["topo", "--nodes", "8", "--fabric", "torus", "--planes", "2"], "planes")
+case("topo-planes-0", ["topo", "--nodes", "8", "--planes", "0"], "planes")
 case("size-fabric-kinds-bad", ["size", "--gpus", "64", "--fabric-kinds", "fat-tree,torus"], "--fabric-kinds")
 case("size-spares-bad", ["size", "--gpus", "64", "--spares", "2%,-3"], "--spares")
 case("size-storage-bad", ["size", "--gpus", "64", "--storage", "superpod-good,floppy"], "storage")
@@ -335,7 +338,7 @@ for value in ("nan", "inf", "0", "-1", "1e300"):
 case("whatif-oversub-nan", ["whatif", "--oversubscription", "nan"], "--oversubscription")
 case("whatif-swap", ["whatif", "--swap", "colour=red"], "swap")
 for value in ("storage=0x", "storage=-2x", "storage=floppy", "checkpoint=maybe", "mtbf=-1", "mtbf=inf", "spares=-2",
-              "spares=200%", "spares=some", "fabric=torus", "fabric=dragonfly"):
+              "spares=200%", "spares=some", "fabric=torus", "fabric=dragonfly", "planes=3", "planes=two"):
     case(f"whatif-swap-{value}", ["whatif", "--gpus", "64", "--tp", "8", "--swap", value], "swap")
 case("whatif-swap-no-goodput", ["whatif", "--gpus", "64", "--tp", "8", "--no-goodput", "--swap", "mtbf=2"], "goodput")
 case("whatif-swap-noeq", ["whatif", "--swap", "system"], "swap")

@@ -22,7 +22,7 @@ def _fabric_links(topo):  # type: ignore[no-untyped-def]
 def test_counting_and_routes(nodes: int, planes: int) -> None:
     topo = build_cluster("dgx-h100", nodes=nodes, planes=planes)
     links = _fabric_links(topo)
-    src, dst = topo.link_src[links], topo.link_dst[links]
+    src = topo.link_src[links]
     nic = topo.endpoint_kind[topo.nic_endpoint(0)]
     nic_src = src[topo.endpoint_kind[src] == nic]
     assert np.array_equal(np.bincount(nic_src - nic_src.min())[np.unique(nic_src) - nic_src.min()],
@@ -94,3 +94,19 @@ def test_plane_errors() -> None:
         build_cluster("dgx-h100", nodes=8, planes=3)
     with pytest.raises(SpecError, match="fat trees"):
         build_cluster("dgx-h100", nodes=8, fabric="torus", planes=2)
+
+
+def test_whatif_swaps_to_two_planes() -> None:
+    """`whatif --swap planes=2`: every NIC keeps its bandwidth (the same step), the bill drops the core tier."""
+    from fabricsim.analysis import Scenario, parse_swap, what_if
+    from fabricsim.catalog import default_catalog
+    from fabricsim.model import load_model
+    from fabricsim.training import ParallelPlan
+
+    model = load_model("llama3-70b")
+    plan = ParallelPlan.build(tp=8, pp=4, dp=128, mbs=1, gbs=1024, seq=8192)
+    result = what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
+                     swaps=(parse_swap("planes=2"),))
+    (swap,) = result.swaps
+    assert swap.step_time_s == pytest.approx(float(result.base.step_time_s))
+    assert swap.cost_delta_usd is not None and swap.cost_delta_usd < 0

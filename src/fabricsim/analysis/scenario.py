@@ -37,6 +37,7 @@ class Scenario:
     nic: str | None = None  # a NIC replacing the system's (a network swap); None: the system's own
     goodput: GoodputSpec | None = None  # failures, checkpoints and restarts (None: a healthy cluster)
     fabric_kind: str = "fat-tree"  # the scale-out design the bill prices: fat-tree or rail-only
+    planes: int = 1  # fat tree: planes each NIC is split over (multi-plane)
 
     @property
     def system(self) -> System:
@@ -69,7 +70,7 @@ class Scenario:
 
         spec = ClusterSpec.parse({"system": self.system_id, "nodes": self.nodes, "fabric": self.fabric_kind,
                                   "link": self.link().id, "oversubscription": self.oversubscription,
-                                  "nic": self.nic})
+                                  "nic": self.nic, "planes": self.planes})
         if self.goodput is not None:  # the storage network the goodput options buy
             spec = spec.model_copy(update={"storage": self.goodput.network_spec()})
         return build_topology(spec, self.catalog).bom()  # bills a replacement NIC as its price difference

@@ -1,5 +1,5 @@
-"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``, ``fabric=rail-only``:
-the same step, a different bill; and what changes
+"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``, ``fabric=rail-only``,
+``planes=2``: the same step, a different bill; and what changes
 goodput and the storage and spares billed: ``storage=2x``, a tier id or a storage network (separate, converged,
 none), ``spares=2%`` or a node count, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and applied
 to a scenario, keeping the GPU count."""
@@ -13,10 +13,11 @@ from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
-SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "storage", "checkpoint", "mtbf", "spares")
+SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares")
 SWAP_FABRICS = ("fat-tree", "rail-only")
 """scale-out designs a swap can price: NCCL keeps inter-node traffic on the destination's rail on both (PXN), so
-the collective model times a step the same and the swap changes the bill"""
+the collective model times a step the same and the swap changes the bill; so do planes, which keep every NIC's
+bandwidth (NCCL spreads its channels over a NIC's ports)"""
 GOODPUT_KEYS = ("storage", "checkpoint", "mtbf", "spares")
 STORAGE_NETWORK_VALUES = ("separate", "converged", "none")
 
@@ -52,6 +53,14 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
         if swap.value not in SWAP_FABRICS:
             raise SpecError(f"{swap.label}: fabric is {' or '.join(SWAP_FABRICS)}", field="--swap")
         return replace(base, fabric_kind=swap.value)
+    if swap.key == "planes":
+        try:
+            planes = int(swap.value)
+        except ValueError:
+            planes = 0
+        if planes not in (1, 2, 4, 8):
+            raise SpecError(f"{swap.label}: planes is 1, 2, 4 or 8", field="--swap")
+        return replace(base, planes=planes)
     if swap.key == "system":
         system = base.catalog.system(swap.value)
         if base.gpus % system.gpus_per_node and base.gpus > system.gpus_per_node:
