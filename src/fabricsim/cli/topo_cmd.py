@@ -23,6 +23,7 @@ from fabricsim.cli.output import (
     text_column,
 )
 from fabricsim.cli.topo_options import (
+    DragonflyRouting,
     Eth,
     Fabric,
     Ib,
@@ -183,6 +184,7 @@ def topo_command(
     torus_dims: TorusDims = None,
     nodes_per_switch: NodesPerSwitch = 1,
     planes: Planes = 1,
+    dragonfly_routing: DragonflyRouting = "minimal",
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     storage_network: Annotated[str, typer.Option(
@@ -207,7 +209,7 @@ def topo_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes)
+                        torus_dims, nodes_per_switch, planes, dragonfly_routing)
     network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
                                    storage_switch, node_cable)
     if network is not None:

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from fabricsim.topology import ClusterSpec
 
 # fabricsim.topology.FABRICS, spelled out so that `--help` does not import the topology package (a test checks it).
-FABRIC_KINDS = ("fat-tree", "rail-only", "torus", "mesh")
+FABRIC_KINDS = ("fat-tree", "rail-only", "dragonfly", "torus", "mesh")
 
 System = Annotated[str, typer.Option("--system", help="catalog system id (fabricsim catalog systems)")]
 Nodes = Annotated[int, typer.Option("--nodes", help="compute nodes (servers, or racks for NVL72)")]
@@ -29,6 +29,8 @@ Oversubscription = Annotated[float, typer.Option("--oversubscription", help="lea
 NodeCable = Annotated[str, typer.Option("--node-cable", help="optical or copper NIC-to-switch cables")]
 TorusDims = Annotated[str | None, typer.Option("--torus-dims", help="torus switches per dimension, e.g. 4x4x2")]
 NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: nodes per torus switch")]
+DragonflyRouting = Annotated[str, typer.Option("--dragonfly-routing", help="dragonfly: minimal, valiant (through "
+                                               "an intermediate group) or ugal (both; with --routing adaptive)")]
 Planes = Annotated[int, typer.Option("--planes", help="fat tree: planes each NIC's bandwidth is split over "
                                      "(multi-plane, each a fat tree of split switch ports)")]
 
@@ -69,7 +71,8 @@ def parse_dims(text: str | None) -> tuple[int, int, int] | None:
 
 def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str | None, switch: str | None,
                  tiers: int | None, rail_optimized: bool, oversubscription: float, node_cable: str,
-                 torus_dims: str | None, nodes_per_switch: int, planes: int = 1) -> ClusterSpec:
+                 torus_dims: str | None, nodes_per_switch: int, planes: int = 1,
+                 dragonfly_routing: str = "minimal") -> ClusterSpec:
     """The validated ClusterSpec the shared options describe."""
     from fabricsim.topology import ClusterSpec
 
@@ -77,4 +80,5 @@ def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str 
         "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
         "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
         "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch, "planes": planes,
+        "dragonfly_routing": dragonfly_routing,
     })

@@ -24,6 +24,7 @@ from fabricsim.cli.output import (
     text_column,
 )
 from fabricsim.cli.topo_options import (
+    DragonflyRouting,
     Eth,
     Fabric,
     Ib,
@@ -158,6 +159,7 @@ def traffic_command(
     torus_dims: TorusDims = None,
     nodes_per_switch: NodesPerSwitch = 1,
     planes: Planes = 1,
+    dragonfly_routing: DragonflyRouting = "minimal",
     pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
                                 "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
     nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
@@ -208,7 +210,7 @@ def traffic_command(
                                              float(parse_buffer_size(nbytes, "--bytes")), placement, 0.0,
                                              seed)], [], 0
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes)
+                        torus_dims, nodes_per_switch, planes, dragonfly_routing)
     catalog = load_catalog(*calibration)
     ck = None
     if checkpoint is not None:

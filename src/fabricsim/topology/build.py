@@ -8,6 +8,7 @@ import numpy as np
 
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
+from fabricsim.topology.dragonfly import build_dragonfly
 from fabricsim.topology.fabric import Fabric, FabricContext
 from fabricsim.topology.fattree import build_fat_tree, plan_fat_tree
 from fabricsim.topology.kinds import SWITCH
@@ -23,6 +24,7 @@ from fabricsim.topology.torus import build_torus
 FABRIC_BUILDERS: dict[str, Callable[[FabricContext], Fabric]] = {
     "fat-tree": build_fat_tree,
     "rail-only": build_rail_only,
+    "dragonfly": build_dragonfly,
     "torus": build_torus,
     "mesh": build_mesh,
 }
@@ -91,6 +93,7 @@ def build_cluster(
     nodes_per_switch: int = 1,
     nic: str | None = None,
     planes: int = 1,
+    dragonfly_routing: str = "minimal",
     catalog: Catalog | None = None,
 ) -> Topology:
     """Build a cluster from keyword arguments (the fields of `ClusterSpec`); see `build_topology`.
@@ -102,6 +105,7 @@ def build_cluster(
         "system": system, "nodes": nodes, "fabric": fabric, "link": link, "tiers": tiers,
         "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
         "torus_dims": torus_dims, "nodes_per_switch": nodes_per_switch, "nic": nic, "planes": planes,
+        "dragonfly_routing": dragonfly_routing,
     })
     return build_topology(spec, catalog)
 

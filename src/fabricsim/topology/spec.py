@@ -11,8 +11,8 @@ from fabricsim.catalog import read_spec_file, validation_message
 from fabricsim.errors import SpecError
 from fabricsim.topology.storage_spec import StorageNetworkSpec
 
-FabricName = Literal["fat-tree", "rail-only", "torus", "mesh"]
-FABRICS: tuple[str, ...] = ("fat-tree", "rail-only", "torus", "mesh")
+FabricName = Literal["fat-tree", "rail-only", "dragonfly", "torus", "mesh"]
+FABRICS: tuple[str, ...] = ("fat-tree", "rail-only", "dragonfly", "torus", "mesh")
 
 
 class ClusterSpec(BaseModel):
@@ -23,7 +23,8 @@ class ClusterSpec(BaseModel):
     system: str = Field("dgx-h100", description="catalog system id (one node: a server, or a rack for NVL72)")
     nodes: int = Field(1, description="compute nodes (servers, or racks for rack-scale systems)")
     fabric: FabricName = Field("fat-tree", description="fat-tree, rail-only (a network per rail, none between), "
-                               "torus (3D, of switches) or mesh (node to node)")
+                               "dragonfly (dragonfly+: leaf-spine groups joined by global links), torus (3D, of "
+                               "switches) or mesh (node to node)")
     link: str | None = Field(None, description="fabric link technology id (ib-ndr, eth-400g, ...) or a switch id; "
                              "default: the link of the system's own NIC")
     tiers: int | None = Field(None, description="fat-tree tiers 1-3; None picks the fewest that fit")
@@ -34,6 +35,9 @@ class ClusterSpec(BaseModel):
     torus_dims: tuple[int, int, int] | None = Field(None, description="torus switches per dimension; None: near-cube")
     nodes_per_switch: int = Field(1, description="torus: nodes attached to each torus switch")
     nic: str | None = Field(None, description="catalog NIC id; None: the system's, or one that speaks the fabric")
+    dragonfly_routing: Literal["minimal", "valiant", "ugal"] = Field(
+        "minimal", description="dragonfly: minimal paths, Valiant's through an intermediate group, or both (UGAL "
+        "with adaptive routing)")
     planes: int = Field(1, ge=1, le=8, description="fat tree: planes each NIC's bandwidth is split over (multi-plane; "
                         "1: one fabric)")
     storage: StorageNetworkSpec | None = Field(None, description="storage servers and the network to them, billed "
