@@ -106,3 +106,32 @@ def test_large_dragonfly_is_priced_and_routes() -> None:
     d = (s * 7 + 4099) % topo.num_gpus
     keep = s != d
     assert_valid_routes(topo, s[keep], d[keep], topo.route(s[keep], d[keep], s[keep]))
+
+
+def test_collective_and_train_run_on_the_new_fabrics_at_flow_level() -> None:
+    """`collective --sim flow` and `train --sim flow` build the design asked for (rail-only, planes, dragonfly);
+    the analytical model prices a fat tree and says so for a dragonfly."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    runner = CliRunner()
+    times = {}
+    for extra in ([], ["--fabric", "rail-only"], ["--planes", "2"], ["--fabric", "dragonfly", "--ib", "ndr"]):
+        out = runner.invoke(app, ["collective", "--system", "pcie-h100-8gpu", "--nodes", "8", "--op", "all_to_all",
+                                  "--min", "16M", "--max", "16M", "--sim", "flow", "--json", *extra])
+        if extra[:2] == ["--fabric", "dragonfly"]:  # 8 nodes of 4 NICs fit one QM9700 group: refused, one line
+            assert out.exit_code == 2 and "one dragonfly group" in out.output
+            continue
+        assert out.exit_code == 0, out.output
+        times[" ".join(extra)] = json.loads(out.output)["rows"][0]["time_s"]
+    assert all(t > 0 for t in times.values()) and len(times) == 3
+    refused = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--fabric",
+                                  "dragonfly"])
+    assert refused.exit_code == 2 and "--sim flow" in refused.output
+    ran = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--sim", "flow",
+                              "--fabric", "rail-only", "--json"])
+    assert ran.exit_code == 0, ran.output
+    assert json.loads(ran.output)["step_time_s"] > 0

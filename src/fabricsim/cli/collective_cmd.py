@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -22,6 +22,7 @@ from fabricsim.cli.output import (
     spec_errors,
     text_column,
 )
+from fabricsim.cli.topo_options import DragonflyRouting, Planes
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -98,6 +99,11 @@ def collective_command(
                              "halving_doubling, direct"),
     proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
     fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
+    fabric_kind: str = typer.Option("fat-tree", "--fabric", help="with --sim flow: the scale-out design built "
+                                    "(fat-tree, rail-only, dragonfly); the analytical model prices a rail-optimized "
+                                    "fat tree"),
+    planes: Planes = 1,
+    dragonfly_routing: DragonflyRouting = "minimal",
     dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
     sim: str = typer.Option("analytical", "--sim", help="analytical (NCCL-style closed forms) or flow (the "
                             "algorithm's schedule on the built fat tree, max-min flow simulation)"),
@@ -125,6 +131,10 @@ def collective_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     oversubscription = checks.oversubscription(oversubscription)
+    kind = fabric_kind.strip().lower()
+    if (kind != "fat-tree" or planes != 1) and sim != "flow":
+        raise SpecError("--fabric and --planes build a fabric for the flow simulator; add --sim flow (the "
+                        "analytical model prices a rail-optimized fat tree)", field="--fabric")
     if routing is not None and sim != "flow":
         raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
                         "routes)", field="--routing")
@@ -158,7 +168,8 @@ def collective_command(
 
         with flow_progress(progress_bar()):  # on stderr, once a run passes 2 s
             prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
-                                          fabric, oversubscription, dtype, catalog)
+                                          fabric, oversubscription, dtype, catalog,
+                                          {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing})
     elif sim == "analytical":
         prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
     else:
@@ -220,14 +231,15 @@ def _row_bands(prediction: Prediction, nnodes: int, op: str, gpu: GPU, calibrati
 
 def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,
                      routing: str, fabric: str | None, oversubscription: float, dtype: str,
-                     catalog: Catalog) -> Prediction:
-    """The sweep on the flow simulator: a fat tree of `nodes` nodes, the group's GPUs spread `per_node` a node."""
+                     catalog: Catalog, design: dict[str, Any] | None = None) -> Prediction:
+    """The sweep on the flow simulator: a fabric of `nodes` nodes (a fat tree unless ``design`` names another
+    design, planes or dragonfly routing), the group's GPUs spread `per_node` a node."""
     from fabricsim.collectives import predict_on_flow, resolve_fabric_link
     from fabricsim.topology import build_cluster
 
     sysm = catalog.system(system)
     link = resolve_fabric_link(catalog, sysm, fabric).id
-    topology = build_cluster(system, nodes=nodes, fabric="fat-tree", link=link, oversubscription=oversubscription,
-                             catalog=catalog)
+    topology = build_cluster(system, nodes=nodes, link=link, oversubscription=oversubscription, catalog=catalog,
+                             **(design or {"fabric": "fat-tree"}))
     gpus = [node * sysm.gpus_per_node + local for node in range(nodes) for local in range(per_node)][:ngpus]
     return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype)

@@ -39,6 +39,7 @@ from fabricsim.cli.output import (
     spec_errors,
     text_column,
 )
+from fabricsim.cli.topo_options import DragonflyRouting, Planes
 from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
@@ -177,6 +178,9 @@ SharedExpertOverlap = Annotated[bool, typer.Option(
 TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
 Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
+FabricKind = Annotated[str, typer.Option("--fabric", help="scale-out design --sim flow builds: fat-tree, rail-only "
+                                         "or dragonfly (the analytical model prices a rail-optimized fat tree, "
+                                         "which rail-only and --planes match for NCCL's rail-local traffic)")]
 Oversubscription = Annotated[float, typer.Option("--oversubscription", help="fat-tree leaf ports : uplinks (>= 1)")]
 Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
                                   "group at once on the built fat tree (flow simulation)")]
@@ -219,7 +223,8 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 capacity_factor: float | None = None, moe_dispatcher: str = "alltoall",
                 calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
                 jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
-                etp: int | None = None, gpus_per_node: int | None = None) -> Run:
+                etp: int | None = None, gpus_per_node: int | None = None, fabric_kind: str = "fat-tree",
+                planes: int = 1, dragonfly_routing: str = "minimal") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     from fabricsim.catalog import load_catalog, partial_system_id, partly_used
     from fabricsim.comm import Cluster
@@ -253,6 +258,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
         other_jobs, background, storage = load_jobs(jobs)
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
                       sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
+                      fabric_kind=fabric_kind.strip().lower(), planes=planes, dragonfly_routing=dragonfly_routing,
                       storage_nodes=storage, fabric_nodes=cluster_nodes)
     world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
     if world is not None:  # refused as `topo` refuses it, before the search
@@ -375,6 +381,9 @@ def train_command(
     moe_dispatcher: MoEDispatcher = "alltoall",
     fabric: Fabric = None,
     oversubscription: Oversubscription = 1.0,
+    fabric_kind: FabricKind = "fat-tree",
+    planes: Planes = 1,
+    dragonfly_routing: DragonflyRouting = "minimal",
     fmt: FormatOpt = None,
     as_json: AsJson = False,
     plot: Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")] = None,
@@ -414,7 +423,8 @@ def train_command(
                           moe_dispatcher=moe_dispatcher, fabric=fabric,
                           oversubscription=oversubscription, calibration=calibration, sim=sim, routing=routing,
                           jobs=jobs, cluster_nodes=cluster_nodes, grad_dtype=grad_dtype, etp=etp,
-                          gpus_per_node=gpus_per_node)
+                          gpus_per_node=gpus_per_node, fabric_kind=fabric_kind, planes=planes,
+                          dragonfly_routing=dragonfly_routing)
     pred = run.prediction
     if plot is not None:
         from fabricsim.report import plot_breakdown

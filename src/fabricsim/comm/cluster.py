@@ -12,6 +12,7 @@ if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulat
     from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
+FLOW_FABRICS = ("fat-tree", "rail-only", "dragonfly")
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,9 +33,19 @@ class Cluster:
     storage_nodes: int = 0
     fabric_nodes: int | None = None
     """with sim "flow": nodes of the whole fabric (default: this job's)"""
+    fabric_kind: str = "fat-tree"
+    """with sim "flow": the scale-out design built (fat-tree, rail-only, dragonfly); the analytical model prices a
+    rail-optimized fat tree, which rail-only and multi-plane fabrics match for NCCL's rail-local traffic (PXN)"""
+    planes: int = 1
+    dragonfly_routing: str = "minimal"
 
     def __post_init__(self) -> None:
         if self.sim not in SIMS:
             raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
+        if self.fabric_kind not in FLOW_FABRICS:
+            raise SpecError(f"unknown fabric {self.fabric_kind!r}; choose {', '.join(FLOW_FABRICS)}", field="--fabric")
+        if self.fabric_kind == "dragonfly" and self.sim != "flow":
+            raise SpecError("the analytical model prices fat trees (rail-only and multi-plane alike); a dragonfly "
+                            "needs --sim flow", field="--fabric")
         if self.sim != "flow" and (self.other_jobs or self.background or self.fabric_nodes):
             raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")

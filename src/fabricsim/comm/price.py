@@ -66,13 +66,15 @@ def groups_comm(cluster: Cluster, groups: NDArray[np.int64], world_size: int, op
 
 @lru_cache(maxsize=64)
 def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
-    """The rail-optimized fat tree of ``nodes`` nodes the cluster describes (its fabric and oversubscription)."""
+    """The fabric of ``nodes`` nodes the cluster describes: its design (rail-optimized fat tree by default, rail-only,
+    dragonfly), planes, link and oversubscription."""
     from fabricsim.topology import build_cluster
 
     cluster = cluster_ref.value
     link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
-    return build_cluster(cluster.system.id, nodes=nodes, fabric="fat-tree", link=link,
-                         oversubscription=cluster.oversubscription, catalog=cluster.catalog)
+    return build_cluster(cluster.system.id, nodes=nodes, fabric=cluster.fabric_kind, link=link,
+                         oversubscription=cluster.oversubscription, planes=cluster.planes,
+                         dragonfly_routing=cluster.dragonfly_routing, catalog=cluster.catalog)
 
 
 @lru_cache(maxsize=64)
