@@ -28,7 +28,7 @@ from fabricsim.topology import ClusterSpec, build_cluster
     ({"nodes": 9, "tiers": 1}, r"^nodes: a 1-tier fat tree of qm9700 \(radix 64\) holds at most 8 dgx-h100"),
     ({"tiers": 4}, r"^tiers: must be 1, 2 or 3"),
     ({"fabric": "mesh", "nodes": 10}, r"full mesh of dgx-h100 nodes \(8 NICs each\) holds at most 9 nodes"),
-    ({"fabric": "dragonfly"}, r"^fabric: "),
+    ({"fabric": "hypercube"}, r"^fabric: "),
     ({"fabric": "torus", "nodes": 8, "torus_dims": (2, 2, 3)}, r"^torus_dims: 2x2x3 holds 12 switches"),
     ({"fabric": "torus", "nodes": 9, "nodes_per_switch": 9}, r"cannot host 9 node\(s\) of 8 NICs \(at most 8 per"),
     ({"fabric": "torus", "nodes": 16, "nodes_per_switch": 8}, r"has 0 ports left after 64 node ports, fewer than"),
