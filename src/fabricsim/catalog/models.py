@@ -199,6 +199,11 @@ class System(Priced):
                     " g // nvlink_bridge_gpus, each GPU's NVLink links all within its group; intra stays pcie"
                     " between groups and nvlink_domain_gpus stays 1 (a bridge is not a switched NVLink domain);"
                     " None: no bridges")
+    nvlink_rack_gpus: int | None = Field(
+        None, ge=2, description="GPUs per rack when the NVLink domain spans racks through a second NVLink switch "
+        "tier (NVL576: 8 racks of 72); None: one tier")
+    status: Literal["shipping", "roadmap"] = Field("shipping", description="roadmap systems are searched only "
+                                                   "when named")
     storage_nic: str | None = Field(None, description="catalog NIC id of the node's storage / in-band NICs")
     storage_ports: int = Field(0, ge=0, description="ports per node on a separate storage network")
     rack_units: int | None = None

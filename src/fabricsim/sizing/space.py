@@ -57,8 +57,8 @@ class Shape:
 
 
 def priced_systems(catalog: Catalog) -> tuple[str, ...]:
-    """Catalog systems with a price (the default candidates)."""
-    return tuple(sid for sid, s in catalog.systems.items() if s.price_usd is not None)
+    """Catalog systems with a price that ship today (the default candidates; a roadmap system when named)."""
+    return tuple(sid for sid, s in catalog.systems.items() if s.price_usd is not None and s.status == "shipping")
 
 
 def unit_gpus(system: System) -> int:

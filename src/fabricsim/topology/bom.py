@@ -149,6 +149,9 @@ def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOf
     if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
+    if system.status == "roadmap":
+        notes.append(f"{system.id} is a roadmap system: its price, power and NVLink design are assumptions (see "
+                     "its catalog notes)")
     link = catalog.link(topology.fabric_switch.link)
     if link.status == "roadmap":
         notes.append(f"{link.id} is a roadmap link: its switch, NIC and cables ({topology.fabric_switch.id}, "

@@ -312,6 +312,9 @@ def plan_fat_tree(ctx: FabricContext) -> FatTreePlan:
         raise SpecError(f"a rail-optimized fat tree needs one leaf per rail: {ctx.node.system.id} has {rails} rails,"
                         f" more than {switch.id}'s radix {radix}", field="link")
     layouts = _layouts(ctx, rail, rails, half, WIDEN)
+    if not layouts:  # a node's NICs of one rail need more than a leaf's down ports
+        raise SpecError(f"a {ctx.node.system.id} node has {nics // rails} NICs on each of its {rails} rails, more "
+                        f"than a {switch.id} leaf's {half} node ports", field="link")
     if tiers is None:
         tiers = 2 if min(layout.leaves for layout in layouts) <= radix else 3
     plans = [p for layout in layouts for p in _designs(ctx, layout, tiers)]

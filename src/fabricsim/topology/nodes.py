@@ -104,12 +104,20 @@ def _start(parts: _Parts) -> tuple[LocalGraph, list[int], list[int]]:
 
 
 def _nvswitch(parts: _Parts, graph: LocalGraph, gpus: list[int]) -> None:
-    """One logical NVSwitch; each GPU's NVLink links to the switch chips become one aggregated link."""
+    """One logical NVSwitch; each GPU's NVLink links to the switch chips become one aggregated link. A domain that
+    spans racks (``nvlink_rack_gpus``) has one such switch per rack and a second-tier switch above them, each rack
+    joined to it at its GPUs' whole NVLink bandwidth (non-blocking: any GPU keeps its rate to any other)."""
     assert parts.nvswitch is not None and parts.nvlink is not None  # guaranteed by Catalog.check_references
-    nvs = graph.endpoint(NVSWITCH_CHIP, parts.nvswitch.latency_s)
     per_gpu = parts.gpu.nvlink_links * parts.nvlink.bytes_per_s
-    for g in gpus:
-        graph.cable(g, nvs, per_gpu, NVSWITCH, parts.nvlink.latency_s)
+    rack = parts.system.nvlink_rack_gpus or len(gpus)
+    tier2 = graph.endpoint(NVSWITCH_CHIP, parts.nvswitch.latency_s) if rack < len(gpus) else None
+    for start in range(0, len(gpus), rack):
+        nvs = graph.endpoint(NVSWITCH_CHIP, parts.nvswitch.latency_s)
+        members = gpus[start : start + rack]
+        for g in members:
+            graph.cable(g, nvs, per_gpu, NVSWITCH, parts.nvlink.latency_s)
+        if tier2 is not None:
+            graph.cable(nvs, tier2, per_gpu * len(members), NVSWITCH, parts.nvlink.latency_s)
 
 
 def _cpus(parts: _Parts, graph: LocalGraph) -> list[int]:

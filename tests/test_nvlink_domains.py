@@ -1,0 +1,44 @@
+"""Multi-rack NVLink domains (issue 27, item 1, in part): GB200 NVL576 as a roadmap system of 8 NVL72 racks under a
+second NVLink switch tier. A GPU reaches any GPU of its 576 over NVLink at its full rate (through the second tier
+between racks); the domain is one node to the scale-out fabric; roadmap systems are priced and named, and searched
+only when asked for."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.catalog import default_catalog
+from fabricsim.collectives import group_shape
+from fabricsim.sizing.space import priced_systems
+from fabricsim.topology import build_cluster, link_kind_name
+
+CATALOG = default_catalog()
+
+
+def test_gpus_of_one_domain_talk_over_nvlink_through_two_tiers() -> None:
+    topo = build_cluster("gb200-nvl576", nodes=2)
+    per_gpu = 18 * 50e9
+    same_rack, other_rack = topo.path(0, 10), topo.path(0, 100)
+    assert [link_kind_name(int(topo.link_kind[link])) for link in same_rack] == ["nvswitch"] * 2
+    assert [link_kind_name(int(topo.link_kind[link])) for link in other_rack] == ["nvswitch"] * 4
+    assert topo.link_capacity[other_rack].min() == pytest.approx(per_gpu)
+    # a rack's uplink to the second tier carries all its GPUs at their full rate: non-blocking
+    assert topo.link_capacity[other_rack[1]] == pytest.approx(72 * per_gpu)
+    other_domain = topo.path(0, 576 + 5)
+    kinds = {link_kind_name(int(topo.link_kind[link])) for link in other_domain}
+    assert "infiniband" in kinds  # between domains: the scale-out fabric
+
+
+def test_nvl576_bill_and_roadmap_status() -> None:
+    bill = build_cluster("gb200-nvl576", nodes=2).bom()
+    assert bill.capex_usd is not None and bill.nvlink_domain_size == 576
+    assert any("roadmap system" in note for note in bill.notes)
+    assert "gb200-nvl576" not in priced_systems(CATALOG)  # not a default candidate
+    assert "gb200-nvl72" in priced_systems(CATALOG)
+
+
+def test_collectives_inside_the_domain_stay_on_nvlink() -> None:
+    shape = group_shape("gb200-nvl576", 576, catalog=CATALOG)
+    assert shape.nnodes == 1
+    nvl72 = group_shape("gb200-nvl72", 576, catalog=CATALOG)
+    assert nvl72.nnodes == 8  # the same GPUs on NVL72 racks cross the scale-out network
