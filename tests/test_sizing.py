@@ -174,8 +174,8 @@ def test_rental_and_energy_arithmetic() -> None:
     owned = size(_spec(), engine="serial")
     rented = size(_spec(gpu_hour_usd=2.5), engine="serial")
     row = rented.frame.iloc[0]
-    billed = row["gpus"] + row["spare_nodes"] * 8  # the hot spares' GPU-hours are rented too
-    assert row["spare_nodes"] >= 1
+    billed = row["gpus"] + row["spare_gpus"]  # the hot spares' GPU-hours are rented too
+    assert row["spare_gpus"] >= 8
     assert row["cost_usd"] == pytest.approx(billed * row["time_to_train_s"] / 3600 * 2.5, rel=1e-12)
     assert row["energy_mwh"] == pytest.approx(row["power_w"] * row["time_to_train_s"] * 1.3 / 3.6e9, rel=1e-12)
     first = owned.frame.iloc[0]

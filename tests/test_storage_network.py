@@ -157,15 +157,24 @@ def test_spare_wait_limits() -> None:
 
 
 def test_spares_are_priced_in_size_and_whatif() -> None:
-    """A spare count costs its nodes in `size` economics; whatif prices spares=0 as a saving."""
+    """Spares cost their share of a node in `size` economics: 4 DGX H100 servers (32 GPUs), or 8 GB200 compute
+    trays of 4 GPUs (32 GPUs: 32/72 of a rack), not 8 whole racks."""
     from fabricsim.sizing.economics import economics
     from fabricsim.sizing.space import ClusterChoice
 
     choice = ClusterChoice("dgx-h100", "ndr", "ib-ndr", 1.0, 128, 1024)
     base = economics(choice, True, CATALOG)
-    spared = economics(choice, True, CATALOG, None, 4)
+    spared = economics(choice, True, CATALOG, None, 32)
     assert base.capex_usd is not None and spared.capex_usd is not None
     assert spared.capex_usd - base.capex_usd == pytest.approx(4 * (H100.price_usd or math.nan))
+    rack = CATALOG.system("gb200-nvl72")
+    nvl = ClusterChoice("gb200-nvl72", "ndr", "ib-ndr", 1.0, 16, 1152)
+    rack_base, rack_spared = economics(nvl, True, CATALOG), economics(nvl, True, CATALOG, None, 32)
+    assert rack_base.capex_usd is not None and rack_spared.capex_usd is not None
+    assert rack_spared.capex_usd - rack_base.capex_usd == pytest.approx(32 / 72 * (rack.price_usd or math.nan))
+    good = predict_goodput(MODEL, Cluster(rack, catalog=CATALOG), job_parts(Cluster(rack, catalog=CATALOG), 1152),
+                           2.0, 1e6, GoodputSpec())
+    assert good.spare_unit_gpus == 4 and good.spare_units == 15  # 5% of 288 trays
     stored = economics(choice, True, CATALOG, StorageNetworkSpec(), 0)
     assert stored.capex_usd is not None and stored.capex_usd > base.capex_usd and stored.storage_servers >= 1
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fabricsim.catalog import Catalog, LinkTech, System
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.comm import Cluster
-from fabricsim.training import GoodputSpec
+from fabricsim.training import GoodputSpec, spare_unit_gpus
 
 if TYPE_CHECKING:
     from fabricsim.topology import BillOfMaterials
@@ -76,9 +76,12 @@ class Scenario:
         return build_topology(spec, self.catalog).bom()  # bills a replacement NIC as its price difference
 
     @property
-    def spare_nodes(self) -> int:
-        """Hot spare nodes the goodput options keep beside the job (0 for a healthy cluster)."""
-        return 0 if self.goodput is None else self.goodput.spare_nodes(self.nodes)
+    def spare_gpus(self) -> int:
+        """GPUs of the hot spares the goodput options keep beside the job (0 for a healthy cluster)."""
+        if self.goodput is None:
+            return 0
+        unit = spare_unit_gpus(self.system)
+        return self.goodput.spare_units(ceil(self.gpus / unit)) * unit
 
     def capex(self) -> Capex:
         """The capital cost of `bill` (storage included) and of the hot spare nodes, and the catalog prices it
@@ -86,8 +89,9 @@ class Scenario:
         bill = self.bill
         missing = [m for m in bill.missing if m.endswith(" price")]
         usd = bill.capex_usd
-        if self.spare_nodes:
+        if self.spare_gpus:
             price = self.system.price_usd
             missing += [] if price is not None else [f"{self.system_id} price"]
-            usd = None if usd is None or price is None else usd + self.spare_nodes * price
+            share = self.spare_gpus / self.system.gpus_per_node  # spares as that share of a node
+            usd = None if usd is None or price is None else usd + share * price
         return Capex(usd, tuple(sorted(set(missing))))

@@ -202,6 +202,9 @@ class System(Priced):
     nvlink_rack_gpus: int | None = Field(
         None, ge=2, description="GPUs per rack when the NVLink domain spans racks through a second NVLink switch "
         "tier (NVL576: 8 racks of 72); None: one tier")
+    spare_unit_gpus: int | None = Field(
+        None, ge=1, description="GPUs of the field-replaceable unit a hot spare stands in for (a rack's compute "
+        "tray); None: the whole node")
     status: Literal["shipping", "roadmap"] = Field("shipping", description="roadmap systems are searched only "
                                                    "when named")
     storage_nic: str | None = Field(None, description="catalog NIC id of the node's storage / in-band NICs")

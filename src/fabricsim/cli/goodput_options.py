@@ -101,7 +101,7 @@ def _storage_line(g: Goodput) -> str:
     b = g.storage_bill
     wait = (f"{units.format_duration(g.spare_wait_s, digits=3)} mean wait for a repaired node per interruption"
             if g.spare_wait_s >= 1.0 else "a spare is free for nearly every node lost")
-    spares = f"{g.spare_nodes} hot spare node{'s' if g.spare_nodes != 1 else ''} ({wait})"
+    spares = f"{g.spare_units} hot spare{'s' if g.spare_units != 1 else ''} of {g.spare_unit_gpus} GPUs ({wait})"
     if b is None:
         return f"storage: the {g.storage} tier's rates (not billed); {spares}"
     price = sum(i.price_usd or 0.0 for i in b.items)

@@ -241,7 +241,7 @@ def matrix_table(result: SizingResult) -> Table:
     for e in best:
         cost = units.format_usd(e["cost_usd"]) if e["cost_usd"] is not None else "? (unpriced)"
         extra = (f"{e['goodput']:.1%}", f"{e.get('storage', '-')} x{e.get('storage_servers', 0)} / "
-                 f"{e.get('spare_nodes', 0)} nodes") if goodput else ()
+                 f"{e.get('spare_gpus', 0)} GPUs") if goodput else ()
         table.add_row(e["system"], f"{e['fabric']} {e['oversubscription']:g}:1", f"{e['gpus']:,}",
                       f"{e['time_to_train_s'] / DAY_S:.1f}", cost, _plan(e["plan"]), *extra)
     return table

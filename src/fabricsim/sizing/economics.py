@@ -31,19 +31,20 @@ class Economics:
     nics: int = 0
     cables: int = 0
     spare_gpus: int = 0
-    """GPUs of the hot spare nodes in capex and power (a rental bills their hours too)"""
+    """GPUs of the hot spares in capex and power (a rental bills their hours too)"""
     storage_servers: int = 0
 
 
 def economics(choice: ClusterChoice, rail_optimized: bool, catalog: Catalog | None = None,
-              storage: StorageNetworkSpec | None = None, spare_nodes: int = 0) -> Economics:
-    """Bill of materials of a fat tree of ``choice`` (cached), with its storage network and hot spare nodes."""
-    return _economics(choice, rail_optimized, ByIdentity(catalog or default_catalog()), storage, spare_nodes)
+              storage: StorageNetworkSpec | None = None, spare_gpus: int = 0) -> Economics:
+    """Bill of materials of a fat tree of ``choice`` (cached), with its storage network and ``spare_gpus`` GPUs of
+    hot spares (priced as that share of a node)."""
+    return _economics(choice, rail_optimized, ByIdentity(catalog or default_catalog()), storage, spare_gpus)
 
 
 @lru_cache(maxsize=4096)
 def _economics(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentity[Catalog],
-               storage: StorageNetworkSpec | None, spare_nodes: int) -> Economics:
+               storage: StorageNetworkSpec | None, spare_gpus: int) -> Economics:
     from fabricsim.topology import storage_bill
 
     bill = _fabric_bill(choice, rail_optimized, catalog)
@@ -52,9 +53,10 @@ def _economics(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentity[
     cat = catalog.value
     system = cat.system(choice.system)
     extra: list[tuple[float | None, float | None, str]] = [
-        (system.price_usd, system.power_w, system.id)] * (1 if spare_nodes else 0)
-    extra_usd = spare_nodes * (system.price_usd or 0.0)
-    extra_w = spare_nodes * (system.power_w or 0.0)
+        (system.price_usd, system.power_w, system.id)] * (1 if spare_gpus else 0)
+    share = spare_gpus / system.gpus_per_node  # spares as that share of a node (a rack's trays pro rata)
+    extra_usd = share * (system.price_usd or 0.0)
+    extra_w = share * (system.power_w or 0.0)
     servers = 0
     if storage is not None:
         try:
@@ -71,7 +73,7 @@ def _economics(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentity[
     capex = None if bill.capex_usd is None or any(p is None for p, _, _ in extra) else bill.capex_usd + extra_usd
     power = None if bill.power_w is None or any(w is None for _, w, _ in extra) else bill.power_w + extra_w
     return Economics(capex, power, tuple(sorted(missing)), nics=bill.nics, cables=bill.cables_total,
-                     spare_gpus=spare_nodes * system.gpus_per_node, storage_servers=servers)
+                     spare_gpus=spare_gpus, storage_servers=servers)
 
 
 @lru_cache(maxsize=1024)

@@ -318,7 +318,7 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
         "tokens_per_s": tokens_per_s,
         "time_to_train_s": time_s,
         "goodput": np.full(n, good),
-        "spare_nodes": np.full(n, chosen.spare_nodes, dtype=np.int64),
+        "spare_gpus": np.full(n, chosen.spare_gpus, dtype=np.int64),
         "storage": np.full(n, "-" if chosen.option is None else chosen.option.storage, dtype=object),
         "storage_servers": np.full(n, econ.storage_servers, dtype=np.int64),
         "mfu": mfu,

@@ -9,6 +9,7 @@ of kept training, whatever the plan; with the objective "time", the highest good
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +20,7 @@ from fabricsim.model import ModelSpec
 from fabricsim.sizing.economics import Economics, economics, run_costs
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec
-from fabricsim.training import GoodputSpec, parts_of, predict_goodput
+from fabricsim.training import GoodputSpec, parts_of, predict_goodput, spare_unit_gpus
 
 HOUR_S = 3600.0
 
@@ -31,7 +32,7 @@ class Reliability:
     econ: Economics
     goodput: float
     option: GoodputSpec | None
-    spare_nodes: int = 0
+    spare_gpus: int = 0
 
 
 def goodput_options(spec: SizingSpec) -> tuple[GoodputSpec, ...]:
@@ -49,7 +50,8 @@ def cluster_reliability(model: ModelSpec, spec: SizingSpec, choice: ClusterChoic
         return Reliability(economics(choice, spec.rail_optimized, catalog), 1.0, None)
     best: tuple[tuple[float, float], Reliability] | None = None
     for option in options:
-        spares = option.spare_nodes(choice.nodes)
+        unit = spare_unit_gpus(cluster.system)
+        spares = option.spare_units(math.ceil(choice.gpus / unit)) * unit
         econ = economics(choice, spec.rail_optimized, catalog, option.network_spec(), spares)
         if econ.error is not None:
             return Reliability(econ, 0.0, option, spares)

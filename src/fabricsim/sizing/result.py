@@ -41,7 +41,7 @@ def entry(row: Mapping[Any, Any], unpriced: list[str] | tuple[str, ...] = ()) ->
         **{k: _plain(row[k]) for k in METRICS},
         "memory_headroom_bytes": _plain(row["memory_capacity_bytes"] - row["memory_per_gpu_bytes"]),
         "capex_usd": _plain(row["capex_usd"]), "power_w": _plain(row["power_w"]),
-        **{k: _plain(row[k]) for k in ("storage", "storage_servers", "spare_nodes") if k in row},
+        **{k: _plain(row[k]) for k in ("storage", "storage_servers", "spare_gpus") if k in row},
         "unpriced": list(unpriced),
     }
 

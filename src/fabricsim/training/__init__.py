@@ -14,6 +14,7 @@ from fabricsim.training.goodput import (
     optimal_interval_s,
     predict_goodput,
     spare_fields,
+    spare_unit_gpus,
     spare_wait_s,
 )
 from fabricsim.training.memory import MemoryReport, memory_report, stage_memory
@@ -75,6 +76,7 @@ __all__ = [
     "rank_groups",
     "search_knobs",
     "spare_fields",
+    "spare_unit_gpus",
     "spare_wait_s",
     "stage_layers",
     "stage_memory",

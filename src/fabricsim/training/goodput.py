@@ -31,7 +31,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricsim.catalog import Catalog, StorageTier
+from fabricsim.catalog import Catalog, StorageTier, System
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
@@ -64,7 +64,8 @@ class GoodputSpec(BaseModel):
         "on the compute fabric (billed), or none (the tier's rates, not billed)")
     storage_server: str = Field(DEFAULT_STORAGE_SERVER, description="catalog storage server id")
     storage_servers: int | None = Field(None, ge=1, description="None: the fewest that meet the tier")
-    spares: int | None = Field(None, ge=0, description="hot spare nodes; None: spare_fraction of the job's nodes")
+    spares: int | None = Field(None, ge=0, description="hot spare units (nodes, or a rack's compute trays); None: "
+                               "spare_fraction of the job's units")
     spare_fraction: float | None = Field(None, ge=0, le=1, allow_inf_nan=False,
                                          description="None: data/recovery.yaml's")
 
@@ -76,12 +77,13 @@ class GoodputSpec(BaseModel):
                                   servers=self.storage_servers, write_bytes_per_s=self.storage_write_bytes_per_s,
                                   scale=self.storage_scale)
 
-    def spare_nodes(self, nodes: int) -> int:
-        """Hot spare nodes kept beside a job of ``nodes`` nodes (at least one for any positive fraction)."""
+    def spare_units(self, units: int) -> int:
+        """Hot spare units kept beside a job of ``units`` replaceable units (nodes, or a rack's compute trays; at
+        least one for any positive fraction)."""
         if self.spares is not None:
             return self.spares
         fraction = recovery_default("spare_fraction") if self.spare_fraction is None else self.spare_fraction
-        return math.ceil(nodes * fraction - 1e-9)
+        return math.ceil(units * fraction - 1e-9)
 
 
 @dataclass(frozen=True)
@@ -105,12 +107,20 @@ class Goodput:
     mode: CheckpointMode
     optimal_interval: bool
     cables_estimated: bool
-    spare_nodes: int = 0
-    """hot spare nodes beside the job"""
+    spare_units: int = 0
+    """hot spare units beside the job (nodes, or a rack's compute trays)"""
+    spare_unit_gpus: int = 8
+    """GPUs of one spare unit"""
     spare_wait_s: float = 0.0
     """mean wait for a repaired node per unplanned interruption (0 while a spare is free)"""
     storage_bill: StorageBill | None = None
     """the storage servers and network the checkpoints go over (None: the tier's rates, unbilled)"""
+
+
+def spare_unit_gpus(system: System) -> int:
+    """GPUs of the unit a hot spare stands in for: the system's field-replaceable unit (a rack's compute tray), else
+    the node."""
+    return system.spare_unit_gpus or system.gpus_per_node
 
 
 def spare_fields(text: str | None, field: str) -> dict[str, float | int]:
@@ -220,7 +230,8 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
     blocking = write_s if spec.checkpoint == "sync" else copy_s
     in_flight = 0.0 if spec.checkpoint == "sync" else write_s
     restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + read_s
-    spares = spec.spare_nodes(parts.nodes)
+    unit = spare_unit_gpus(cluster.system)
+    spares = spec.spare_units(math.ceil(parts.gpus / unit))
     lam_u = rates.unplanned_total_per_s
     wait = 0.0 if lam_u <= 0 else \
         rates.node_loss_per_s / lam_u * spare_wait_s(rates.node_loss_per_s, spares, recovery_default("repair_s"))
@@ -248,7 +259,8 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
         mode=spec.checkpoint,
         optimal_interval=spec.interval_s is None,
         cables_estimated=parts.cables_estimated,
-        spare_nodes=spares,
+        spare_units=spares,
+        spare_unit_gpus=unit,
         spare_wait_s=wait,
         storage_bill=bill,
     )
