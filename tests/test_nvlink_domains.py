@@ -5,6 +5,7 @@ only when asked for."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from fabricsim.catalog import default_catalog
@@ -42,3 +43,20 @@ def test_collectives_inside_the_domain_stay_on_nvlink() -> None:
     assert shape.nnodes == 1
     nvl72 = group_shape("gb200-nvl72", 576, catalog=CATALOG)
     assert nvl72.nnodes == 8  # the same GPUs on NVL72 racks cross the scale-out network
+
+
+@pytest.mark.parametrize(("system", "published_tbps"), [("gb200-nvl72", 130.0), ("gb200-nvl576", 1036.8)])
+def test_nvlink_domain_bandwidth_matches_nvidia(system: str, published_tbps: float) -> None:
+    """NVIDIA's figures: an NVL72 rack's NVLink carries 130 TB/s (NVLink page: '130 TB/s in one NVL72', 72 GPUs x
+    1.8 TB/s both directions); a 576-GPU domain the same 1.8 TB/s per GPU (576 x 1.8 = 1,036.8 TB/s). The built
+    topology's GPU-to-switch links sum to that, both directions, and a 576-GPU domain's second tier carries it all
+    (non-blocking)."""
+    topo = build_cluster(system, nodes=1)
+    gpu = topo.endpoint_kind == topo.endpoint_kind[topo.gpu_endpoints()[0]]
+    nvs = np.array([link_kind_name(int(k)) == "nvswitch" for k in topo.link_kind])
+    from_gpu = nvs & gpu[topo.link_src]
+    both_ways = 2 * topo.link_capacity[from_gpu].sum() / 1e12
+    assert both_ways == pytest.approx(published_tbps, rel=0.01)
+    if system == "gb200-nvl576":
+        uplinks = nvs & ~gpu[topo.link_src] & ~gpu[topo.link_dst]
+        assert topo.link_capacity[uplinks].sum() / 1e12 == pytest.approx(published_tbps, rel=1e-9)  # both ways
