@@ -227,3 +227,21 @@ def test_gpu_rank_out_of_range_is_a_spec_error() -> None:
     topo = build_cluster("dgx-h100", nodes=2)
     with pytest.raises(SpecError, match=r"0\.\.15"):
         topo.path(0, 16)
+
+
+def test_pxn_relays_through_the_nics_own_gpu() -> None:
+    """A GPU reaching another rail's NIC relays over NVLink through the GPU that owns that NIC (NCCL pairs each NIC
+    with its GPU), not through the first GPU under the NIC's PCIe switch: every relay GPU serves one NIC."""
+    from fabricsim.catalog import default_catalog
+    from fabricsim.topology import build_node
+
+    catalog = default_catalog()
+    node = build_node(catalog.system("dgx-h100"), catalog)
+    gpu_kind = node.endpoint_kind[0]
+    for g in range(node.gpus):
+        for n in range(node.nics):
+            path = node.gpu_nic_path[g, n]
+            path = path[path >= 0]
+            transit = [int(node.link_dst[link]) for link in path[:-1] if node.endpoint_kind[node.link_dst[link]] ==
+                       gpu_kind]
+            assert transit in ([], [int(np.flatnonzero(node.gpu_nic == n)[0])])

@@ -109,12 +109,15 @@ def pad(paths: list[list[int]], shape: tuple[int, ...]) -> IntArray:
     return out.reshape(*shape, out.shape[1])
 
 
-def route_tables(graph: LocalGraph, gpus: list[int], nics: list[int]) -> tuple[IntArray, IntArray, IntArray]:
+def route_tables(graph: LocalGraph, gpus: list[int], nics: list[int],
+                 nic_owner: list[int] | None = None) -> tuple[IntArray, IntArray, IntArray]:
     """Local routes: GPU to GPU, GPU to NIC and NIC to GPU (padded link-id arrays, -1 where none).
 
     GPU-to-GPU paths never pass through another GPU or a NIC. GPU-to-NIC paths may pass through one other GPU when
-    they enter it over NVLink (PXN: NVLink to the GPU beside the NIC, then its PCIe path). NIC-to-GPU paths are the
-    GPU-to-NIC paths reversed.
+    they enter it over NVLink (PXN: NVLink to the GPU beside the NIC, then its PCIe path); with ``nic_owner`` (the
+    index of the GPU each NIC serves) that relay is the NIC's own GPU, as NCCL pairs each NIC with its GPU, so two
+    NICs under one PCIe switch are not both relayed through its first GPU. NIC-to-GPU paths are the GPU-to-NIC paths
+    reversed.
     """
     kinds = graph.endpoint_kind
 
@@ -128,11 +131,17 @@ def route_tables(graph: LocalGraph, gpus: list[int], nics: list[int]) -> tuple[I
 
     gpu_gpu: list[list[int]] = []
     gpu_nic: list[list[int]] = []
-    for g in gpus:
-        pred = graph.shortest_paths(g, no_gpu_transit)
-        gpu_gpu.extend([] if h == g else graph.path_to(pred, h) for h in gpus)
+    direct = [graph.shortest_paths(g, no_gpu_transit) for g in gpus]
+    for gi, g in enumerate(gpus):
+        gpu_gpu.extend([] if h == g else graph.path_to(direct[gi], h) for h in gpus)
         pred = graph.shortest_paths(g, pxn_transit)
-        gpu_nic.extend(graph.path_to(pred, n) for n in nics)
+        for ni, n in enumerate(nics):
+            path = graph.path_to(pred, n)
+            relay = None if nic_owner is None else nic_owner[ni]
+            transit = [graph.dst[link] for link in path[:-1] if kinds[graph.dst[link]] == GPU]
+            if relay is not None and transit and transit[0] != gpus[relay]:  # relay through the NIC's own GPU
+                path = graph.path_to(direct[gi], gpus[relay]) + graph.path_to(direct[relay], n)
+            gpu_nic.append(path)
     nic_gpu = [[link ^ 1 for link in reversed(gpu_nic[gi * len(nics) + ni])] for ni in range(len(nics))
                for gi in range(len(gpus))]
     if sum(1 for p in gpu_gpu if not p) != len(gpus) or any(not p for p in gpu_nic):

@@ -220,8 +220,9 @@ def _new_node(system: System, catalog: Catalog) -> NodeTemplate:
 
 
 def _finish(parts: _Parts, graph: LocalGraph, gpus: list[int], nics: list[int], shape: str) -> NodeTemplate:
-    gpu_gpu, gpu_nic, nic_gpu = route_tables(graph, gpus, nics)
     n_gpus, n_nics = len(gpus), len(nics)
+    owner = [next(g for g in range(n_gpus) if _owner(g, n_gpus, n_nics) == n) for n in range(n_nics)]
+    gpu_gpu, gpu_nic, nic_gpu = route_tables(graph, gpus, nics, owner)
     return NodeTemplate(
         system=parts.system,
         shape=shape,
