@@ -275,10 +275,10 @@ for flag, value, names in (("--spares", "-1", "--spares"), ("--spares", "150%", 
                            ("--storage-servers", "0", "--storage-servers")):
     case(f"train-storage{flag[1:]}-{value}", ["train", "--gpus", "64", "--tp", "8", flag, value], names)
 case("train-storage-server-min", ["train", "--gpus", "64", "--tp", "8", "--storage-server", "wekapod-nitro",
-                                  "--storage-servers", "4"], "storage_servers")
+                                  "--storage-servers", "4"], "--storage-servers")
 case("topo-storage-servers-no-network", ["topo", "--nodes", "8", "--storage-servers", "3"], "--storage-servers")
 case("topo-storage-converged-mesh", ["topo", "--nodes", "4", "--fabric", "mesh", "--storage-network", "converged"],
-     "storage_network")
+     "--storage-network")
 case("topo-storage-network-bad", ["topo", "--nodes", "4", "--storage-network", "cloud"], "--storage-network")
 case("topo-storage-bw-physics", ["topo", "--nodes", "4", "--storage-network", "separate", "--storage-bw", "1PB/s"],
      "--storage-bw")

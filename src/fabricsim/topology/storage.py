@@ -81,7 +81,7 @@ def _server_count(spec: StorageNetworkSpec, server: StorageServer, read: float, 
     if spec.servers is not None:
         if spec.servers < server.min_servers:
             raise SpecError(f"{server.id} is sold from {server.min_servers} servers (asked for {spec.servers})",
-                            field="storage_servers")
+                            field="--storage-servers")
         return spec.servers
     need = max(read / server.read_bytes_per_s, write / server.write_bytes_per_s)
     return max(server.min_servers, math.ceil(need * (1 - 1e-9)))
@@ -99,7 +99,7 @@ def _fat_tree(endpoints: int, radix: int) -> dict[str, int]:
         return {"storage leaf": math.ceil(endpoints / half), "storage spine": math.ceil(endpoints / half),
                 "storage core": math.ceil(endpoints / radix)}
     raise SpecError(f"a storage fabric of {endpoints} ports needs more than 3 tiers of radix-{radix} switches",
-                    field="storage_network")
+                    field="--storage-network")
 
 
 def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, compute_switch: Switch | None,
@@ -119,10 +119,10 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
         switch = resolve_switch(spec.switch, catalog) if spec.switch is not None else compute_switch
         if switch is None:
             raise SpecError("this compute fabric has no switch to copy: name the storage switch",
-                            field="storage_switch")
+                            field="--storage-switch")
         if system.storage_nic is None or system.storage_ports == 0:
             raise SpecError(f"system {system.id} has no storage ports (storage_nic / storage_ports): use a "
-                            "converged storage network", field="storage_network")
+                            "converged storage network", field="--storage-network")
         nic = catalog.nic(system.storage_nic)
         node_port = min(nic.port_bytes_per_s, switch.port_bytes_per_s)
         node_ports = nodes * system.storage_ports
@@ -147,7 +147,7 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
         switch = compute_switch
         if switch is None:
             raise SpecError("a converged storage network needs a switched compute fabric (a mesh has none)",
-                            field="storage_network")
+                            field="--storage-network")
         node_side = nodes * system.nics_per_node * compute_nic.ports * min(compute_nic.port_bytes_per_s,
                                                                            switch.port_bytes_per_s)
         _check_reachable(target_write, nodes, node_side, "all their NICs")
