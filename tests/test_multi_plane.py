@@ -110,3 +110,17 @@ def test_whatif_swaps_to_two_planes() -> None:
     (swap,) = result.swaps
     assert swap.step_time_s == pytest.approx(float(result.base.step_time_s))
     assert swap.cost_delta_usd is not None and swap.cost_delta_usd < 0
+
+
+def test_size_searches_two_planes_beside_the_fat_tree() -> None:
+    """`size --fabric-kinds fat-tree,2-plane`: the same plans and step times, and at 512 DGX H100 (where one fabric
+    needs a core tier) the 2-plane bill is the smaller."""
+    from fabricsim.sizing import SizingSpec, size
+
+    spec = SizingSpec(model="llama3-8b", tokens=1e11, gpus=(4096,), systems=("dgx-h100",), fabrics=("ndr",),
+                      oversubscription=(1.0,), fabric_kinds=("fat-tree", "2-plane"), knobs={"tp": (8,), "pp": (1,)})
+    frame = size(spec, engine="serial").frame
+    one, two = frame[frame["fabric"] == "ndr"], frame[frame["fabric"] == "ndr 2-plane"]
+    assert len(one) and len(two)
+    assert one["step_time_s"].min() == pytest.approx(two["step_time_s"].min())
+    assert two["capex_usd"].iloc[0] < one["capex_usd"].iloc[0]

@@ -141,9 +141,10 @@ def _fabric_kinds(text: str | None) -> tuple[str, ...]:
     from fabricsim.sizing import parse_list
 
     kinds = parse_list(text, "--fabric-kinds") or ("fat-tree",)
-    bad = [k for k in kinds if k not in ("fat-tree", "rail-only")]
+    bad = [k for k in kinds if k not in ("fat-tree", "rail-only", "2-plane")]
     if bad:
-        raise SpecError(f"{', '.join(bad)}: size searches fat-tree and rail-only fabrics", field="--fabric-kinds")
+        raise SpecError(f"{', '.join(bad)}: size searches fat-tree, rail-only and 2-plane fabrics",
+                        field="--fabric-kinds")
     return tuple(dict.fromkeys(kinds))
 
 
@@ -294,8 +295,9 @@ def size_command(
     nodes: Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")] = None,
     systems: Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")] = None,
     fabrics: Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")] = None,
-    fabric_kinds: Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per rail; "
-                                             "the same step, its own bill) [default: fat-tree]",
+    fabric_kinds: Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per rail), "
+                                             "2-plane (a fat tree of 2 planes): the same step, each its own bill "
+                                             "[default: fat-tree]",
                                              "--fabric-kinds")] = None,
     oversubscription: Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")] = "1,2",
     rail_optimized: Annotated[bool, _opt("rail-optimized fat tree", "--rail-optimized/--no-rail-optimized")] = True,

@@ -83,9 +83,10 @@ def _fabric_bill(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentit
     from fabricsim.topology import build_cluster
 
     try:
-        return build_cluster(choice.system, nodes=choice.nodes, fabric=choice.kind, link=choice.link,
-                             rail_optimized=rail_optimized, oversubscription=choice.oversubscription,
-                             catalog=catalog.value).bom()
+        planes = 2 if choice.kind == "2-plane" else 1
+        return build_cluster(choice.system, nodes=choice.nodes, fabric="fat-tree" if planes > 1 else choice.kind,
+                             link=choice.link, rail_optimized=rail_optimized,
+                             oversubscription=choice.oversubscription, planes=planes, catalog=catalog.value).bom()
     except SpecError as exc:
         return str(exc)
 

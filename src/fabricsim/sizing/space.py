@@ -31,7 +31,7 @@ class ClusterChoice:
     nodes: int
     gpus: int
     kind: str = "fat-tree"
-    """scale-out design: fat-tree or rail-only (``fabric`` then names it: ``ndr rail-only``)"""
+    """scale-out design: fat-tree, rail-only or 2-plane (``fabric`` then names it: ``ndr rail-only``)"""
 
     @property
     def chunk_id(self) -> str:

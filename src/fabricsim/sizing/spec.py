@@ -107,8 +107,9 @@ class SizingSpec(BaseModel):
     systems: tuple[str, ...] | None = None  # None: every catalog system with a price
     fabrics: tuple[str, ...] = DEFAULT_FABRICS
     oversubscription: tuple[float, ...] = (1.0, 2.0)
-    fabric_kinds: tuple[Literal["fat-tree", "rail-only"], ...] = Field(
-        ("fat-tree",), min_length=1, description="scale-out designs: rail-optimized fat tree, rail-only")
+    fabric_kinds: tuple[Literal["fat-tree", "rail-only", "2-plane"], ...] = Field(
+        ("fat-tree",), min_length=1, description="scale-out designs: rail-optimized fat tree, rail-only, or a fat "
+        "tree of 2 planes")
     rail_optimized: bool = True
     knobs: Knobs = Knobs()
     fixed: dict[str, Any] = Field(default_factory=dict)  # plan fields held fixed (FIXED_FIELDS)
