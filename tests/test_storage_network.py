@@ -209,3 +209,20 @@ def test_every_fabric_generation_is_priced(link: str) -> None:
     assert any("roadmap" in n for n in bill.notes) == roadmap
     fabric_switches = [s for s in CATALOG.switches.values() if s.kind in ("infiniband", "ethernet")]
     assert all(s.price_usd is not None and s.power_w is not None for s in fabric_switches)
+
+
+def test_size_picks_the_cheapest_storage_and_spares_per_cluster() -> None:
+    """`size` with several storage write rates and spare counts: each cluster runs with the option whose run costs
+    least, so the searched best costs no more than the best of any single option."""
+    from fabricsim.sizing import SizingSpec, size
+
+    base = {"model": "llama3-70b", "tokens": 1e12, "gpus": (1024,), "systems": ("dgx-h100",), "fabrics": ("ndr",),
+            "oversubscription": (1.0,), "knobs": {"tp": (8,), "pp": (4,)}}
+    options = [GoodputSpec(storage_write_bytes_per_s=w, spares=s) for w in (5e10, 4e11) for s in (0, 8)]
+    best = {}
+    for option in options:
+        frame = size(SizingSpec(**base, goodput=option), engine="serial").frame
+        best[(option.storage_write_bytes_per_s, option.spares)] = float(frame["cost_usd"].min())
+    searched = size(SizingSpec(**base, goodput=options[0], goodput_variants=tuple(options)), engine="serial").frame
+    assert float(searched["cost_usd"].min()) == pytest.approx(min(best.values()), rel=1e-9)
+    assert best[(5e10, 0)] > best[(5e10, 8)]  # no spare: every lost node waits for its repair

@@ -16,7 +16,6 @@ from fabricsim.cli.goodput_options import (
     GoodputOpt,
     MtbfScale,
     Restart,
-    StorageBw,
     StorageNetwork,
     StorageServer,
     StorageServers,
@@ -149,8 +148,8 @@ def _fabric_kinds(text: str | None) -> tuple[str, ...]:
 
 
 def _goodput_search(kw: dict[str, Any]) -> dict[str, Any]:
-    """SizingSpec's goodput fields: the first storage tier and spare count, and every combination of the lists
-    --storage and --spares give, searched per cluster (`sizing.reliability`)."""
+    """SizingSpec's goodput fields: the first storage tier, write rate and spare count, and every combination of the
+    lists --storage, --storage-bw and --spares give, searched per cluster (`sizing.reliability`)."""
     import itertools
 
     from fabricsim.sizing import parse_list
@@ -159,10 +158,11 @@ def _goodput_search(kw: dict[str, Any]) -> dict[str, Any]:
         return {"goodput": None}
     tiers = parse_list(kw["storage"], "--storage") or ("superpod-better",)
     spares = parse_list(kw["spares"], "--spares") if kw["spares"] is not None else (None,)
-    variants = tuple(goodput_spec(tier, kw["storage_bw"], kw["checkpoint_mode"], kw["checkpoint_interval"],
+    rates = parse_list(kw["storage_bw"], "--storage-bw") if kw["storage_bw"] is not None else (None,)
+    variants = tuple(goodput_spec(tier, rate, kw["checkpoint_mode"], kw["checkpoint_interval"],
                                   kw["mtbf_scale"], kw["restart"], network=kw["storage_network"],
                                   server=kw["storage_server"], servers=kw["storage_servers"], spares=spare)
-                     for tier, spare in itertools.product(tiers, spares or (None,)))
+                     for tier, rate, spare in itertools.product(tiers, rates or (None,), spares or (None,)))
     return {"goodput": variants[0], "goodput_variants": variants if len(variants) > 1 else ()}
 
 
@@ -374,7 +374,9 @@ def size_command(
     storage: Annotated[str, _opt("storage tiers to search, comma-separated (fabricsim catalog storage); each "
                                  "cluster takes the cheapest per hour of kept training",
                                  "--storage")] = "superpod-better",
-    storage_bw: StorageBw = None,
+    storage_bw: Annotated[str | None, _opt("aggregate storage write rates to search, comma-separated (e.g. "
+                                           "500GB/s,2TB/s), servers sized to each [default: the tier's]",
+                                           "--storage-bw")] = None,
     storage_network: StorageNetwork = "separate",
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,
