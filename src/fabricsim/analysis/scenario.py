@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from fabricsim.catalog import Catalog, LinkTech, System
 from fabricsim.collectives import resolve_fabric_link
 from fabricsim.comm import Cluster
-from fabricsim.training import GoodputSpec, spare_unit_gpus
+from fabricsim.training import GoodputSpec
 
 if TYPE_CHECKING:
     from fabricsim.topology import BillOfMaterials
@@ -80,8 +80,8 @@ class Scenario:
         """GPUs of the hot spares the goodput options keep beside the job (0 for a healthy cluster)."""
         if self.goodput is None:
             return 0
-        unit = spare_unit_gpus(self.system)
-        return self.goodput.spare_units(ceil(self.gpus / unit)) * unit
+        units, unit = self.goodput.spares_for(self.system, self.gpus)
+        return units * unit
 
     def capex(self) -> Capex:
         """The capital cost of `bill` (storage included) and of the hot spare nodes, and the catalog prices it

@@ -34,8 +34,9 @@ StorageServer = Annotated[str | None, typer.Option("--storage-server", help="sto
                                                    "catalog storage-servers) [default: clusterstor-e1000]")]
 StorageServers = Annotated[int | None, typer.Option("--storage-servers", help="storage servers to buy [default: "
                                                     "the fewest that meet the tier]")]
-Spares = Annotated[str | None, typer.Option("--spares", help="hot spare nodes beside the job: a count (4) or a "
-                                            "share of its nodes (2%%) [default: 5%%, sourced]")]
+Spares = Annotated[str | None, typer.Option("--spares", help="hot spares beside the job: a count of units (servers, "
+                                            "or a rack's compute trays; 4) or a share of them (2%) [default: 5%, "
+                                            "sourced]")]
 GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time to train on the wall clock: failures, "
                                           "checkpoints and restarts included (--no-goodput: a healthy "
                                           "cluster)")]

@@ -380,8 +380,9 @@ def size_command(
     storage_network: StorageNetwork = "separate",
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,
-    spares: Annotated[str | None, _opt("hot spare nodes to search, comma-separated counts (4) or shares of the "
-                                       "nodes (2%) [default: 5%, sourced]", "--spares")] = None,
+    spares: Annotated[str | None, _opt("hot spares to search, comma-separated counts of units (servers, or a "
+                                       "rack's compute trays; 4) or shares of them (2%) [default: 5%, sourced]",
+                                       "--spares")] = None,
     checkpoint_mode: CheckpointMode = "sync",
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,

@@ -118,8 +118,7 @@ def _storage_text(bom: BillOfMaterials) -> str:
     """The storage network in one cell: servers, network parts, rates and cost."""
     st = bom.storage
     assert st is not None
-    cost = sum(i.price_usd or 0.0 for i in bom.items if i.category in ("storage", "switch port") or
-               i.role.startswith("storage"))
+    cost = sum(i.price_usd or 0.0 for i in st.items)
     parts = (f"{sum(st.switches.values())} switches, {st.nics} NICs, {st.cables} cables" if st.network == "separate"
              else f"{st.compute_ports} compute-fabric ports, {st.cables} cables")
     return (f"{st.servers} x {st.server} ({st.network}: {parts}); {units.format_rate(st.write_bytes_per_s)} write, "

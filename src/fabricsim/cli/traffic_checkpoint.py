@@ -28,8 +28,6 @@ class CheckpointTraffic:
     checkpoint_bytes: float
     background: BackgroundSpec
     analytical_write_s: float
-    servers_write_bytes_per_s: float
-    """what the servers write at most: their drives, or their ports where slower"""
 
 
 def checkpoint_traffic(spec: ClusterSpec, catalog: Catalog, model_name: str, job: str, gpus: int,
@@ -47,16 +45,13 @@ def checkpoint_traffic(spec: ClusterSpec, catalog: Catalog, model_name: str, job
     network = StorageNetworkSpec(network="converged", servers=servers,
                                  **({} if server is None else {"server": server.strip().lower()}))
     bill = storage_bill(catalog, system, spec.nodes, spec.nodes * system.gpus_per_node, switch, nic, network)
-    box = catalog.storage_server(bill.server)
-    port = min(box.port_bytes_per_s, switch.port_bytes_per_s)
-    servers_write = bill.servers * min(box.write_bytes_per_s, box.ports * port)
     injection = system.nics_per_node * nic.ports * min(nic.port_bytes_per_s, switch.port_bytes_per_s)
     size = checkpoint_bytes(load_model(model_name))
     return CheckpointTraffic(
-        bill=bill, storage_nodes=max(1, math.ceil(servers_write / injection - 1e-9)), checkpoint_bytes=size,
+        bill=bill, storage_nodes=max(1, math.ceil(bill.servers_write_bytes_per_s / injection - 1e-9)),
+        checkpoint_bytes=size,
         background=BackgroundSpec("checkpoint_write", job, size / gpus),
-        analytical_write_s=size / min(bill.write_bytes_per_s, gpus / system.gpus_per_node * injection),
-        servers_write_bytes_per_s=servers_write)
+        analytical_write_s=size / min(bill.write_bytes_per_s, gpus / system.gpus_per_node * injection))
 
 
 def cap_storage_links(topo: Topology, ck: CheckpointTraffic) -> Topology:
@@ -73,7 +68,7 @@ def cap_storage_links(topo: Topology, ck: CheckpointTraffic) -> Topology:
     if total <= 0:
         return topo
     capacity = topo.link_capacity.copy()
-    capacity[edge] *= min(1.0, ck.servers_write_bytes_per_s / total)
+    capacity[edge] *= min(1.0, ck.bill.servers_write_bytes_per_s / total)
     return dataclasses.replace(topo, link_capacity=capacity)
 
 

@@ -184,8 +184,9 @@ def whatif_command(
     oversubscription: Oversubscription = 1.0,
     factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
     swap: Annotated[list[str] | None, typer.Option(
-        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1; "
-        "storage=2x (or a tier), checkpoint=async, mtbf=2 change only goodput")] = None,
+        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, "
+        "fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, "
+        "checkpoint=async, mtbf=2 change goodput (storage and spares also the bill)")] = None,
     goodput: GoodputOpt = True,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,

@@ -9,7 +9,6 @@ of kept training, whatever the plan; with the objective "time", the highest good
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,7 +19,7 @@ from fabricsim.model import ModelSpec
 from fabricsim.sizing.economics import Economics, economics, run_costs
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec
-from fabricsim.training import GoodputSpec, parts_of, predict_goodput, spare_unit_gpus
+from fabricsim.training import GoodputSpec, parts_of, predict_goodput
 
 HOUR_S = 3600.0
 
@@ -50,8 +49,8 @@ def cluster_reliability(model: ModelSpec, spec: SizingSpec, choice: ClusterChoic
         return Reliability(economics(choice, spec.rail_optimized, catalog), 1.0, None)
     best: tuple[tuple[float, float], Reliability] | None = None
     for option in options:
-        unit = spare_unit_gpus(cluster.system)
-        spares = option.spare_units(math.ceil(choice.gpus / unit)) * unit
+        units, unit = option.spares_for(cluster.system, choice.gpus)
+        spares = units * unit
         econ = economics(choice, spec.rail_optimized, catalog, option.network_spec(), spares)
         if econ.error is not None:
             return Reliability(econ, 0.0, option, spares)

@@ -20,7 +20,7 @@ from fabricsim.topology.resolve import resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
 from fabricsim.topology.sketch import sketch, sketch_figure
 from fabricsim.topology.spec import FABRICS, ClusterSpec
-from fabricsim.topology.storage import StorageBill, storage_bill, tier_targets
+from fabricsim.topology.storage import StorageBill, check_reachable, storage_bill, tier_targets
 from fabricsim.topology.storage_spec import (
     DEFAULT_STORAGE_SERVER,
     DEFAULT_STORAGE_TIER,
@@ -54,6 +54,7 @@ __all__ = [
     "build_topology",
     "cable_class",
     "check_buildable",
+    "check_reachable",
     "endpoint_kind_name",
     "flow_hash",
     "hgx_node",

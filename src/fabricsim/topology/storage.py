@@ -43,6 +43,8 @@ class StorageBill(BaseModel):
     read_bytes_per_s: float
     """aggregate read rate the job reaches: servers, their ports and the nodes' side, the slowest"""
     write_bytes_per_s: float
+    servers_write_bytes_per_s: float
+    """what the servers themselves write at most: their drives, or their ports where slower"""
     node_bytes_per_s: float
     """what the job's nodes can send to storage at once: their storage ports (separate) or compute NICs
     (converged)"""
@@ -71,7 +73,8 @@ def tier_targets(tier: StorageTier, gpus: int, write_bytes_per_s: float | None =
     return read * scale, write * scale
 
 
-def _check_reachable(write: float, nodes: int, node_side: float, through: str) -> None:
+def check_reachable(write: float, nodes: int, node_side: float, through: str) -> None:
+    """Refuse a storage write rate beyond what the nodes can send (``through``: their storage ports or NICs)."""
     if write > node_side * (1 + 1e-9):
         raise SpecError(f"a storage write rate of {write / 1e9:g} GB/s is more than the {nodes} nodes can send "
                         f"({node_side / 1e9:g} GB/s through {through})", field="--storage-bw")
@@ -129,7 +132,7 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
         nics = nodes * math.ceil(system.storage_ports / nic.ports)
         items.append(line_item(nic, "nic", "storage NIC", nics))
         node_side = node_ports * node_port
-        _check_reachable(target_write, nodes, node_side, "their storage ports")
+        check_reachable(target_write, nodes, node_side, "their storage ports")
         server_port = min(server.port_bytes_per_s, switch.port_bytes_per_s)
         switches = _fat_tree(node_ports + count * server.ports, switch.radix)
         items += [line_item(switch, "switch", tier_name, n) for tier_name, n in switches.items()]
@@ -150,7 +153,7 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
                             field="--storage-network")
         node_side = nodes * system.nics_per_node * compute_nic.ports * min(compute_nic.port_bytes_per_s,
                                                                            switch.port_bytes_per_s)
-        _check_reachable(target_write, nodes, node_side, "all their NICs")
+        check_reachable(target_write, nodes, node_side, "all their NICs")
         server_port = min(server.port_bytes_per_s, switch.port_bytes_per_s)
         compute_ports = count * server.ports
         share = None if switch.price_usd is None else switch.price_usd / switch.radix
@@ -173,7 +176,7 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
         capacity_bytes=count * server.capacity_bytes,
         target_read_bytes_per_s=target_read, target_write_bytes_per_s=target_write,
         read_bytes_per_s=min(servers_read, node_side), write_bytes_per_s=min(servers_write, node_side),
-        node_bytes_per_s=node_side,
+        servers_write_bytes_per_s=servers_write, node_bytes_per_s=node_side,
         switch=switch.id, switches=switches, nics=nics, cables=cables, compute_ports=compute_ports,
         items=items, notes=notes)
 

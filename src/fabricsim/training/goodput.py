@@ -31,7 +31,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from fabricsim.catalog import Catalog, StorageTier, System
+from fabricsim.catalog import Catalog, System
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
@@ -84,6 +84,11 @@ class GoodputSpec(BaseModel):
             return self.spares
         fraction = recovery_default("spare_fraction") if self.spare_fraction is None else self.spare_fraction
         return math.ceil(units * fraction - 1e-9)
+
+    def spares_for(self, system: System, gpus: int) -> tuple[int, int]:
+        """(hot spare units, GPUs per unit) beside a job of ``gpus`` GPUs on ``system`` (`spare_unit_gpus`)."""
+        unit = spare_unit_gpus(system)
+        return self.spare_units(math.ceil(gpus / unit)), unit
 
 
 @dataclass(frozen=True)
@@ -162,38 +167,22 @@ def checkpoint_bytes(model: ModelSpec) -> float:
     return float(model.parameters().total) * (WEIGHT_BYTES + OPTIMIZER_BYTES)
 
 
-def _write_rate(spec: GoodputSpec, tier: StorageTier, parts: JobParts) -> tuple[float, float]:
-    """(write, read) bytes/s the job's checkpoint reaches: the tier's units serving its GPUs, or the per-GPU rate."""
-    units = math.ceil(parts.gpus / tier.unit_gpus)
-    write = min(tier.write_bytes_per_s * units, tier.gpu_write_bytes_per_s * parts.gpus)
-    read = min(tier.read_bytes_per_s * units, tier.gpu_read_bytes_per_s * parts.gpus)
-    if spec.storage_write_bytes_per_s is not None:  # a storage system of that size: reads scale with it
-        read = spec.storage_write_bytes_per_s * tier.read_bytes_per_s / tier.write_bytes_per_s
-        write = spec.storage_write_bytes_per_s
-    return write * spec.storage_scale, read * spec.storage_scale
-
-
 def _storage_rates(spec: GoodputSpec, cluster: Cluster, parts: JobParts,
                    injection: float) -> tuple[float, float, StorageBill | None]:
     """(write, read) bytes/s the checkpoint reaches, and the storage network's bill when the options buy one."""
-    from fabricsim.topology import resolve_switch, storage_bill
+    from fabricsim.topology import check_reachable, resolve_switch, storage_bill, tier_targets
 
     catalog, system = cluster.catalog, cluster.system
     network = spec.network_spec()
-    if network is None:
-        write, read = _write_rate(spec, catalog.storage_tier(spec.storage), parts)
-        if write > injection * (1 + 1e-9):
-            raise _too_fast(write, parts.nodes, injection, "all their NICs")
+    if network is None:  # the tier's rates for the job's GPUs, unbilled
+        read, write = tier_targets(catalog.storage_tier(spec.storage), parts.gpus, spec.storage_write_bytes_per_s,
+                                   spec.storage_scale)
+        check_reachable(write, parts.nodes, injection, "all their NICs")
         return write, read, None
     nic = catalog.nic(system.nic)
     bill = storage_bill(catalog, system, parts.nodes, parts.gpus, resolve_switch(cluster.fabric or nic.link, catalog),
                         nic, network)  # refuses a write rate beyond what the nodes can send
     return bill.write_bytes_per_s, bill.read_bytes_per_s, bill
-
-
-def _too_fast(write: float, nodes: int, limit: float, through: str) -> SpecError:
-    return SpecError(f"a storage write rate of {write / 1e9:g} GB/s is more than the job's {nodes} nodes can send "
-                     f"({limit / 1e9:g} GB/s through {through})", field="--storage-bw")
 
 
 def spare_wait_s(node_loss_per_s: float, spares: int, repair_s: float) -> float:
@@ -230,8 +219,7 @@ def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_ti
     blocking = write_s if spec.checkpoint == "sync" else copy_s
     in_flight = 0.0 if spec.checkpoint == "sync" else write_s
     restart = (restart_default_s() if spec.restart_s is None else spec.restart_s) + read_s
-    unit = spare_unit_gpus(cluster.system)
-    spares = spec.spare_units(math.ceil(parts.gpus / unit))
+    spares, unit = spec.spares_for(cluster.system, parts.gpus)
     lam_u = rates.unplanned_total_per_s
     wait = 0.0 if lam_u <= 0 else \
         rates.node_loss_per_s / lam_u * spare_wait_s(rates.node_loss_per_s, spares, recovery_default("repair_s"))
