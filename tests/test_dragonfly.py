@@ -110,7 +110,7 @@ def test_large_dragonfly_is_priced_and_routes() -> None:
 
 def test_collective_and_train_run_on_the_new_fabrics_at_flow_level() -> None:
     """`collective --sim flow` and `train --sim flow` build the design asked for (rail-only, planes, dragonfly);
-    the analytical model prices a fat tree and says so for a dragonfly."""
+    the analytical model prices a fat tree, its all_to_all tapered to a direct network's bisection."""
     import json
 
     from typer.testing import CliRunner
@@ -128,9 +128,17 @@ def test_collective_and_train_run_on_the_new_fabrics_at_flow_level() -> None:
         assert out.exit_code == 0, out.output
         times[" ".join(extra)] = json.loads(out.output)["rows"][0]["time_s"]
     assert all(t > 0 for t in times.values()) and len(times) == 3
-    refused = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--fabric",
-                                  "dragonfly"])
-    assert refused.exit_code == 2 and "--sim flow" in refused.output
+    one_group = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--fabric",
+                                    "dragonfly"])  # 8 nodes in one group's leaf-spine: priced as a fat tree
+    assert one_group.exit_code == 0, one_group.output
+    steps = {}
+    for kind in ("fat-tree", "dragonfly", "slim-fly"):  # analytical: all_to_all tapered to the bisection, 1 here
+        out = runner.invoke(app, ["train", "--model", "mixtral-8x7b", "--gpus", "2048", "--tp", "8", "--ep", "8",
+                                  "--fabric", kind, "--json"])
+        assert out.exit_code == 0, out.output
+        steps[kind] = json.loads(out.output)["step_time_s"]
+    assert steps["dragonfly"] == pytest.approx(steps["fat-tree"]) and steps["slim-fly"] == pytest.approx(
+        steps["fat-tree"])
     ran = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--sim", "flow",
                               "--fabric", "rail-only", "--json"])
     assert ran.exit_code == 0, ran.output

@@ -53,11 +53,20 @@ class Catalog(BaseModel):
         return result
 
     def system(self, system_id: str) -> System:
-        """A system by id; ``id/N`` is that system with N GPUs of each node used (`partly_used`)."""
+        """A system by id; ``id@D`` is that rack-scale system's racks joined into NVLink domains of D GPUs
+        (`joined_racks`), ``id/N`` that system with N GPUs of each node used (`partly_used`)."""
+        from fabricsim.catalog.nvlink_domain import joined_racks, split_joined_id
         from fabricsim.catalog.partial import partly_used, split_partial_id
 
         base, used = split_partial_id(system_id.strip().lower())
+        base, domain = split_joined_id(base)
         result: System = self._get("systems", "system", base)
+        if domain is not None:
+            nvswitch = self.switch(result.nvswitch) if result.nvswitch else None
+            gpu = self.gpu(result.gpu)
+            if nvswitch is None or gpu.nvlink is None:
+                raise SpecError(f"{result.id} has no NVLink switches to join", field="system")
+            result = joined_racks(result, domain, nvswitch, self.link(gpu.nvlink), field="system")
         return result if used is None else partly_used(result, used, field="system")
 
     def storage_tier(self, storage_id: str) -> StorageTier:

@@ -147,6 +147,15 @@ class LinkTech(Entry):
     )
 
 
+class SecondTier(BaseModel):
+    """What joining racks of an NVLink switch's systems into one domain adds (`catalog.joined_racks`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    price_fraction: SourcedFigure = Field(description="second tier and its optics as a fraction of the racks' price")
+    power_w_per_rack: SourcedFigure = Field(description="watts the second tier adds per rack")
+
+
 class Switch(Priced):
     kind: SwitchKind
     link: str = Field(description="link technology id of its ports")
@@ -155,6 +164,8 @@ class Switch(Priced):
     latency_s: Seconds = Field(description="port-to-port latency")
     sharp: bool = Field(False, description="in-network reduction (SHARP / NVLink SHARP)")
     sharp_version: str | None = None
+    second_tier: SecondTier | None = Field(None, description="NVLink switches: figures for joining racks into one "
+                                           "NVLink domain through a second switch tier")
 
 
 class NIC(Priced):

@@ -99,9 +99,9 @@ def collective_command(
                              "halving_doubling, direct"),
     proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
     fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
-    fabric_kind: str = typer.Option("fat-tree", "--fabric", help="with --sim flow: the scale-out design built "
-                                    "(fat-tree, rail-only, dragonfly); the analytical model prices a rail-optimized "
-                                    "fat tree"),
+    fabric_kind: str = typer.Option("fat-tree", "--fabric", help="the scale-out design: fat-tree, rail-only, "
+                                    "dragonfly or slim-fly (built by --sim flow; the analytical model prices a "
+                                    "rail-optimized fat tree, tapered to a dragonfly's or Slim Fly's bisection)"),
     planes: Planes = 1,
     dragonfly_routing: DragonflyRouting = "minimal",
     dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
@@ -132,9 +132,12 @@ def collective_command(
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     oversubscription = checks.oversubscription(oversubscription)
     kind = fabric_kind.strip().lower()
-    if (kind != "fat-tree" or planes != 1) and sim != "flow":
-        raise SpecError("--fabric and --planes build a fabric for the flow simulator; add --sim flow (the "
-                        "analytical model prices a rail-optimized fat tree)", field="--fabric")
+    from fabricsim.comm import DIRECT_FABRICS
+
+    if (kind not in (*DIRECT_FABRICS, "fat-tree") or planes != 1) and sim != "flow":
+        raise SpecError("rail-only and --planes build a fabric for the flow simulator; add --sim flow (the "
+                        "analytical model prices a rail-optimized fat tree, which they match for rail-local "
+                        "traffic)", field="--fabric")
     if routing is not None and sim != "flow":
         raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
                         "routes)", field="--routing")
@@ -159,8 +162,16 @@ def collective_command(
 
         check_buildable(sysm.id, nodes, resolve_fabric_link(catalog, sysm, fabric).id, oversubscription, catalog,
                         field="--nodes")
+    taper = 1.0
+    if nodes > 1 and kind in DIRECT_FABRICS and sim != "flow":  # all_to_all tapered to the network's bisection
+        from fabricsim.collectives import resolve_fabric_link
+        from fabricsim.comm import direct_taper
+        from fabricsim.topology import build_cluster
+
+        taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind,
+                                           link=resolve_fabric_link(catalog, sysm, fabric).id, catalog=catalog))
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric,
-                        oversubscription=oversubscription, catalog=catalog)
+                        oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
         from fabricsim.cli.output import progress_bar

@@ -30,6 +30,7 @@ from fabricsim.cli.topo_options import (
     NodeCable,
     Nodes,
     NodesPerSwitch,
+    NvlinkDomain,
     Oversubscription,
     Planes,
     RailOptimized,
@@ -184,6 +185,7 @@ def topo_command(
     nodes_per_switch: NodesPerSwitch = 1,
     planes: Planes = 1,
     dragonfly_routing: DragonflyRouting = "minimal",
+    nvlink_domain: NvlinkDomain = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     storage_network: Annotated[str, typer.Option(
@@ -208,7 +210,7 @@ def topo_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes, dragonfly_routing)
+                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
     network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
                                    storage_switch, node_cable)
     if network is not None:

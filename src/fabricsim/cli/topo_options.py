@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from fabricsim.topology import ClusterSpec
 
 # fabricsim.topology.FABRICS, spelled out so that `--help` does not import the topology package (a test checks it).
-FABRIC_KINDS = ("fat-tree", "rail-only", "dragonfly", "torus", "mesh")
+FABRIC_KINDS = ("fat-tree", "rail-only", "dragonfly", "slim-fly", "torus", "mesh")
 
 System = Annotated[str, typer.Option("--system", help="catalog system id (fabricsim catalog systems)")]
 Nodes = Annotated[int, typer.Option("--nodes", help="compute nodes (servers, or racks for NVL72)")]
@@ -31,6 +31,9 @@ TorusDims = Annotated[str | None, typer.Option("--torus-dims", help="torus switc
 NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: nodes per torus switch")]
 DragonflyRouting = Annotated[str, typer.Option("--dragonfly-routing", help="dragonfly: minimal, valiant (through "
                                                "an intermediate group) or ugal (both; with --routing adaptive)")]
+NvlinkDomain = Annotated[int | None, typer.Option(
+    "--nvlink-domain", help="join rack-scale nodes into NVLink domains of this many GPUs through a second NVLink "
+    "switch tier (144 or 576 on gb200-nvl72; a roadmap design; the same as --system gb200-nvl72@144)")]
 Planes = Annotated[int, typer.Option("--planes", help="fat tree: planes each NIC's bandwidth is split over "
                                      "(multi-plane, each a fat tree of split switch ports)")]
 
@@ -69,15 +72,28 @@ def parse_dims(text: str | None) -> tuple[int, int, int] | None:
     return a, b, c
 
 
+def with_nvlink_domain(system: str, nvlink_domain: int | None) -> str:
+    """The system id ``--nvlink-domain`` asks for: ``gb200-nvl72`` joined into domains of N GPUs is
+    ``gb200-nvl72@N``."""
+    if nvlink_domain is None:
+        return system
+    if "@" in system:
+        raise SpecError(f"{system!r} already names its NVLink domain; leave --nvlink-domain out",
+                        field="--nvlink-domain")
+    base, sep, used = system.partition("/")
+    return f"{base}@{nvlink_domain}{sep}{used}"
+
+
 def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str | None, switch: str | None,
                  tiers: int | None, rail_optimized: bool, oversubscription: float, node_cable: str,
                  torus_dims: str | None, nodes_per_switch: int, planes: int = 1,
-                 dragonfly_routing: str = "minimal") -> ClusterSpec:
+                 dragonfly_routing: str = "minimal", nvlink_domain: int | None = None) -> ClusterSpec:
     """The validated ClusterSpec the shared options describe."""
     from fabricsim.topology import ClusterSpec
 
     return ClusterSpec.parse({
-        "system": system, "nodes": nodes, "fabric": fabric, "link": fabric_link(ib, eth, switch), "tiers": tiers,
+        "system": with_nvlink_domain(system, nvlink_domain), "nodes": nodes, "fabric": fabric,
+        "link": fabric_link(ib, eth, switch), "tiers": tiers,
         "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
         "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch, "planes": planes,
         "dragonfly_routing": dragonfly_routing,

@@ -31,6 +31,7 @@ from fabricsim.cli.topo_options import (
     NodeCable,
     Nodes,
     NodesPerSwitch,
+    NvlinkDomain,
     Oversubscription,
     Planes,
     RailOptimized,
@@ -160,6 +161,7 @@ def traffic_command(
     nodes_per_switch: NodesPerSwitch = 1,
     planes: Planes = 1,
     dragonfly_routing: DragonflyRouting = "minimal",
+    nvlink_domain: NvlinkDomain = None,
     pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
                                 "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
     nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
@@ -210,7 +212,7 @@ def traffic_command(
                                              float(parse_buffer_size(nbytes, "--bytes")), placement, 0.0,
                                              seed)], [], 0
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes, dragonfly_routing)
+                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
     catalog = load_catalog(*calibration)
     ck = None
     if checkpoint is not None:

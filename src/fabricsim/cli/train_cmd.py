@@ -178,9 +178,10 @@ SharedExpertOverlap = Annotated[bool, typer.Option(
 TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
                                              help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
 Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
-FabricKind = Annotated[str, typer.Option("--fabric", help="scale-out design --sim flow builds: fat-tree, rail-only "
-                                         "or dragonfly (the analytical model prices a rail-optimized fat tree, "
-                                         "which rail-only and --planes match for NCCL's rail-local traffic)")]
+FabricKind = Annotated[str, typer.Option("--fabric", help="scale-out design: fat-tree, rail-only, dragonfly or "
+                                         "slim-fly (built by --sim flow; the analytical model prices a "
+                                         "rail-optimized fat tree, which rail-only and --planes match for NCCL's "
+                                         "rail-local traffic, tapered to a dragonfly's or Slim Fly's bisection)")]
 Oversubscription = Annotated[float, typer.Option("--oversubscription", help="fat-tree leaf ports : uplinks (>= 1)")]
 Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
                                   "group at once on the built fat tree (flow simulation)")]
@@ -227,7 +228,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 planes: int = 1, dragonfly_routing: str = "minimal") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
     from fabricsim.catalog import load_catalog, partial_system_id, partly_used
-    from fabricsim.comm import Cluster
+    from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import load_model
     from fabricsim.training import parse_layout, search_knobs
@@ -256,11 +257,15 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
         from fabricsim.traffic import load_jobs
 
         other_jobs, background, storage = load_jobs(jobs)
-    cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog,
-                      sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
-                      fabric_kind=fabric_kind.strip().lower(), planes=planes, dragonfly_routing=dragonfly_routing,
-                      storage_nodes=storage, fabric_nodes=cluster_nodes)
     world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
+    kind = fabric_kind.strip().lower()
+    sysm = catalog.system(system)
+    if cluster_nodes is None and sim != "flow" and kind in DIRECT_FABRICS and world is not None:
+        cluster_nodes = -(-world // sysm.gpus_per_node)  # the analytical taper is the whole network's
+    cluster = Cluster(sysm, fabric=fabric, oversubscription=oversubscription, catalog=catalog,
+                      sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
+                      fabric_kind=kind, planes=planes, dragonfly_routing=dragonfly_routing,
+                      storage_nodes=storage, fabric_nodes=cluster_nodes)
     if world is not None:  # refused as `topo` refuses it, before the search
         _check_cluster(cluster, world, "--gpus" if gpus is not None else "--dp")
     try:

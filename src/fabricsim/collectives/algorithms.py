@@ -317,7 +317,7 @@ def _direct(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
         if p > 1:
             per_byte[shape.intra_kind] = (p - 1) / n / (shape.intra_bytes_per_s * eff)
         if shape.nnodes > 1:
-            per_byte[_net_kind(shape)] = (n - p) / n / (shape.net_bytes_per_s_per_node / p * eff)
+            per_byte[_net_kind(shape)] = (n - p) / n * shape.uniform_taper / (shape.net_bytes_per_s_per_node / p * eff)
     else:  # send_recv: rank r -> r+1; the last rank of a node sends over its own NIC
         if p > 1:
             per_byte[shape.intra_kind] = 1.0 / (shape.intra_bytes_per_s * eff)

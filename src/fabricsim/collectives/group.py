@@ -42,6 +42,9 @@ class GroupShape:
     fabric_link_id: str | None
     fabric_switch_id: str | None
     oversubscription: float = 1.0
+    uniform_taper: float = 1.0
+    """how much less than full bisection the scale-out network gives traffic spread over every node (all_to_all):
+    1 on fat trees; a direct network's injection over its bisection (rings between neighbours do not feel it)"""
     notes: tuple[str, ...] = field(default_factory=tuple)
     intra_link_id: str | None = None
     host_link_id: str | None = None
@@ -105,6 +108,7 @@ def group_shape(
     catalog: Catalog | None = None,
     rail_optimized: bool = True,
     crosses_leaves: bool | None = None,
+    uniform_taper: float = 1.0,
 ) -> GroupShape:
     """Shape of a group of `gpus` ranks on `system` nodes.
 
@@ -112,6 +116,7 @@ def group_shape(
     `ranks_per_node` spreads it instead (e.g. 1 for "the GPUs of one rail" across nodes). Leaf oversubscription
     only slows bytes that leave a leaf: consecutive nodes share their (rail) leaves while they fit under one
     (``crosses_leaves`` None: judged from the node count and the leaf's down-ports; a built topology knows).
+    ``uniform_taper`` (>= 1) slows all_to_all's network bytes on a direct network (`GroupShape.uniform_taper`).
     """
     cat = catalog or default_catalog()
     sysm = cat.system(system) if isinstance(system, str) else system
@@ -119,6 +124,8 @@ def group_shape(
         raise SpecError(f"need at least 1 GPU, got {gpus}", field="--gpus")
     if oversubscription < 1:
         raise SpecError(f"oversubscription must be >= 1, got {oversubscription}", field="--oversubscription")
+    if uniform_taper < 1:
+        raise SpecError(f"must be >= 1, got {uniform_taper}", field="uniform_taper")
     ppn = ranks_per_node if ranks_per_node is not None else min(gpus, sysm.gpus_per_node)
     if not 1 <= ppn <= sysm.gpus_per_node:
         raise SpecError(f"ranks per node must be 1..{sysm.gpus_per_node} on {sysm.id}, got {ppn}",
@@ -193,7 +200,9 @@ def group_shape(
         fabric_link_id=net_link.id if net_link else None,
         fabric_switch_id=switch.id if switch else None,
         oversubscription=oversubscription,
-        notes=tuple(notes),
+        uniform_taper=uniform_taper if nnodes > 1 else 1.0,
+        notes=tuple(notes) + ((f"all_to_all across nodes at 1/{uniform_taper:.2f} of the NICs' rate: the direct "
+                               "network's bisection",) if uniform_taper > 1 and nnodes > 1 else ()),
         intra_link_id=intra_link,
         host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
         min_ranks_per_node=last,

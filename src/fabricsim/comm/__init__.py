@@ -7,15 +7,17 @@ Public API: ``Cluster``, ``SIMS``, ``group_comm``, ``groups_comm``, ``collective
 """
 
 from fabricsim.collectives import GroupShape
-from fabricsim.comm.cluster import SIMS, Cluster
-from fabricsim.comm.price import cached_group_shape, collective_time, group_comm, groups_comm
+from fabricsim.comm.cluster import DIRECT_FABRICS, SIMS, Cluster
+from fabricsim.comm.price import cached_group_shape, collective_time, direct_taper, group_comm, groups_comm
 
 __all__ = [
+    "DIRECT_FABRICS",
     "SIMS",
     "Cluster",
     "GroupShape",
     "cached_group_shape",
     "collective_time",
+    "direct_taper",
     "group_comm",
     "groups_comm",
 ]

@@ -12,7 +12,9 @@ if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulat
     from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
-FLOW_FABRICS = ("fat-tree", "rail-only", "dragonfly")
+FLOW_FABRICS = ("fat-tree", "rail-only", "dragonfly", "slim-fly")
+DIRECT_FABRICS = ("dragonfly", "slim-fly")
+"""fabrics the analytical model prices as a fat tree tapered to their bisection"""
 
 
 @dataclass(frozen=True, eq=False)
@@ -32,10 +34,12 @@ class Cluster:
     background: tuple[BackgroundSpec, ...] = ()
     storage_nodes: int = 0
     fabric_nodes: int | None = None
-    """with sim "flow": nodes of the whole fabric (default: this job's)"""
+    """nodes of the whole fabric (default: this job's): with sim "flow" the fabric built, on a direct network the
+    analytical all_to_all taper's"""
     fabric_kind: str = "fat-tree"
-    """with sim "flow": the scale-out design built (fat-tree, rail-only, dragonfly); the analytical model prices a
-    rail-optimized fat tree, which rail-only and multi-plane fabrics match for NCCL's rail-local traffic (PXN)"""
+    """the scale-out design (fat-tree, rail-only, dragonfly, slim-fly): built by the flow simulator; the analytical
+    model prices a rail-optimized fat tree, which rail-only and multi-plane fabrics match for NCCL's rail-local
+    traffic (PXN), tapered to the bisection of a direct network (dragonfly, Slim Fly)"""
     planes: int = 1
     dragonfly_routing: str = "minimal"
 
@@ -44,8 +48,6 @@ class Cluster:
             raise SpecError(f"unknown simulator {self.sim!r}; choose {' or '.join(SIMS)}", field="--sim")
         if self.fabric_kind not in FLOW_FABRICS:
             raise SpecError(f"unknown fabric {self.fabric_kind!r}; choose {', '.join(FLOW_FABRICS)}", field="--fabric")
-        if self.fabric_kind == "dragonfly" and self.sim != "flow":
-            raise SpecError("the analytical model prices fat trees (rail-only and multi-plane alike); a dragonfly "
-                            "needs --sim flow", field="--fabric")
-        if self.sim != "flow" and (self.other_jobs or self.background or self.fabric_nodes):
+        larger = self.fabric_nodes and self.fabric_kind not in DIRECT_FABRICS  # direct: the analytical taper's
+        if self.sim != "flow" and (self.other_jobs or self.background or larger):
             raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")

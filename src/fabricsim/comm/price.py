@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
 from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, resolve_fabric_link
-from fabricsim.comm.cluster import Cluster
+from fabricsim.comm.cluster import DIRECT_FABRICS, Cluster
 
 if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
     from fabricsim.topology import Topology
@@ -22,16 +22,46 @@ if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads 
 
 
 def cached_group_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
-    """Group shapes cached per catalog, system, fabric and group layout (clusters built alike share them)."""
-    return _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription,
-                  nranks, ppn)
+    """Group shapes cached per catalog, system, fabric and group layout (clusters built alike share them). On a
+    direct network (dragonfly, Slim Fly) the analytical model prices a fat tree whose all_to_all is tapered as the
+    built network is for uniform traffic: the nodes' injection over the network's bisection (`direct_taper`)."""
+    taper = 1.0
+    if cluster.fabric_kind in DIRECT_FABRICS:
+        nodes = max(ceil(nranks / max(ppn, 1)), cluster.fabric_nodes or 0)
+        if nodes > _one_group(cluster):
+            taper = direct_taper(_fabric(ByIdentity(cluster), nodes))
+    return _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription, nranks, ppn,
+                  taper)
+
+
+def _one_group(cluster: Cluster) -> int:
+    """Consecutive nodes that share one switch group, where a group's traffic stays (a dragonfly+ group; 1 on a
+    Slim Fly, whose every router pair is at most two hops apart)."""
+    if cluster.fabric_kind != "dragonfly":
+        return 1
+    from fabricsim.topology import dragonfly_group_nodes, resolve_switch
+
+    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric)
+    return dragonfly_group_nodes(resolve_switch(link.id, cluster.catalog).radix, cluster.system.nics_per_node)
+
+
+def direct_taper(topology: Topology) -> float:
+    """How far below its NICs' rate a network carries uniform (all-to-all) traffic: what crosses the bisection
+    when every node sends evenly to every other at the NIC rate (N_A N_B / (N - 1) nodes' worth) over the
+    bisection, at least 1. A fat tree, a dragonfly+ and a Slim Fly with full global links give 1; a network
+    with thinner links between its halves more."""
+    n = topology.num_nodes
+    if n < 2:
+        return 1.0
+    crossing = (n // 2) * (n - n // 2) / (n - 1) * topology.node.nics * topology.nic_link_bytes_per_s
+    return max(1.0, crossing / topology.bisection_bytes_per_s)
 
 
 @lru_cache(maxsize=65536)
 def _shape(catalog: ByIdentity[Catalog], system: System, fabric: str | None, oversubscription: float,
-           nranks: int, ppn: int) -> GroupShape:
+           nranks: int, ppn: int, uniform_taper: float) -> GroupShape:
     return group_shape(system, nranks, ranks_per_node=ppn, fabric=fabric, oversubscription=oversubscription,
-                       catalog=catalog.value)
+                       catalog=catalog.value, uniform_taper=uniform_taper)
 
 
 def collective_time(shape: GroupShape | None, op: str, size: float, catalog: Catalog) -> tuple[float, str]:

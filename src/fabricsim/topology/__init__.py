@@ -1,6 +1,6 @@
-"""Cluster topologies: node builders (HGX NVSwitch, NVL72, PCIe-only), fabrics (rail-optimized and plain fat trees
-of 1-3 tiers with leaf oversubscription, 3D torus, full mesh), ECMP routing over numpy link arrays, and the bill
-of materials.
+"""Cluster topologies: node builders (HGX NVSwitch, NVL72, multi-rack NVLink, PCIe-only), fabrics (rail-optimized
+and plain fat trees of 1-3 tiers with leaf oversubscription, multi-plane, rail-only, dragonfly+, Slim Fly, 3D torus,
+full mesh), ECMP routing over numpy link arrays, and the bill of materials.
 
     from fabricsim.topology import build_cluster
     topo = build_cluster("dgx-h100", nodes=128, fabric="fat-tree", link="ib-ndr")
@@ -11,6 +11,7 @@ of materials.
 
 from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.build import build_cluster, build_topology, check_buildable
+from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
 from fabricsim.topology.fabric import CableRun, Fabric
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
@@ -55,6 +56,7 @@ __all__ = [
     "cable_class",
     "check_buildable",
     "check_reachable",
+    "dragonfly_group_nodes",
     "endpoint_kind_name",
     "flow_hash",
     "hgx_node",

@@ -17,6 +17,7 @@ from fabricsim.topology.multiplane import build_multi_plane
 from fabricsim.topology.nodes import NodeTemplate, build_node
 from fabricsim.topology.railonly import build_rail_only
 from fabricsim.topology.resolve import resolve
+from fabricsim.topology.slimfly import build_slim_fly
 from fabricsim.topology.spec import ClusterSpec
 from fabricsim.topology.topology import Topology
 from fabricsim.topology.torus import build_torus
@@ -25,6 +26,7 @@ FABRIC_BUILDERS: dict[str, Callable[[FabricContext], Fabric]] = {
     "fat-tree": build_fat_tree,
     "rail-only": build_rail_only,
     "dragonfly": build_dragonfly,
+    "slim-fly": build_slim_fly,
     "torus": build_torus,
     "mesh": build_mesh,
 }

@@ -33,6 +33,12 @@ from fabricsim.topology.routes import IntArray
 TIER_NAMES = ("leaf", "spine")
 
 
+def group_nodes(radix: int, nics: int) -> int:
+    """Nodes of ``nics`` NICs one dragonfly+ group of radix-``radix`` switches holds (h^2 NICs, whole nodes)."""
+    h = radix // 2
+    return (h * h) // nics
+
+
 class DragonflyRouter:
     """Minimal and Valiant routes over a dragonfly+ (see the module docstring); path choices are enumerated."""
 
@@ -137,7 +143,7 @@ def build_dragonfly(ctx: FabricContext) -> Fabric:
     nics = ctx.nics
     if nics > h:
         raise SpecError(f"a node's {nics} NICs do not fit on one leaf's {h} down ports", field="link")
-    nodes_per_group = (h * h) // nics
+    nodes_per_group = group_nodes(switch.radix, nics)
     groups = math.ceil(ctx.nodes / nodes_per_group)
     if groups < 2:
         raise SpecError(f"{ctx.nodes} nodes fit in one dragonfly group ({nodes_per_group} nodes): build a fat tree",

@@ -11,8 +11,8 @@ from fabricsim.catalog import read_spec_file, validation_message
 from fabricsim.errors import SpecError
 from fabricsim.topology.storage_spec import StorageNetworkSpec
 
-FabricName = Literal["fat-tree", "rail-only", "dragonfly", "torus", "mesh"]
-FABRICS: tuple[str, ...] = ("fat-tree", "rail-only", "dragonfly", "torus", "mesh")
+FabricName = Literal["fat-tree", "rail-only", "dragonfly", "slim-fly", "torus", "mesh"]
+FABRICS: tuple[str, ...] = ("fat-tree", "rail-only", "dragonfly", "slim-fly", "torus", "mesh")
 
 
 class ClusterSpec(BaseModel):
@@ -23,7 +23,8 @@ class ClusterSpec(BaseModel):
     system: str = Field("dgx-h100", description="catalog system id (one node: a server, or a rack for NVL72)")
     nodes: int = Field(1, description="compute nodes (servers, or racks for rack-scale systems)")
     fabric: FabricName = Field("fat-tree", description="fat-tree, rail-only (a network per rail, none between), "
-                               "dragonfly (dragonfly+: leaf-spine groups joined by global links), torus (3D, of "
+                               "dragonfly (dragonfly+: leaf-spine groups joined by global links), "
+                               "slim-fly (routers of a diameter-2 MMS graph), torus (3D, of "
                                "switches) or mesh (node to node)")
     link: str | None = Field(None, description="fabric link technology id (ib-ndr, eth-400g, ...) or a switch id; "
                              "default: the link of the system's own NIC")
