@@ -7,6 +7,7 @@ switch count follows a folded Clos, its price and power the NVLink switch entry'
 from __future__ import annotations
 
 from fabricsim.catalog.models import LinkTech, Switch, System
+from fabricsim.catalog.partial import split_suffix
 from fabricsim.errors import SpecError
 
 
@@ -17,13 +18,7 @@ def joined_system_id(system_id: str, domain_gpus: int | None) -> str:
 
 def split_joined_id(system_id: str) -> tuple[str, int | None]:
     """``gb200-nvl72@144`` -> ('gb200-nvl72', 144); an id without ``@N`` -> (id, None)."""
-    base, sep, domain = system_id.rpartition("@")
-    if not sep:
-        return system_id, None
-    if not domain.strip().isdigit():
-        raise SpecError(f"{system_id!r}: after '@' give the GPUs of the joined NVLink domain, e.g. gb200-nvl72@144",
-                        field="system")
-    return base, int(domain)
+    return split_suffix(system_id, "@", "the GPUs of the joined NVLink domain, e.g. gb200-nvl72@144")
 
 
 def joined_racks(system: System, domain_gpus: int, nvswitch: Switch, nvlink: LinkTech,

@@ -15,15 +15,19 @@ def partial_system_id(system_id: str, used: int | None) -> str:
     return system_id if used is None else f"{system_id}/{used}"
 
 
-def split_partial_id(system_id: str) -> tuple[str, int | None]:
-    """``gb200-nvl72/64`` -> ('gb200-nvl72', 64); an id without ``/N`` -> (id, None)."""
-    base, sep, used = system_id.rpartition("/")
+def split_suffix(system_id: str, mark: str, meaning: str) -> tuple[str, int | None]:
+    """``id<mark>N`` -> (id, N); an id without the mark -> (id, None); a non-number after it says ``meaning``."""
+    base, sep, number = system_id.rpartition(mark)
     if not sep:
         return system_id, None
-    if not used.strip().isdigit():
-        raise SpecError(f"{system_id!r}: after '/' give the GPUs of each node used, e.g. gb200-nvl72/64",
-                        field="system")
-    return base, int(used)
+    if not number.strip().isdigit():
+        raise SpecError(f"{system_id!r}: after {mark!r} give {meaning}", field="system")
+    return base, int(number)
+
+
+def split_partial_id(system_id: str) -> tuple[str, int | None]:
+    """``gb200-nvl72/64`` -> ('gb200-nvl72', 64); an id without ``/N`` -> (id, None)."""
+    return split_suffix(system_id, "/", "the GPUs of each node used, e.g. gb200-nvl72/64")
 
 
 def power_of_two_part(system: System) -> int | None:
