@@ -84,7 +84,8 @@ def test_racks_join_into_domains_of_144_to_576() -> None:
     ("gb200-nvl72@1152", "largest domain of 576"),
     ("gb200-nvl72@72", "from 144"),
     ("gb200-nvl72@x", "after '@'"),
-    ("dgx-h100@16", "no second-tier figures"),
+    ("dgx-h100@16", "not a rack-scale NVLink system"),
+    ("dgx-b200@16", "not a rack-scale NVLink system"),  # NVLink switch gen4, but two chips on an HGX board
     ("pcie-h100-8gpu@16", "no NVLink switches to join"),
 ])
 def test_joined_domain_errors(system: str, message: str) -> None:
@@ -92,6 +93,17 @@ def test_joined_domain_errors(system: str, message: str) -> None:
 
     with pytest.raises(SpecError, match=message):
         CATALOG.system(system)
+
+
+def test_racks_without_second_tier_figures_are_not_joined() -> None:
+    from fabricsim.errors import SpecError
+
+    switch = CATALOG.switch("nvlink-switch-gen4").model_copy(update={"second_tier": None})
+    bare = CATALOG.model_copy(update={"switches": {**CATALOG.switches, switch.id: switch}})
+    with pytest.raises(SpecError, match="no second-tier figures"):
+        bare.system("gb200-nvl72@144")
+    assert bare.why_not_joinable(bare.system("gb200-nvl72")) is not None
+    assert CATALOG.why_not_joinable(CATALOG.system("gb200-nvl72")) is None
 
 
 def test_topo_nvlink_domain_option() -> None:

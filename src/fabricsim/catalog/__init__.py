@@ -25,6 +25,7 @@ from fabricsim.catalog.models import (
     System,
     Tuning,
 )
+from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
 from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageServer, StorageTier
 
@@ -49,6 +50,7 @@ __all__ = [
     "System",
     "Tuning",
     "default_catalog",
+    "is_switch_system",
     "load_catalog",
     "load_documents",
     "partial_system_id",

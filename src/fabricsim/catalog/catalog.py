@@ -62,12 +62,17 @@ class Catalog(BaseModel):
         base, domain = split_joined_id(base)
         result: System = self._get("systems", "system", base)
         if domain is not None:
-            nvswitch = self.switch(result.nvswitch) if result.nvswitch else None
             gpu = self.gpu(result.gpu)
-            if nvswitch is None or gpu.nvlink is None:
-                raise SpecError(f"{result.id} has no NVLink switches to join", field="system")
-            result = joined_racks(result, domain, nvswitch, self.link(gpu.nvlink), field="system")
+            result = joined_racks(result, domain, gpu, self.switch(result.nvswitch) if result.nvswitch else None,
+                                  self.link(gpu.nvlink) if gpu.nvlink else None, field="system")
         return result if used is None else partly_used(result, used, field="system")
+
+    def why_not_joinable(self, system: System) -> str | None:
+        """Why ``system``'s racks cannot be joined into one larger NVLink domain (``id@D``); None when they can."""
+        from fabricsim.catalog.nvlink_domain import why_not_joinable
+
+        return why_not_joinable(system, self.gpu(system.gpu), self.switch(system.nvswitch) if system.nvswitch
+                                else None)
 
     def storage_tier(self, storage_id: str) -> StorageTier:
         result: StorageTier = self._get("storage", "storage", storage_id)

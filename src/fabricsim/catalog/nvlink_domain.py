@@ -6,9 +6,31 @@ switch count follows a folded Clos, its price and power the NVLink switch entry'
 
 from __future__ import annotations
 
-from fabricsim.catalog.models import LinkTech, Switch, System
+from fabricsim.catalog.models import GPU, LinkTech, Switch, System
 from fabricsim.catalog.partial import split_suffix
 from fabricsim.errors import SpecError
+
+
+def is_switch_system(system: System, gpu: GPU) -> bool:
+    """Whether ``system``'s NVLink domain is an NVLink Switch System: each of a GPU's NVLink links on a switch chip
+    of its own (an NVL72 rack's trays), so its links can leave the chassis; an HGX board's two or four NVSwitch
+    chips are not."""
+    return bool(system.intra == "nvswitch" and gpu.nvlink_links and system.nvswitch_chips >= gpu.nvlink_links)
+
+
+def why_not_joinable(system: System, gpu: GPU, nvswitch: Switch | None) -> str | None:
+    """Why ``system``'s racks (of ``gpu``, on NVLink switch chips ``nvswitch``) cannot be joined into a larger
+    NVLink domain; None when they can (`Catalog.why_not_joinable` looks the parts up)."""
+    if nvswitch is None or gpu.nvlink is None:
+        return f"{system.id} has no NVLink switches to join"
+    if system.nvlink_domain_gpus != system.gpus_per_node or system.nvlink_rack_gpus is not None \
+            or not is_switch_system(system, gpu):
+        return (f"{system.id} is not a rack-scale NVLink system (one NVLink domain per node, each GPU link on a "
+                "switch chip of its own); joined NVLink domains are built from racks such as gb200-nvl72")
+    if nvswitch.second_tier is None:
+        return f"{system.id}'s NVLink switch {nvswitch.id} has no second-tier figures in the catalog, so its racks " \
+               "cannot be joined"
+    return None
 
 
 def joined_system_id(system_id: str, domain_gpus: int | None) -> str:
@@ -21,19 +43,17 @@ def split_joined_id(system_id: str) -> tuple[str, int | None]:
     return split_suffix(system_id, "@", "the GPUs of the joined NVLink domain, e.g. gb200-nvl72@144")
 
 
-def joined_racks(system: System, domain_gpus: int, nvswitch: Switch, nvlink: LinkTech,
+def joined_racks(system: System, domain_gpus: int, gpu: GPU, nvswitch: Switch | None, nvlink: LinkTech | None,
                  field: str = "--nvlink-domain") -> System:
     """``system``'s racks joined ``domain_gpus / gpus_per_node`` at a time into one NVLink domain (see the module
     docstring). Second-tier switch chips: with every tier-1 chip giving half its ports to GPUs and half to the
     second tier, tier 1 needs twice a rack's chips and tier 2 one rack's chips per rack (non-blocking)."""
-    rack = system.gpus_per_node
-    if system.intra != "nvswitch" or system.nvlink_domain_gpus != rack or system.nvlink_rack_gpus is not None:
-        raise SpecError(f"{system.id} is not a rack-scale NVLink system (one NVLink domain per node); joined NVLink "
-                        "domains are built from racks such as gb200-nvl72", field=field)
+    reason = why_not_joinable(system, gpu, nvswitch)
+    if reason is not None:
+        raise SpecError(reason, field=field)
+    assert nvswitch is not None and nvswitch.second_tier is not None and nvlink is not None  # checked just above
     tier = nvswitch.second_tier
-    if tier is None:
-        raise SpecError(f"{system.id}'s NVLink switch {nvswitch.id} has no second-tier figures in the catalog, so "
-                        "its racks cannot be joined", field=field)
+    rack = system.gpus_per_node
     largest = nvlink.max_domain_gpus or rack
     if domain_gpus % rack or not 2 * rack <= domain_gpus <= largest:
         raise SpecError(f"must be a multiple of the {rack} GPUs of a {system.id} rack, from {2 * rack} to "

@@ -310,9 +310,7 @@ def catalog_command(
                   "catalog models`, `tunings`, `engines`, `failures`, `storage` and `storage-servers` list model "
                   "presets, collective tunings, serving engines, failure rates, storage tiers and servers.[/]")
     if Category.systems in categories:
-        joinable = [sid for sid, s in catalog.systems.items() if s.nvswitch and s.intra == "nvswitch"
-                    and s.nvlink_domain_gpus == s.gpus_per_node > 8
-                    and catalog.switch(s.nvswitch).second_tier is not None]
+        joinable = [sid for sid, s in catalog.systems.items() if catalog.why_not_joinable(s) is None]
         if joinable:
             console.print(f"[dim]Multi-rack NVLink domains (roadmap): racks of {', '.join(joinable)} join into one "
                           f"NVLink domain through a second switch tier as --system {joinable[0]}@144 (or @216 ... "

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System, default_catalog
+from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System, default_catalog, is_switch_system
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -209,7 +209,7 @@ def group_shape(
         min_nics_per_node=min_nics,
         net_path_latency_s=path_latency(net_link, switch, hops),
         net_switch_hops=hops,
-        switch_system=bool(intra_kind == "nvlink" and gpu.nvlink_links and sysm.nvswitch_chips >= gpu.nvlink_links),
+        switch_system=intra_kind == "nvlink" and is_switch_system(sysm, gpu),
     )
 
 
