@@ -10,7 +10,7 @@ import pytest
 from fabricsim.errors import SpecError
 from fabricsim.topology import build_cluster
 from fabricsim.traffic import JobSpec, build_traffic, run_traffic
-from topology_checks import all_pairs, assert_valid_routes, max_flow_gbps
+from topology_checks import all_pairs, assert_valid_routes, max_flow_gbps, whatif_llama70b
 
 
 def _fabric_links(topo):  # type: ignore[no-untyped-def]
@@ -98,15 +98,7 @@ def test_plane_errors() -> None:
 
 def test_whatif_swaps_to_two_planes() -> None:
     """`whatif --swap planes=2`: every NIC keeps its bandwidth (the same step), the bill drops the core tier."""
-    from fabricsim.analysis import Scenario, parse_swap, what_if
-    from fabricsim.catalog import default_catalog
-    from fabricsim.model import load_model
-    from fabricsim.training import ParallelPlan
-
-    model = load_model("llama3-70b")
-    plan = ParallelPlan.build(tp=8, pp=4, dp=128, mbs=1, gbs=1024, seq=8192)
-    result = what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
-                     swaps=(parse_swap("planes=2"),))
+    result = whatif_llama70b("planes=2")
     (swap,) = result.swaps
     assert swap.step_time_s == pytest.approx(float(result.base.step_time_s))
     assert swap.cost_delta_usd is not None and swap.cost_delta_usd < 0

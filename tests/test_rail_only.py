@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from fabricsim.errors import SpecError
 from fabricsim.topology import LINK_KINDS, build_cluster
 from fabricsim.traffic import JobSpec, build_traffic, run_traffic
-from topology_checks import all_pairs, assert_valid_routes, max_flow_gbps
+from topology_checks import all_pairs, assert_valid_routes, max_flow_gbps, whatif_llama70b
 
 FAST = settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NIC_KIND = LINK_KINDS.index("infiniband")
@@ -135,21 +135,12 @@ def test_rail_only_errors() -> None:
 def test_whatif_swaps_to_rail_only() -> None:
     """`whatif --swap fabric=rail-only`: the same step (NCCL keeps inter-node traffic on the destination's rail on
     both, PXN), a smaller bill where the fat tree needs switches to join rails."""
-    from fabricsim.analysis import Scenario, parse_swap, what_if
-    from fabricsim.catalog import default_catalog
-    from fabricsim.model import load_model
-    from fabricsim.training import ParallelPlan
-
-    model = load_model("llama3-70b")
-    plan = ParallelPlan.build(tp=8, pp=4, dp=128, mbs=1, gbs=1024, seq=8192)
-    result = what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
-                     swaps=(parse_swap("fabric=rail-only"),))
+    result = whatif_llama70b("fabric=rail-only")
     (swap,) = result.swaps
     assert swap.step_time_s == pytest.approx(float(result.base.step_time_s))
     assert swap.cost_delta_usd is not None and swap.cost_delta_usd < 0
     with pytest.raises(SpecError, match="fat-tree or rail-only"):
-        what_if(model, plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
-                swaps=(parse_swap("fabric=torus"),))
+        whatif_llama70b("fabric=torus")
 
 
 def test_size_searches_rail_only_beside_the_fat_tree() -> None:

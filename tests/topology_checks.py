@@ -1,4 +1,5 @@
-"""Shared checks for the topology tests: path validity over many flows at once, and max-flow between node sets."""
+"""Shared checks for the topology tests: path validity over many flows at once, max-flow between node sets, and a
+fabric swap priced by `whatif`."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 from scipy import sparse
 from scipy.sparse.csgraph import maximum_flow
 
+from fabricsim.analysis import WhatIf
 from fabricsim.topology import Routes, Topology
 
 
@@ -47,3 +49,15 @@ def max_flow_gbps(topo: Topology, nodes_a: np.ndarray, nodes_b: np.ndarray, unit
     data = np.concatenate([caps, np.full(len(a_eps), big), np.full(len(b_eps), big)])
     graph = sparse.csr_matrix((data.astype(np.int32), (rows, cols)), shape=(n + 2, n + 2))
     return float(maximum_flow(graph, source, sink).flow_value) * unit
+
+
+def whatif_llama70b(*swaps: str) -> WhatIf:
+    """`whatif` of Llama 3 70B (tp 8, pp 4, dp 128) on 4,096 DGX H100 GPUs with the given --swap texts."""
+    from fabricsim.analysis import Scenario, parse_swap, what_if
+    from fabricsim.catalog import default_catalog
+    from fabricsim.model import load_model
+    from fabricsim.training import ParallelPlan
+
+    plan = ParallelPlan.build(tp=8, pp=4, dp=128, mbs=1, gbs=1024, seq=8192)
+    return what_if(load_model("llama3-70b"), plan, Scenario("dgx-h100", 4096, None, 1.0, default_catalog()),
+                   swaps=tuple(parse_swap(text) for text in swaps))

@@ -156,20 +156,17 @@ def collective_command(
     element = dtype_bytes(dtype)
     sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
                        checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
+    taper = 1.0
     if nodes > 1:
         from fabricsim.collectives import resolve_fabric_link
-        from fabricsim.topology import check_buildable
+        from fabricsim.topology import build_cluster, check_buildable
 
-        check_buildable(sysm.id, nodes, resolve_fabric_link(catalog, sysm, fabric).id, oversubscription, catalog,
-                        field="--nodes")
-    taper = 1.0
-    if nodes > 1 and kind in DIRECT_FABRICS and sim != "flow":  # all_to_all tapered to the network's bisection
-        from fabricsim.collectives import resolve_fabric_link
-        from fabricsim.comm import direct_taper
-        from fabricsim.topology import build_cluster
+        link = resolve_fabric_link(catalog, sysm, fabric).id
+        check_buildable(sysm.id, nodes, link, oversubscription, catalog, field="--nodes")
+        if kind in DIRECT_FABRICS and sim != "flow":  # all_to_all tapered to the network's bisection
+            from fabricsim.comm import direct_taper
 
-        taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind,
-                                           link=resolve_fabric_link(catalog, sysm, fabric).id, catalog=catalog))
+            taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind, link=link, catalog=catalog))
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric,
                         oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
     model = CollectiveModel(shape, catalog=catalog)

@@ -43,8 +43,9 @@ class GroupShape:
     fabric_switch_id: str | None
     oversubscription: float = 1.0
     uniform_taper: float = 1.0
-    """how much less than full bisection the scale-out network gives traffic spread over every node (all_to_all):
-    1 on fat trees; a direct network's injection over its bisection (rings between neighbours do not feel it)"""
+    """how far below the NICs' rate the scale-out network carries traffic spread over every node (all_to_all): 1 on
+    fat trees; on a direct network what uniform traffic pushes across its bisection over the bisection, at least 1
+    (`comm.direct_taper`; rings between neighbours do not feel it)"""
     notes: tuple[str, ...] = field(default_factory=tuple)
     intra_link_id: str | None = None
     host_link_id: str | None = None

@@ -93,10 +93,10 @@ def pick_q(nics: int, radix: int) -> tuple[int, int]:
 class SlimFlyRouter:
     """Minimal routes over the diameter-2 router graph: direct when adjacent, ECMP over common neighbours."""
 
-    def __init__(self, ctx: FabricContext, adjacency: npt.NDArray[np.bool_], link_of: dict[str, IntArray],
+    def __init__(self, ctx: FabricContext, adjacency: npt.NDArray[np.bool_], keys: IntArray, ids: IntArray,
                  nic_router: IntArray, nic_up: IntArray, nic_down: IntArray) -> None:
         self.ctx, self.adj = ctx, adjacency
-        self.keys, self.ids = link_of["keys"], link_of["ids"]  # sorted a * R + b -> directed link id a -> b
+        self.keys, self.ids = keys, ids  # sorted a * R + b -> directed link id a -> b
         self.routers = adjacency.shape[0]
         self.nic_router, self.nic_up, self.nic_down = nic_router, nic_up, nic_down
 
@@ -167,8 +167,9 @@ def build_slim_fly(ctx: FabricContext) -> Fabric:
     kind, hop, rate = ctx.resolved.link_kind, switch.latency_s, ctx.port_bytes_per_s
     router_ep = ctx.endpoint_offset + np.arange(routers, dtype=np.int64)
     block = LinkBlock(ctx.link_offset)
-    nic_up, nic_down = block.cables(ctx.nic_endpoints(), router_ep[nic_router], ctx.resolved.nic_link_bytes_per_s,
-                                    kind, ctx.resolved.link.latency_s, hop)
+    nic_rate = ctx.resolved.nic_link_bytes_per_s
+    nic_up, nic_down = block.cables(ctx.nic_endpoints(), router_ep[nic_router], nic_rate, kind,
+                                    ctx.resolved.link.latency_s, hop)
     ab, ba = block.cables(router_ep[a], router_ep[b], rate, kind, hop, hop)
     keys = np.concatenate([a * routers + b, b * routers + a])
     ids = np.concatenate([ab, ba])
@@ -181,13 +182,11 @@ def build_slim_fly(ctx: FabricContext) -> Fabric:
     cut = int(np.count_nonzero(left[a] != left[b]))
     node_of_nic = np.arange(total) // ctx.nics
     left_nic = left[nic_router]
-    nic_rate = ctx.resolved.nic_link_bytes_per_s
     bisection = min(cut * rate, nic_rate * min(int(left_nic.sum()), int((~left_nic).sum())))
     used = int(np.count_nonzero(np.bincount(nic_router, minlength=routers)))
+    empty = f"; {routers - used} routers hold no NIC" if used < routers else ""
     notes = [f"q = {q}: {routers} routers of {router_degree(q)} router ports and up to {p} NIC ports "
-             f"({per_router} used); {routers - used} routers hold no NIC"] if used < routers else \
-            [f"q = {q}: {routers} routers of {router_degree(q)} router ports and up to {p} NIC ports ({per_router} "
-             "used)"]
+             f"({per_router} used){empty}"]
     if len(np.unique(node_of_nic[left_nic])) + len(np.unique(node_of_nic[~left_nic])) > ctx.nodes:
         notes.append("some nodes' NICs straddle the bisection's halves")
     return Fabric(
@@ -203,7 +202,6 @@ def build_slim_fly(ctx: FabricContext) -> Fabric:
         cables=(CableRun("node-router", total, nic_rate, spec.node_cable),
                 CableRun("router-router", len(a), rate, "optical")),
         bisection_bytes_per_s=float(bisection),
-        router=SlimFlyRouter(ctx, adjacency, {"keys": keys[by_key], "ids": ids[by_key]}, nic_router, nic_up,
-                             nic_down),
+        router=SlimFlyRouter(ctx, adjacency, keys[by_key], ids[by_key], nic_router, nic_up, nic_down),
         notes=tuple(notes),
     )
