@@ -36,8 +36,10 @@ ALLOWED: dict[str, frozenset[str]] = {
     "sizing": frozenset({"analysis"}),
     "bench": frozenset({"collectives"}),
     "report": frozenset({"analysis", "sizing", "bench"}),
-    "cli": frozenset({"report", "sizing", "analysis", "validation", "bench", "traffic", "training", "inference",
+    "api": frozenset({"report", "sizing", "analysis", "validation", "bench", "traffic", "training", "inference",
                       "serving"}),
+    "cli": frozenset({"api", "report", "sizing", "analysis", "validation", "bench", "traffic", "training",
+                      "inference", "serving"}),
     "workload": frozenset({"training", "model"}),  # the deprecated re-export of the old package
 }
 ENTRY = frozenset({"__init__", "__main__"})  # the top-level package and ``python -m fabricsim``

@@ -82,6 +82,9 @@ def inputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "requests.jsonl").write_text("".join(
         json.dumps({"arrival_s": i * 0.125, "prompt_tokens": 1024, "output_tokens": 256}) + "\n" for i in range(240)),
         encoding="utf-8")
+    from test_trace_import import gpu_trace
+
+    (tmp_path / "run.json").write_text(json.dumps(gpu_trace()), encoding="utf-8")  # a profiled step (two, H100)
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -96,7 +99,8 @@ def _write_matrix(path: Path, gpus: int) -> None:
 
 def test_readme_has_examples() -> None:
     names = {c[0] for c in COMMANDS}
-    assert {"catalog", "topo", "collective", "traffic", "train", "whatif", "size", "validate", "infer"} <= names
+    assert {"catalog", "topo", "collective", "traffic", "train", "whatif", "size", "validate", "infer",
+            "trace"} <= names
 
 
 def test_variants_expand_alternatives_and_groups() -> None:

@@ -22,3 +22,17 @@ def lazy_exports(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
         return value
 
     return __getattr__
+
+
+def callable_package(package: str, home: str, name: str) -> None:
+    """Make the imported ``package`` callable as ``home.name``: ``fabricsim.topology(...)`` is the API function of
+    `fabricsim topo` while ``fabricsim.topology.build_topology`` stays the package's own (a subpackage and the
+    API function cannot otherwise share the name). ``home`` is imported only when the package is called."""
+    import sys
+    from types import ModuleType
+
+    class CallablePackage(ModuleType):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return getattr(importlib.import_module(home), name)(*args, **kwargs)
+
+    sys.modules[package].__class__ = CallablePackage

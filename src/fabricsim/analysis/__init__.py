@@ -1,9 +1,11 @@
 """Analysis of a training step: what-if deltas per layer (compute, HBM, NVLink, PCIe, network) and for named cluster
-swaps priced from the bill of materials, and the verdict of where the next dollar goes."""
+swaps priced from the bill of materials, the verdict of where the next dollar goes, and a measured step (a
+profiler trace) against the prediction."""
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
 from fabricsim.analysis.scenario import Capex, Scenario
 from fabricsim.analysis.swaps import SWAP_KEYS, Swap, apply_swap, parse_swap
+from fabricsim.analysis.trace_compare import CompareRow, MeasuredCollective, MeasuredStep, compare_step
 from fabricsim.analysis.variants import VARIED_LAYERS, faster_catalog
 from fabricsim.analysis.verdict import Verdict, verdict
 from fabricsim.analysis.whatif import WhatIf, layer_deltas, swap_delta, varied_layers, what_if
@@ -12,13 +14,17 @@ __all__ = [
     "SWAP_KEYS",
     "VARIED_LAYERS",
     "Capex",
+    "CompareRow",
     "LayerDelta",
+    "MeasuredCollective",
+    "MeasuredStep",
     "Scenario",
     "Swap",
     "SwapDelta",
     "Verdict",
     "WhatIf",
     "apply_swap",
+    "compare_step",
     "faster_catalog",
     "layer_deltas",
     "parse_swap",

@@ -19,8 +19,9 @@ from fabricsim.cli.infer_cmd import infer_command
 from fabricsim.cli.output import console
 from fabricsim.cli.size_cmd import size_command
 from fabricsim.cli.topo_cmd import topo_command
+from fabricsim.cli.trace_cmd import trace_app
 from fabricsim.cli.traffic_cmd import traffic_command
-from fabricsim.cli.train_cmd import prediction_bands, render_training, summary_lines, train_command
+from fabricsim.cli.train_cmd import render_training, summary_lines, train_command
 from fabricsim.cli.validate_cmd import validate_command
 from fabricsim.cli.whatif_cmd import whatif_command
 
@@ -67,6 +68,7 @@ app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
 app.command("calibrate")(calibrate_command)
 app.command("compare")(compare_command)
+app.add_typer(trace_app, name="trace")
 
 
 @app.command("demo")
@@ -86,7 +88,8 @@ def demo_command() -> None:
     title = (f"demo: llama3-70b on 512 H100 ({pred.nodes} x dgx-h100), tp=8 pp=4 dp=16, seq 8192, gbs 512, "
              "flash attention")
     console.print(render_training(pred, title))
-    from fabricsim.cli.goodput_options import goodput_lines, run_goodput
+    from fabricsim.api import prediction_bands, run_goodput
+    from fabricsim.cli.goodput_options import goodput_lines
     from fabricsim.training import GoodputSpec
 
     good = run_goodput(model, cluster, pred, GoodputSpec())

@@ -32,9 +32,10 @@ if TYPE_CHECKING:
 
 def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | None) -> tuple[list[Measurement],
                                                                                             list[str]]:
-    """Measurements of every log, each tagged with its file, after checking the log can belong to the system;
-    returns them with the warnings of the checks."""
-    from fabricsim.bench import check_results, load_results, to_measurements
+    """Measurements of every log, each tagged with its file, after checking the log can belong to the system (its
+    backend and devices, and bus bandwidths the system's links can carry); returns them with the warnings of the
+    checks. `calibrate`, `compare` and `trace calibrate` refuse alike."""
+    from fabricsim.bench import check_bandwidths, check_results, load_results, to_measurements
 
     sysm = catalog.system(system)
     measurements: list[Measurement] = []
@@ -42,11 +43,13 @@ def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | 
     for log in logs:
         results = load_results([log], op=op)
         warnings += check_results(results, sysm, catalog, source=log)
-        measurements += [replace(m, log=log) for m in to_measurements(results)]
+        found = [replace(m, log=log) for m in to_measurements(results)]
+        check_bandwidths(found, sysm, catalog, source=log)
+        measurements += found
     return measurements, warnings
 
 
-def _tables(result: CalibrationResult, count: int) -> list[Table]:
+def calibration_tables(result: CalibrationResult, count: int) -> list[Table]:
     """Parameters, per-log errors and per-size errors, before and after."""
     params = new_table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
     for header in ("parameter", "before", "after", "fitted"):
@@ -103,9 +106,9 @@ def calibrate_command(
     data = result.model_dump(mode="json") | {"overlay_file": str(written) if written else None}
     if emit(form, data, inputs, data["rows"]):
         return  # the warnings are in the document
-    for table in _tables(result, len(measurements)):
+    for table in calibration_tables(result, len(measurements)):
         console.print(table)
-    _stderr_warnings(result.warnings)
+    stderr_warnings(result.warnings)
     if written is not None:
         console.print(f"overlay written to {written}; use it with --calibration {written}")
     elif out is not None:
@@ -113,7 +116,7 @@ def calibrate_command(
                       "(the warning says where)")
 
 
-def _stderr_warnings(warnings: list[str]) -> None:
+def stderr_warnings(warnings: list[str]) -> None:
     """One 'warning:' line per warning on stderr (the JSON on stdout stays parseable)."""
     for w in warnings:
         sys.stderr.write(f"warning: {w}\n")
@@ -130,8 +133,9 @@ def compare_command(
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
-    """Measured against predicted bus bandwidth, per size."""
-    from fabricsim.bench import load_results, predict_times, to_measurements
+    """Measured against predicted bus bandwidth, per size. A log that cannot belong to the system is refused, as
+    calibrate refuses it."""
+    from fabricsim.bench import predict_times
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import busbw_factor
 
@@ -141,7 +145,7 @@ def compare_command(
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     catalog = load_catalog(*calibration)
-    measurements = to_measurements(load_results([log], op=op))
+    measurements, warnings = load_measurements([log], system, catalog, op)
     sysm = catalog.system(system)
     predicted = predict_times(catalog, sysm, fabric, measurements)
     rows = []
@@ -154,7 +158,7 @@ def compare_command(
         from fabricsim.report import plot_compare
 
         plot_compare(rows, f"{log} vs fabricsim ({system})", plot)
-    if emit(form, {"rows": rows, "system": system, "calibration": calibration}, inputs, rows):
+    if emit(form, {"rows": rows, "system": system, "calibration": calibration, "warnings": warnings}, inputs, rows):
         return
     table = new_table(title=f"{log}: measured vs predicted ({system})", header_style="bold")
     for header in ("op", "ranks", "size", "measured busbw", "predicted busbw", "error"):
@@ -163,3 +167,4 @@ def compare_command(
         table.add_row(str(r["op"]), str(r["ranks"]), units.format_size(int(r["size_bytes"])),
                       f"{r['measured_busbw_GBps']:.2f}", f"{r['predicted_busbw_GBps']:.2f}", f"{r['error']:+.1%}")
     console.print(table)
+    stderr_warnings(warnings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from enum import StrEnum
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -281,6 +282,44 @@ def _entry_json(catalog: Catalog, category: Category, entry: Any) -> dict[str, A
     return data
 
 
+def _hf_configs() -> list[dict[str, Any]]:
+    """The Hugging Face configs shipped with fabricsim, each imported: architecture, our parameter count beside
+    the published one, and what the import ignores (the ``hf_configs`` list of ``catalog models --json``)."""
+    from fabricsim.model import import_hf_config, shipped_configs
+
+    out = []
+    for card in shipped_configs():
+        imported = import_hf_config(card.path)
+        out.append({"id": card.id, "file": str(card.path), "repo": card.repo, "card": card.card,
+                    "architecture": imported.architecture, "params": imported.spec.parameters().total,
+                    "published_params": card.params, "source": card.source, "notes": card.notes,
+                    "ignored": list(imported.ignored)})
+    return out
+
+
+HF_USAGE = ("[dim]Hugging Face configs: --model takes a config.json, a folder holding one, a models--org--name "
+            "hub cache entry, or hf:org/name from the local cache ($HF_HUB_CACHE, else $HF_HOME/hub, else "
+            "~/.cache/huggingface/hub; never downloaded). Fields the spec cannot hold are named in an 'ignored:' "
+            "line.[/]")
+
+
+def hf_configs_table(configs: list[dict[str, Any]]) -> Table:
+    """The shipped Hugging Face configs: id, architecture, our parameter count and the published one."""
+    from fabricsim.cli.output import num_column, text_column
+
+    table = new_table(title="Hugging Face configs shipped with fabricsim (--model FILE)", header_style="bold")
+    table.add_column("id", no_wrap=True)
+    text_column(table, "architecture")
+    num_column(table, "params")
+    num_column(table, "published")
+    for c in configs:
+        table.add_row(c["id"], c["architecture"], f"{c['params'] / 1e9:,.2f} B",
+                      f"{c['published_params'] / 1e9:,.2f} B")
+    if configs:
+        table.caption = f"files: {Path(configs[0]['file']).parent}/ID.json"
+    return table
+
+
 @spec_errors
 def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
@@ -302,10 +341,14 @@ def catalog_command(
     data = {c.value: [_entry_json(catalog, c, e) for e in _entries(catalog, c).values()] for c in categories}
     rows = [{"category": c, **e} for c, items in data.items() for e in items] if len(categories) > 1 else \
         data[categories[0].value]
-    if emit(form, data, inputs, rows):
+    hf_configs = _hf_configs() if Category.models in categories else None
+    if emit(form, data if hf_configs is None else {**data, "hf_configs": hf_configs}, inputs, rows):
         return
     for c in categories:
         console.print(catalog_table(catalog, c))
+    if hf_configs is not None:
+        console.print(hf_configs_table(hf_configs))
+        console.print(HF_USAGE)
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
                   "catalog models`, `tunings`, `engines`, `failures`, `storage` and `storage-servers` list model "
                   "presets, collective tunings, serving engines, failure rates, storage tiers and servers.[/]")

@@ -3,16 +3,14 @@ lines and JSON `train` prints."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fabricsim import units
 
 if TYPE_CHECKING:
-    from fabricsim.comm import Cluster
-    from fabricsim.model import ModelSpec
-    from fabricsim.training import Goodput, GoodputSpec, TrainingPrediction
+    from fabricsim.training import Goodput
 
 Storage = Annotated[str, typer.Option("--storage", help="storage tier the checkpoints go to (fabricsim catalog "
                                       "storage)")]
@@ -40,44 +38,6 @@ Spares = Annotated[str | None, typer.Option("--spares", help="hot spares beside 
 GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time to train on the wall clock: failures, "
                                           "checkpoints and restarts included (--no-goodput: a healthy "
                                           "cluster)")]
-
-# GoodputSpec fields whose option is named otherwise
-GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
-                   "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint-mode",
-                   "storage": "--storage", "storage_network": "--storage-network",
-                   "storage_server": "--storage-server", "storage_servers": "--storage-servers",
-                   "spares": "--spares", "spare_fraction": "--spares"}
-
-
-def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval: str | None, mtbf_scale: float,
-                 restart: str | None, *, network: str = "separate", server: str | None = None,
-                 servers: int | None = None, spares: str | None = None) -> GoodputSpec:
-    """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
-    from pydantic import ValidationError
-
-    from fabricsim.errors import cli_field, spec_error
-    from fabricsim.training import GoodputSpec, spare_fields
-
-    try:  # GoodputSpec's own bounds refuse a zero rate or interval
-        return GoodputSpec(
-            storage=storage.strip().lower(), checkpoint=checkpoint.strip().lower(), mtbf_scale=mtbf_scale,
-            storage_write_bytes_per_s=None if storage_bw is None else
-            units.parse_rate(storage_bw, field="--storage-bw"),
-            interval_s=None if interval is None else units.parse_duration(interval, field="--checkpoint-interval"),
-            restart_s=None if restart is None else units.parse_duration(restart, field="--restart"),
-            storage_network=network.strip().lower(), storage_servers=servers, **spare_fields(spares, "--spares"),
-            **({} if server is None else {"storage_server": server.strip().lower()}))
-    except ValidationError as exc:
-        raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
-
-
-def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, options: GoodputSpec) -> Goodput:
-    """Goodput of the predicted run on its cluster (its parts from the bill of materials)."""
-    from fabricsim.training import job_parts, predict_goodput
-
-    return predict_goodput(spec, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
-                           options)
-
 
 def goodput_lines(g: Goodput) -> list[str]:
     """What failures and checkpoints leave: goodput, interruptions, checkpoint interval and cost, restart."""
@@ -108,14 +68,3 @@ def _storage_line(g: Goodput) -> str:
     price = sum(i.price_usd or 0.0 for i in b.items)
     return (f"storage: {b.servers} x {b.server} on a {b.network} network, {units.format_rate(b.write_bytes_per_s)} "
             f"write, {units.format_rate(b.read_bytes_per_s)} read, {units.format_usd(price)}; {spares}")
-
-
-def goodput_json(g: Goodput) -> dict[str, Any]:
-    """The goodput figures as JSON (SI; an interval that is never needed is null)."""
-    from dataclasses import asdict
-
-    data = asdict(g)
-    data["storage_bill"] = None if g.storage_bill is None else g.storage_bill.model_dump(mode="json")
-    if data["checkpoint_interval_s"] == float("inf"):
-        data["checkpoint_interval_s"] = None
-    return data

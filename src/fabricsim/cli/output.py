@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Annotated, Any, ParamSpec, TypeVar, cast
 
 import typer
 
+from fabricsim.api import Result, document, flat, plain
 from fabricsim.errors import SpecError
 from fabricsim.si_json import to_si
 
@@ -67,7 +68,7 @@ R = TypeVar("R")
 
 def print_json(data: Any) -> None:
     """A JSON document already in SI units with its own ``inputs`` key, on stdout (strict: no NaN)."""
-    sys.stdout.write(_dumps(_plain(data)) + "\n")
+    sys.stdout.write(_dumps(plain(data)) + "\n")
 class Format(StrEnum):
     """How a table command prints its result."""
 
@@ -78,6 +79,10 @@ class Format(StrEnum):
 
 FormatOpt = Annotated[Format | None, typer.Option("--format", help="table (default), json (SI units) or csv")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON (SI units); same as --format json")]
+ReportOpt = Annotated[Path | None, typer.Option("--report", help="write a self-contained HTML design-review report "
+                                                "(inputs, answer and band, interactive charts, assumptions and "
+                                                "sources; opens offline), e.g. review.html")]
+REPORT_SUFFIXES = (".html", ".htm")
 
 # The one fabric option (`--ib`): the same names in every command; old spellings stay accepted.
 fabric_help = ("network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, eth-800g (Ethernet); ib-ndr, "
@@ -91,29 +96,15 @@ def output_format(fmt: Enum | None, as_json: bool) -> str:
     return "json" if as_json else (str(fmt.value) if fmt is not None else "table")
 
 
-def _plain(value: Any) -> Any:
-    """A JSON-ready value: paths and enums as strings, tuples as lists."""
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, Path):
-        return str(value)
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return value
-
-
 def command_inputs(params: Mapping[str, Any], *, drop: Sequence[str] = ("as_json", "fmt")) -> dict[str, Any]:
     """The command's options as given (defaults filled in), for the JSON ``inputs`` key."""
-    return {k: _plain(v) for k, v in params.items()
+    return {k: plain(v) for k, v in params.items()
             if k not in drop and not k.startswith("_") and not callable(v) and not isinstance(v, ModuleType)}
 
 
 def json_text(payload: Mapping[str, Any], inputs: Mapping[str, Any]) -> str:
     """The document ``{"inputs": ..., **payload}`` in SI units, NaN refused."""
-    doc = {"inputs": dict(inputs), **to_si(_plain(dict(payload)))}
-    return _dumps(doc)
+    return _dumps(document(payload, inputs))
 
 
 def _dumps(doc: Any) -> str:
@@ -129,26 +120,13 @@ def emit_json(payload: Mapping[str, Any], inputs: Mapping[str, Any]) -> None:
     sys.stdout.write(json_text(payload, inputs) + "\n")
 
 
-def _flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            out |= _flat(value, name + ".")
-        elif isinstance(value, list | tuple):
-            out[name] = json.dumps(value, default=str)
-        else:
-            out[name] = value
-    return out
-
-
 def emit_csv(rows: Sequence[Mapping[str, Any]]) -> None:
     """Print rows as CSV (SI keys and values as in the JSON; nested keys as parent.child)."""
-    flat = [_flat(to_si(_plain(dict(r)))) for r in rows]
-    fields = list(dict.fromkeys(k for r in flat for k in r))
+    table = [flat(to_si(plain(dict(r)))) for r in rows]
+    fields = list(dict.fromkeys(k for r in table for k in r))
     writer = csv.DictWriter(sys.stdout, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(flat)
+    writer.writerows(table)
 
 
 def emit(fmt: str, payload: Mapping[str, Any], inputs: Mapping[str, Any],
@@ -238,48 +216,27 @@ def spec_errors(func: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
-class LazyFlowBar:
-    """A rich progress bar on stderr (transient) that appears only once a run has taken `after` seconds, and only
-    when stderr is a terminal: what is done of how much (routing, then flows finished; or requests served), its
-    rate and the time left."""
+def api_arguments(func: Callable[..., Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The command's options that the API function ``func`` takes (the CLI's presentation options left out)."""
+    import inspect
 
-    def __init__(self, after: float = 2.0, unit: str = "flows") -> None:
-        import time
-
-        self.clock = time.perf_counter
-        self.t0, self.after, self.unit = self.clock(), after, unit
-        self.progress: Any = None
-        self.task: Any = None
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if self.progress is None:
-            if self.clock() - self.t0 < self.after:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-            self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                     TextColumn("{task.completed:,}/{task.total:,} " + self.unit),
-                                     TextColumn("{task.fields[rate]}"), TimeElapsedColumn(),
-                                     TimeRemainingColumn(), console=Console(stderr=True), transient=True)
-            self.progress.start()
-            self.task = self.progress.add_task(what, total=total, rate="")
-        elapsed = max(self.clock() - self.t0, 1e-9)
-        self.progress.update(self.task, description=what, completed=done, total=total,
-                             rate=f"{done / elapsed:,.0f} {self.unit}/s")
-        if what == "simulating" and done >= total:
-            self.close()
-
-    def close(self) -> None:
-        if self.progress is not None:
-            self.progress.stop()
-            self.progress = None
-            self.t0 = self.clock()
+    names = inspect.signature(func).parameters
+    return {k: v for k, v in params.items() if k in names}
 
 
-def progress_bar(unit: str = "flows") -> LazyFlowBar | None:
-    """A progress bar for a long run (a flow simulation of traffic, collective or train --sim flow; a serving
-    simulation) when stderr is a terminal, else None."""
-    import sys
+def write_command_report(path: Path | None, result: Result, inputs: Mapping[str, Any]) -> None:
+    """The --report file of a command's result (nothing without --report); its path on stderr."""
+    if path is None:
+        return
+    from fabricsim.report import write_report
 
-    return LazyFlowBar(unit=unit) if sys.stderr.isatty() else None
+    write_report(path, result.command, document(result.data, inputs), **result.report_extras())
+    sys.stderr.write(f"report: {path}\n")
+
+
+def model_import_note(result: Result) -> None:
+    """The one line of a Hugging Face config's fields fabricsim does not model, on stderr (JSON: "model_import")."""
+    imported = result.data.get("model_import")
+    if imported and imported["ignored"]:
+        sys.stderr.write(f"note: {imported['source']} ({imported['architecture']}): ignored: "
+                         f"{', '.join(imported['ignored'])}\n")

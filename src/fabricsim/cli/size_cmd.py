@@ -19,152 +19,37 @@ from fabricsim.cli.goodput_options import (
     StorageNetwork,
     StorageServer,
     StorageServers,
-    goodput_spec,
 )
 from fabricsim.cli.output import (
+    REPORT_SUFFIXES,
     FormatOpt,
     JsonOpt,
+    ReportOpt,
+    api_arguments,
     command_inputs,
     console,
     emit,
     fail,
+    model_import_note,
     narrow,
     new_table,
     num_column,
     output_format,
     spec_errors,
     text_column,
+    write_command_report,
 )
-from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.sizing import SizingResult, SizingSpec
+    from fabricsim.sizing import SizingResult
 
 DAY_S = 86400.0
-DEFAULT_TOKENS = "15T"
-# options `size` reads for training only: given with --inference they are an error, not ignored
-# size options held fixed in every plan, each named as the plan field it sets
-MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
-             "capacity_factor")
-TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "fabric_kinds",
-                 "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
-EXECUTORS = ("local", "ray", "serial")
-MAX_SEQ = 2**24
 
 
 def _opt(help_text: str, *names: str) -> Any:
     return typer.Option(*names, help=help_text)
-
-
-def _spec(**kw: Any) -> SizingSpec:
-    """The SizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
-    from pydantic import ValidationError
-
-    from fabricsim.errors import cli_field, spec_error
-    from fabricsim.sizing import Knobs, check_plan_value, parse_list, sizing_defaults
-
-    defaults = sizing_defaults()
-    fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
-    if not kw["overlap"]:
-        fixed.update(overlap_grad_reduce=False, overlap_param_gather=False)
-    for field in MOE_FIXED:  # held as given in every plan (only when given: resumable digests)
-        if kw.get(field) is not None:
-            check_plan_value(field, kw[field], f"--{field.replace('_', '-')}")
-            fixed[field] = kw[field]
-    try:
-        knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
-                      cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
-                      etp=parse_list(kw["etp"], "--etp", int),
-                      vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
-                      recompute=parse_list(kw["recompute"], "--recompute"),
-                      zero=parse_list(kw["zero"], "--zero", int), precision=parse_list(kw["precision"], "--precision"))
-        return _build_spec(kw, knobs, fixed, defaults)
-    except ValidationError as exc:  # name the option, not the spec field (deadline_s -> --deadline)
-        raise cli_field(spec_error(exc), SPEC_OPTIONS) from None
-
-
-# SizingSpec fields whose option is named otherwise
-SPEC_OPTIONS = {"deadline_s": "--deadline", "budget_usd": "--budget", "power_cap_w": "--power-cap",
-                "gpus": "--gpus", "nodes": "--nodes", "amortize_s": "--amortize", "gpu_hour_usd": "--gpu-hour",
-                "kwh_usd": "--kwh", "pue": "--pue", "top": "--top", "seq": "--seq", "tokens": "--tokens"}
-
-
-def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults: Any) -> SizingSpec:
-    """The SizingSpec itself (pydantic checks the ranges)."""
-    from fabricsim import inputs
-    from fabricsim.inputs import finite
-    from fabricsim.sizing import (
-        DEFAULT_FABRICS,
-        SizingSpec,
-        parse_int_range,
-        parse_list,
-        parse_money,
-        parse_power_cap,
-        parse_years,
-    )
-
-    if kw["gpus"] is not None and kw["nodes"] is not None:
-        raise SpecError("give --gpus or --nodes, not both", field="--nodes")
-    gpus = None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus")
-    return SizingSpec(
-        model=kw["model"], seq=kw["seq"],
-        tokens=finite(units.parse_count(kw["tokens"] or DEFAULT_TOKENS, field="--tokens"), "--tokens", low=0,
-                      low_open=True),
-        gbs=parse_int_range(kw["gbs"], "--gbs"),
-        gpus=gpus, gpus_range=(min(gpus), max(gpus)) if gpus is not None and ".." in kw["gpus"] else None,
-        nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
-        systems=parse_list(kw["systems"], "--systems"),
-        fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
-        fabric_kinds=_fabric_kinds(kw["fabric_kinds"]),
-        oversubscription=tuple(inputs.oversubscription(v) for v in
-                              parse_list(kw["oversubscription"], "--oversubscription", float) or (1.0,)),
-        rail_optimized=kw["rail_optimized"], knobs=knobs, fixed=fixed,
-        deadline_s=None if kw["deadline"] is None else units.parse_duration(kw["deadline"], field="--deadline"),
-        budget_usd=None if kw["budget"] is None else parse_money(kw["budget"], "--budget"),
-        power_cap_w=None if kw["power_cap"] is None else parse_power_cap(kw["power_cap"], "--power-cap"),
-        objective=kw["objective"],
-        amortize_s=parse_years(kw["amortize"] or f"{defaults['amortize_years'].value:g}y", "--amortize"),
-        gpu_hour_usd=None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
-        pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
-        kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        top=kw["top"],
-        **_goodput_search(kw),
-    )
-
-
-def _fabric_kinds(text: str | None) -> tuple[str, ...]:
-    """--fabric-kinds as a checked tuple (default: the rail-optimized fat tree)."""
-    from fabricsim.sizing import parse_list
-
-    kinds = parse_list(text, "--fabric-kinds") or ("fat-tree",)
-    bad = [k for k in kinds if k not in ("fat-tree", "rail-only", "2-plane")]
-    if bad:
-        raise SpecError(f"{', '.join(bad)}: size searches fat-tree, rail-only and 2-plane fabrics",
-                        field="--fabric-kinds")
-    return tuple(dict.fromkeys(kinds))
-
-
-def _goodput_search(kw: dict[str, Any]) -> dict[str, Any]:
-    """SizingSpec's goodput fields: the first storage tier, write rate and spare count, and every combination of the
-    lists --storage, --storage-bw and --spares give, searched per cluster (`sizing.reliability`)."""
-    import itertools
-
-    from fabricsim.sizing import parse_list
-
-    if not kw["goodput"]:
-        return {"goodput": None}
-    tiers = parse_list(kw["storage"], "--storage") or ("superpod-better",)
-    spares = parse_list(kw["spares"], "--spares") if kw["spares"] is not None else (None,)
-    rates = parse_list(kw["storage_bw"], "--storage-bw") if kw["storage_bw"] is not None else (None,)
-    variants = tuple(goodput_spec(tier, rate, kw["checkpoint_mode"], kw["checkpoint_interval"],
-                                  kw["mtbf_scale"], kw["restart"], network=kw["storage_network"],
-                                  server=kw["storage_server"], servers=kw["storage_servers"], spares=spare)
-                     for tier, rate, spare in itertools.product(tiers, rates or (None,), spares or (None,)))
-    return {"goodput": variants[0], "goodput_variants": variants if len(variants) > 1 else ()}
-
 
 
 def _plan(p: dict[str, Any]) -> str:
@@ -287,7 +172,7 @@ class _Bar:
 @spec_errors
 def size_command(
     model: Annotated[str, _opt("model preset or YAML file", "--model")] = "llama3-70b",
-    tokens: Annotated[str | None, _opt(f"training tokens, e.g. 2T [default: {DEFAULT_TOKENS}]", "--tokens")] = None,
+    tokens: Annotated[str | None, _opt("training tokens, e.g. 2T [default: 15T]", "--tokens")] = None,
     deadline: Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")] = None,
     budget: Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")] = None,
     power_cap: Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")] = None,
@@ -389,83 +274,44 @@ def size_command(
     restart: Restart = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
+    report: ReportOpt = None,
 ) -> None:
     """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints; with
     --inference, which system, serving plan and replica count meets TTFT/TPOT SLOs at a request rate cheapest."""
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
-    as_json = form != "table"
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, finite
+    from fabricsim.api import size
+    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
-    if gpu_hour is not None:
-        from fabricsim.sizing import parse_money
-
-        if not parse_money(gpu_hour, "--gpu-hour") > 0:
-            fail(f"--gpu-hour: must be > 0 USD per GPU-hour (at {gpu_hour} every cost would be $0), got {gpu_hour}")
     out = check_output_path(out, "--out")
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
+    report = check_output_path(report, "--report", REPORT_SUFFIXES)
+    arguments = {**api_arguments(size, inputs), "out": out}
     if inference:
-        from fabricsim.cli.size_inference import run_inference
+        from fabricsim.cli.size_inference import show_inference
 
-        given = [f"--{k.replace('_', '-')}" for k in TRAINING_ONLY if inputs.get(k) is not None]
-        if given:
-            fail(f"{', '.join(given)}: size training only; --inference sizes serving at --rate (leave "
-                 f"{'it' if len(given) == 1 else 'them'} out)")
-
-        if engine is not None and engine in EXECUTORS:
-            fail(f"--engine: with --inference it names the serving engine (trtllm, vllm or sglang), not {engine!r}; "
-                 "--executor sets where a training search runs")
-        run_inference({**inputs, "out": out}, form)
+        show_inference(arguments, inputs, form, report)
         return
-    from fabricsim.sizing import size
-
-    if disagg:
-        fail("--disagg: sizes disaggregated serving pools; add --inference")
-    if checkpoint is not None:
-        fail("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
-    if objective not in ("time", "cost", "energy"):
-        fail(f"--objective: {objective!r} is not one of time, cost, energy")
-    if engine is not None and engine not in EXECUTORS:
-        fail(f"--engine: {engine!r} is a serving engine, which only size --inference takes; the training search "
-             "runs where --executor says (local, ray or serial)")
-    if executor is not None and engine is not None and executor != engine:
-        fail(f"--executor {executor} and --engine {engine} disagree: give --executor alone")
-    executor = executor or engine or "local"
-    if executor not in EXECUTORS:
-        fail(f"--executor: {executor!r} is not one of local, ray, serial")
-    if resume and out is None:
-        fail("--resume needs --out (the Parquet file of the interrupted search)")
-    if pue is not None:
-        finite(pue, "--pue", low=1.0, high=10.0)
-    if kwh is not None:
-        finite(kwh, "--kwh", low=0.0, high=100.0)
-    if top < 1:
-        fail(f"--top: must be at least 1, got {top}")
-    if workers is not None and workers < 1:
-        fail(f"--workers: must be at least 1, got {workers}")
-    if not 1 <= seq <= MAX_SEQ:
-        fail(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
-    spec = _spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
-                                                                         "checkpoint")})
-    bar = None if as_json else _Bar()
+    bar = None if form != "table" else _Bar()
     try:
         if bar is not None:
             with bar.progress:
-                result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                              out=out, resume=resume, progress=bar, exhaustive=exhaustive)
+                answer = size(**arguments, progress=bar)
         else:
-            result = size(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                          out=out, resume=resume, exhaustive=exhaustive)
+            answer = size(**arguments)
     except KeyboardInterrupt:
         saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""
         fail(f"interrupted{saved}")
         raise
+    result, spec = answer.sizing, answer.spec
+    assert result is not None and spec is not None
     if plot is not None:
         from fabricsim.sizing import plot_pareto
 
         plot_pareto(result, plot)
-    data = result.to_json()
-    rows = [{k: v for k, v in e.items()} for e in data["results"]]
+    write_command_report(report, answer, inputs)
+    model_import_note(answer)
+    data, rows = answer.data, answer.rows
     if result.note is not None and not len(result.ranked):
         emit(form, data, inputs, rows)
         fail(result.note)

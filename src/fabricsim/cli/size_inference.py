@@ -3,63 +3,24 @@ a request rate; a ranked table (or JSON) with the screen and the simulated figur
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from fabricsim import units
 from fabricsim.cli.launch_view import launch_lines
-from fabricsim.cli.output import console, emit, fail, narrow, new_table, num_column, text_column
-from fabricsim.errors import SpecError
-from fabricsim.sizing import (
-    InferenceSizingSpec,
-    parse_list,
-    parse_money,
-    parse_years,
-    size_inference,
-    sizing_defaults,
+from fabricsim.cli.output import (
+    console,
+    emit,
+    fail,
+    model_import_note,
+    narrow,
+    new_table,
+    num_column,
+    text_column,
+    write_command_report,
 )
-
-
-def _rate(text: str) -> float:
-    """Requests per second from ``20``, ``20/s`` or ``1.2k``."""
-    value = text.strip().lower().removesuffix("/s").removesuffix("rps").strip()
-    if value.startswith("-"):
-        raise SpecError(f"must be > 0 requests/s, got {text!r}", field="--rate")
-    return units.parse_count(value, field="--rate")
-
-
-def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
-    """The InferenceSizingSpec of the command's options (parsed, validated; bad input is a SpecError)."""
-    for flag, key in (("--rate", "rate"), ("--slo-ttft", "slo_ttft"), ("--slo-tpot", "slo_tpot")):
-        if kw[key] is None:
-            raise SpecError("is required with --inference", field=flag)
-    defaults = sizing_defaults()
-    fields: dict[str, Any] = {
-        "model": kw["model"], "rate_per_s": _rate(kw["rate"]),
-        "slo_ttft_s": units.parse_duration(kw["slo_ttft"], field="--slo-ttft"),
-        "slo_tpot_s": units.parse_duration(kw["slo_tpot"], field="--slo-tpot"),
-        "prompt_tokens": kw["prompt"], "output_tokens": kw["output"],
-        "systems": parse_list(kw["systems"], "--systems"), "fabrics": parse_list(kw["fabrics"], "--fabrics"),
-        "tp": parse_list(kw["tp"], "--tp", int), "pp": parse_list(kw["pp"], "--pp", int),
-        "ep": parse_list(kw["ep"], "--ep", int), "max_gpus": kw["max_gpus"], "seed": kw["seed"],
-        "whole_nodes": kw["whole_nodes"], "rail_optimized": kw["rail_optimized"], "top": kw["top"],
-        "amortize_s": parse_years(kw["amortize"] or f"{defaults['amortize_years'].value:g}y", "--amortize"),
-        "gpu_hour_usd": None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
-        "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
-        "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")), "checkpoint": kw.get("checkpoint"),
-    }
-    for key in ("weights", "kv"):  # unset: the spec's defaults
-        if kw[key] is not None:
-            fields[key] = tuple(v.lower() for v in parse_list(kw[key], f"--{key}") or ())
-    if kw["duration"] is not None:
-        fields["duration_s"] = units.parse_duration(kw["duration"], field="--duration")
-    for key, name in (("slo_percentile", "slo_percentile"), ("utilization", "target_utilization"),
-                      ("confirm", "confirm_top")):
-        if kw[key] is not None:
-            fields[name] = kw[key]
-    return InferenceSizingSpec.build(**fields)
 
 
 def _ms(value: float | None) -> str:
@@ -105,21 +66,25 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int, tie
     return table
 
 
-def run_inference(kw: dict[str, Any], form: str = "table") -> None:
-    """The --inference branch of `fabricsim size` (``kw``: the command's inputs; ``form``: table, json or csv)."""
-    from fabricsim.cli.output import progress_bar
+def show_inference(arguments: dict[str, Any], inputs: dict[str, Any], form: str = "table",
+                   report: Path | None = None) -> None:
+    """The --inference branch of `fabricsim size` (``arguments``: the API's; ``inputs``: the command's; ``form``:
+    table, json or csv)."""
+    from fabricsim.api import progress_bar, size
 
-    spec = inference_spec(kw)
     bar = progress_bar("items") if form == "table" else None  # on stderr, once the search passes 2 s
     try:
-        result = size_inference(spec, out=kw["out"], progress=bar)
+        answer = size(**arguments, progress=bar)
     finally:
         if bar is not None:
             bar.close()
+    result, spec = answer.serving, answer.serving_spec
+    assert result is not None and spec is not None
+    write_command_report(report, answer, answer.inputs)
+    model_import_note(answer)
     data = result.to_json()
     if form != "table":
-        payload = {k: v for k, v in data.items() if k != "inputs"}
-        emit(form, payload, data.get("inputs", kw), data["results"])
+        emit(form, answer.data, answer.inputs, answer.rows)
         if result.best is None and result.note is not None:
             fail(result.note)
         return

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fabricsim import units
 from fabricsim.cli.goodput_options import Storage, StorageBw, StorageServer, StorageServers
 from fabricsim.cli.output import (
+    REPORT_SUFFIXES,
     FormatOpt,
     JsonOpt,
+    ReportOpt,
+    api_arguments,
     command_inputs,
     console,
     emit,
@@ -21,6 +24,7 @@ from fabricsim.cli.output import (
     output_format,
     spec_errors,
     text_column,
+    write_command_report,
 )
 from fabricsim.cli.topo_options import (
     DragonflyRouting,
@@ -38,63 +42,14 @@ from fabricsim.cli.topo_options import (
     System,
     Tiers,
     TorusDims,
-    cluster_spec,
 )
-from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.topology import BillOfMaterials, StorageNetworkSpec, Topology
+    from fabricsim.topology import BillOfMaterials, Topology
 
 DEFAULT_STORAGE_TIER = "superpod-better"
-STORAGE_OPTIONS = {"network": "--storage-network", "tier": "--storage", "server": "--storage-server",
-                   "servers": "--storage-servers", "write_bytes_per_s": "--storage-bw", "switch": "--storage-switch"}
-
-
-def storage_network_spec(network: str, tier: str, storage_bw: str | None, server: str | None, servers: int | None,
-                         switch: str | None, node_cable: str) -> StorageNetworkSpec | None:
-    """The storage options as a validated spec (None: --storage-network none); bad values are one line naming
-    the option."""
-    from pydantic import ValidationError
-
-    from fabricsim.errors import cli_field, spec_error
-    from fabricsim.topology import StorageNetworkSpec
-
-    kind = network.strip().lower()
-    if kind == "none":
-        given = [o for o, v in (("--storage-server", server), ("--storage-servers", servers),
-                                ("--storage-bw", storage_bw), ("--storage-switch", switch)) if v is not None]
-        if given:
-            raise SpecError(f"{', '.join(given)} describe(s) a storage network: add --storage-network separate or "
-                            "converged", field=given[0])
-        return None
-    try:
-        return StorageNetworkSpec(
-            network=kind, tier=tier.strip().lower(), servers=servers, switch=switch, node_cable=node_cable,
-            write_bytes_per_s=None if storage_bw is None else units.parse_rate(storage_bw, field="--storage-bw"),
-            **({} if server is None else {"server": server.strip().lower()}))
-    except ValidationError as exc:
-        raise cli_field(spec_error(exc), STORAGE_OPTIONS) from None
-
-
-def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
-    """The BOM plus the topology's size: gpus, links (directed), switches by tier and bisection first."""
-    from fabricsim.topology import LINK_KINDS
-
-    kinds = {name: int((topo.link_kind == i).sum()) for i, name in enumerate(LINK_KINDS)}
-    head = {
-        "gpus": topo.num_gpus,
-        "links": topo.num_links,
-        "links_by_kind": kinds,
-        "endpoints": topo.num_endpoints,
-        "switches": bom.switches,
-        "bisection_bytes_per_s": bom.bisection_bytes_per_s,
-        "sharp": topo.sharp,
-        "spec": topo.spec.model_dump(mode="json"),
-    }
-    data = bom.model_dump(mode="json")
-    return head | {k: v for k, v in data.items() if k not in head}
 
 
 def _usd(value: float | None) -> str:
@@ -199,30 +154,25 @@ def topo_command(
         "--storage-switch", help="separate storage fabric: switch id or link [default: the compute fabric's]")] = None,
     plot: Path | None = typer.Option(None, "--plot", help="draw a sketch of the cluster to this image file"),
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
+    report: ReportOpt = None,
 ) -> None:
     """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
-    from fabricsim.catalog import load_catalog
-    from fabricsim.topology import build_topology
-
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
+    from fabricsim.api import topology
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
-    network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
-                                   storage_switch, node_cable)
-    if network is not None:
-        spec = spec.model_copy(update={"storage": network})
-    topo = build_topology(spec, load_catalog(*calibration))
-    bom = topo.bom()
+    report = check_output_path(report, "--report", REPORT_SUFFIXES)
+    result = topology(**api_arguments(topology, inputs))
+    topo, bom = result.topology, result.bom
+    assert topo is not None and bom is not None
     if plot is not None:
         from fabricsim.topology import sketch
 
         sketch(topo, plot)
-    data = topo_json(topo, bom)
-    if emit(form, data, inputs, data["items"]):
+    write_command_report(report, result, inputs)
+    if emit(form, result.data, inputs, result.rows):
         return
     summary, items = topo_tables(topo, bom)
     console.print(summary)

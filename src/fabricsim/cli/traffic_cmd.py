@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fabricsim import units
+from fabricsim.api import cluster_spec, progress_bar
 from fabricsim.cli.goodput_options import StorageServer, StorageServers
 from fabricsim.cli.output import (
     FormatOpt,
@@ -19,7 +20,6 @@ from fabricsim.cli.output import (
     new_table,
     num_column,
     output_format,
-    progress_bar,
     spec_errors,
     text_column,
 )
@@ -39,7 +39,6 @@ from fabricsim.cli.topo_options import (
     System,
     Tiers,
     TorusDims,
-    cluster_spec,
 )
 from fabricsim.errors import SpecError
 

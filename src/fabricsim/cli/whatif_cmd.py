@@ -20,18 +20,22 @@ from fabricsim.cli.goodput_options import (
     StorageNetwork,
     StorageServer,
     StorageServers,
-    goodput_spec,
 )
 from fabricsim.cli.output import (
+    REPORT_SUFFIXES,
     FormatOpt,
+    ReportOpt,
+    api_arguments,
     command_inputs,
     console,
     emit,
+    model_import_note,
     new_table,
     num_column,
     output_format,
     spec_errors,
     text_column,
+    write_command_report,
 )
 from fabricsim.cli.train_cmd import (
     AsJson,
@@ -70,11 +74,8 @@ from fabricsim.cli.train_cmd import (
     Vpp,
     Zero,
     choice_line,
-    plan_json,
-    prepare_run,
     run_title,
     step_line,
-    training_bands,
 )
 
 if TYPE_CHECKING:
@@ -201,45 +202,26 @@ def whatif_command(
     fmt: FormatOpt = None,
     as_json: AsJson = False,
     calibration: Calibration = None,
+    report: ReportOpt = None,
 ) -> None:
     """Which layer to make faster, and which cluster swap pays: step time per layer sped up and per swap with its
     cost from the bill of materials (same plan and options as `train`)."""
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
-    from fabricsim.analysis import Scenario, parse_swap, what_if
-    from fabricsim.inputs import finite
+    from fabricsim.api import whatif
+    from fabricsim.inputs import check_output_path
 
-    factor = finite(factor, "--factor", low=1.0, high=1e6, low_open=True)
-    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
-                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares) \
-        if goodput else None
-    swaps = tuple(parse_swap(s) for s in swap or [])
-    run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq, gbs=gbs,
-                      mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision, kernels=kernels,
-                      pp_layout=pp_layout, flash_attn=flash_attn, sequence_parallel=sequence_parallel,
-                      overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
-                      tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
-                      shared_expert_overlap=shared_expert_overlap, dropout=dropout,
-                      moe_balance=moe_balance,
-                      capacity_factor=capacity_factor, moe_dispatcher=moe_dispatcher, fabric=fabric,
-                      oversubscription=oversubscription,
-                      calibration=calibration, grad_dtype=grad_dtype, etp=etp,
-                      gpus_per_node=gpus_per_node)
-    scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog,
-                        goodput=options)
-    result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration or []))
-    from fabricsim.validation import band_fields
-
-    found = training_bands(run, calibration)
-    data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}), "plan": plan_json(run.plan),
-            "chosen": run.choice.to_json()}
-    rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
-        [{"kind": "swap", **d} for d in data.get("swaps", [])]
-    if emit(form, data, inputs, rows):
+    report = check_output_path(report, "--report", REPORT_SUFFIXES)
+    answer = whatif(**api_arguments(whatif, inputs))
+    run, result = answer.run, answer.analysis
+    assert run is not None and result is not None
+    write_command_report(report, answer, inputs)
+    model_import_note(answer)
+    if emit(form, answer.data, inputs, answer.rows):
         return
     console.print(f"[bold]what if[/]: {run_title(run)}")
     console.print(choice_line(run.choice))
-    console.print("base " + step_line(run.prediction, found))
+    console.print("base " + step_line(run.prediction, answer.bands))
     console.print(layer_table(result))
     if result.swaps:
         console.print(swap_table(result))

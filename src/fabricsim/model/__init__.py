@@ -1,5 +1,6 @@
-"""What a model is: the spec schema and presets, parameter counts, the FLOPs of its layers, number formats and KV
-bytes per token, and the compute roofline of a GEMM on a GPU. Nothing here knows about parallel plans.
+"""What a model is: the spec schema and presets, Hugging Face config import, parameter counts, the FLOPs of its
+layers, number formats and KV bytes per token, and the compute roofline of a GEMM on a GPU. Nothing here knows
+about parallel plans.
 """
 
 from fabricsim.model.compute import (
@@ -38,7 +39,17 @@ from fabricsim.model.formats import (
     kv_bytes_per_token_model,
     kv_heads_per_gpu,
 )
-from fabricsim.model.presets import Preset, list_presets, load_model, load_model_file, preset
+from fabricsim.model.hf_config import HFImport, import_hf_config, import_hf_data, is_hf_config, known_architectures
+from fabricsim.model.hf_files import ShippedConfig, hub_cache, shipped_configs
+from fabricsim.model.presets import (
+    Preset,
+    list_presets,
+    load_model,
+    load_model_file,
+    load_model_import,
+    preset,
+    resolve_model,
+)
 from fabricsim.model.spec import MLASpec, ModelSpec, MoESpec, ParameterCount
 
 __all__ = [
@@ -46,11 +57,13 @@ __all__ = [
     "WEIGHT_BYTES",
     "ExpertLoad",
     "ForwardFlops",
+    "HFImport",
     "MLASpec",
     "MoESpec",
     "ModelSpec",
     "ParameterCount",
     "Preset",
+    "ShippedConfig",
     "achievable_flops_per_s",
     "attention_flops_per_s",
     "compute_time",
@@ -70,8 +83,13 @@ __all__ = [
     "grouped_gemm_efficiency",
     "hbm_efficiency",
     "hbm_time",
+    "hub_cache",
+    "import_hf_config",
+    "import_hf_data",
+    "is_hf_config",
     "k_efficiency",
     "kernel_gap_s",
+    "known_architectures",
     "kv_bytes_per_token_layer",
     "kv_bytes_per_token_model",
     "kv_heads_per_gpu",
@@ -79,9 +97,12 @@ __all__ = [
     "list_presets",
     "load_model",
     "load_model_file",
+    "load_model_import",
     "matmul_efficiency",
     "megatron_step_flops",
     "preset",
+    "resolve_model",
+    "shipped_configs",
     "sm80_kernel_fraction",
     "touched_experts",
 ]

@@ -9,6 +9,7 @@ full mesh), ECMP routing over numpy link arrays, and the bill of materials.
     topo.bom()                    # switches, cables, cost, power, bisection
 """
 
+from fabricsim.lazy import callable_package
 from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.build import build_cluster, build_topology, check_buildable
 from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
@@ -73,3 +74,7 @@ __all__ = [
     "storage_bill",
     "tier_targets",
 ]
+
+# `fabricsim.topology(...)`: the API function of `fabricsim topo` (fabricsim.api.topology), called through this
+# package, which shares its name.
+callable_package(__name__, "fabricsim.api", "topology")

@@ -1,0 +1,163 @@
+"""`fabricsim.collective`: what nccl-tests would measure for one collective over a size sweep (analytical or on the
+flow simulator), each row with its error band; the engine of `fabricsim collective`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fabricsim import units
+from fabricsim.api.result import Result
+from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.catalog import GPU, Catalog
+    from fabricsim.collectives import CollectiveModel, Prediction
+    from fabricsim.validation import BandResult
+
+
+@dataclass(frozen=True, repr=False)
+class CollectiveResult(Result):
+    """A predicted size sweep: ``prediction.rows`` (size, time, algbw, busbw, algorithm, protocol, bound), each
+    row's bands (``row_bands``) and the regime line; ``to_frame()`` is the rows."""
+
+    command: ClassVar[str] = "collective"
+
+    prediction: Prediction | None = None
+    model: CollectiveModel | None = None
+    row_bands: list[dict[str, BandResult]] = field(default_factory=list)
+    op: str = ""
+    ranks: int = 0
+    per_node: int = 0
+    system: str = ""
+
+    def headline(self) -> dict[str, Any]:
+        assert self.prediction is not None
+        last = self.prediction.rows[-1]
+        return {"op": self.op, "ranks": self.ranks, "max_size_bytes": last.size_bytes,
+                "busbw_bytes_per_s": last.busbw_GBps * 1e9, "regime": self.data["regime"]}
+
+
+def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = None,
+               ranks_per_node: int | None = None, op: str = "all_reduce", min_size: str = "8", max_size: str = "8G",
+               step_factor: float = 2.0, algo: str = "auto", proto: str = "auto", fabric: str | None = None,
+               fabric_kind: str = "fat-tree", planes: int = 1, dragonfly_routing: str = "minimal",
+               dtype: str = "float", sim: str = "analytical", routing: str | None = None,
+               oversubscription: float = 1.0, calibration: Sequence[str] = ()) -> CollectiveResult:
+    """Predict what nccl-tests would measure for one collective across message sizes (the options and defaults of
+    `fabricsim collective`; sizes as its --min/--max text, e.g. ``"1M"``)."""
+    inputs = dict(locals())
+    calibration = list(calibration)
+    from fabricsim import inputs as checks
+    from fabricsim.catalog import load_catalog
+    from fabricsim.collectives import CollectiveModel, dtype_bytes, group_shape, parse_op, size_sweep
+    from fabricsim.validation import band_fields
+
+    oversubscription = checks.oversubscription(oversubscription)
+    kind = fabric_kind.strip().lower()
+    from fabricsim.comm import DIRECT_FABRICS
+
+    if (kind not in (*DIRECT_FABRICS, "fat-tree") or planes != 1) and sim != "flow":
+        raise SpecError("rail-only and --planes build a fabric for the flow simulator; add --sim flow (the "
+                        "analytical model prices a rail-optimized fat tree, which they match for rail-local "
+                        "traffic)", field="--fabric")
+    if routing is not None and sim != "flow":
+        raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
+                        "routes)", field="--routing")
+    catalog = load_catalog(*calibration)
+    sysm = catalog.system(system)
+    if nodes < 1:
+        raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
+    per_node = sysm.gpus_per_node if ranks_per_node is None else ranks_per_node
+    if not 1 <= per_node <= sysm.gpus_per_node:
+        raise SpecError(f"must be 1..{sysm.gpus_per_node} on {sysm.id}, got {per_node}", field="--ranks-per-node")
+    total = nodes * per_node
+    ngpus = total if gpus is None else gpus
+    if not 1 <= ngpus <= total:
+        raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
+    name = parse_op(op)
+    element = dtype_bytes(dtype)
+    sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
+                       checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
+    taper = 1.0
+    if nodes > 1:
+        from fabricsim.collectives import resolve_fabric_link
+        from fabricsim.topology import build_cluster, check_buildable
+
+        link = resolve_fabric_link(catalog, sysm, fabric).id
+        check_buildable(sysm.id, nodes, link, oversubscription, catalog, field="--nodes")
+        if kind in DIRECT_FABRICS and sim != "flow":  # all_to_all tapered to the network's bisection
+            from fabricsim.comm import direct_taper
+
+            taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind, link=link, catalog=catalog))
+    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric,
+                        oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
+    model = CollectiveModel(shape, catalog=catalog)
+    if sim == "flow":
+        from fabricsim.api.progress import progress_bar
+        from fabricsim.network import flow_progress
+
+        with flow_progress(progress_bar()):  # on stderr, once a run passes 2 s
+            prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
+                                          fabric, oversubscription, dtype, catalog,
+                                          {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing})
+    elif sim == "analytical":
+        prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
+    else:
+        raise SpecError(f"unknown simulator {sim!r}; choose analytical or flow", field="--sim")
+    data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction)}
+    row_bands = _row_bands(prediction, shape.nnodes, name, catalog.gpu(sysm.gpu), calibration)
+    for row, found in zip(data["rows"], row_bands, strict=True):
+        row.update(band_fields(found))
+    return CollectiveResult(inputs, data, rows=data["rows"], prediction=prediction, model=model,
+                            row_bands=row_bands, op=name, ranks=ngpus, per_node=per_node, system=sysm.id)
+
+
+def regime_line(prediction: Prediction) -> str:
+    """Which resource bounds the sweep where, from each row's `bound`: 'latency-bound up to 32 MiB, nvlink-bound
+    from 128 MiB'."""
+    segments: list[tuple[str, int, int]] = []
+    for r in prediction.rows:
+        if segments and segments[-1][0] == r.bound:
+            segments[-1] = (r.bound, segments[-1][1], r.size_bytes)
+        else:
+            segments.append((r.bound, r.size_bytes, r.size_bytes))
+    if len(segments) == 1:
+        return f"regime: {segments[0][0]}-bound over the whole sweep"
+    parts = []
+    for i, (bound, lo, hi) in enumerate(segments):
+        if i == 0:
+            parts.append(f"{bound}-bound up to {units.format_size(hi)}")
+        elif i == len(segments) - 1:
+            parts.append(f"{bound}-bound from {units.format_size(lo)}")
+        else:
+            parts.append(f"{bound}-bound {units.format_size(lo)}-{units.format_size(hi)}")
+    return "regime: " + ", ".join(parts)
+
+
+def _row_bands(prediction: Prediction, nnodes: int, op: str, gpu: GPU, calibration: list[str]
+               ) -> list[dict[str, BandResult]]:
+    """Each row's error bands: its time and bandwidths, in the regime its bound puts it in."""
+    from fabricsim.validation import bands, collective_regime
+
+    return [bands({"time_s": (r.time_s, True), "algbw_bytes_per_s": (r.algbw_GBps * 1e9, False),
+                   "busbw_bytes_per_s": (r.busbw_GBps * 1e9, False)}, collective_regime(nnodes, r.bound, op, gpu),
+                  calibration)
+            for r in prediction.rows]
+
+
+def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,
+                     routing: str, fabric: str | None, oversubscription: float, dtype: str,
+                     catalog: Catalog, design: dict[str, Any] | None = None) -> Prediction:
+    """The sweep on the flow simulator: a fabric of `nodes` nodes (a fat tree unless ``design`` names another
+    design, planes or dragonfly routing), the group's GPUs spread `per_node` a node."""
+    from fabricsim.collectives import predict_on_flow, resolve_fabric_link
+    from fabricsim.topology import build_cluster
+
+    sysm = catalog.system(system)
+    link = resolve_fabric_link(catalog, sysm, fabric).id
+    topology = build_cluster(system, nodes=nodes, link=link, oversubscription=oversubscription, catalog=catalog,
+                             **(design or {"fabric": "fat-tree"}))
+    gpus = [node * sysm.gpus_per_node + local for node in range(nodes) for local in range(per_node)][:ngpus]
+    return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype)

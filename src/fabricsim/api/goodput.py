@@ -1,0 +1,61 @@
+"""The goodput options `train`, `whatif` and `size` share, as a checked spec, and the goodput of a predicted run
+(failures, checkpoints, restarts) with its JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fabricsim import units
+
+if TYPE_CHECKING:
+    from fabricsim.comm import Cluster
+    from fabricsim.model import ModelSpec
+    from fabricsim.training import Goodput, GoodputSpec, TrainingPrediction
+
+# GoodputSpec fields whose option is named otherwise
+GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
+                   "mtbf_scale": "--mtbf-scale", "restart_s": "--restart", "checkpoint": "--checkpoint-mode",
+                   "storage": "--storage", "storage_network": "--storage-network",
+                   "storage_server": "--storage-server", "storage_servers": "--storage-servers",
+                   "spares": "--spares", "spare_fraction": "--spares"}
+
+
+def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval: str | None, mtbf_scale: float,
+                 restart: str | None, *, network: str = "separate", server: str | None = None,
+                 servers: int | None = None, spares: str | None = None) -> GoodputSpec:
+    """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
+    from pydantic import ValidationError
+
+    from fabricsim.errors import cli_field, spec_error
+    from fabricsim.training import GoodputSpec, spare_fields
+
+    try:  # GoodputSpec's own bounds refuse a zero rate or interval
+        return GoodputSpec(
+            storage=storage.strip().lower(), checkpoint=checkpoint.strip().lower(), mtbf_scale=mtbf_scale,
+            storage_write_bytes_per_s=None if storage_bw is None else
+            units.parse_rate(storage_bw, field="--storage-bw"),
+            interval_s=None if interval is None else units.parse_duration(interval, field="--checkpoint-interval"),
+            restart_s=None if restart is None else units.parse_duration(restart, field="--restart"),
+            storage_network=network.strip().lower(), storage_servers=servers, **spare_fields(spares, "--spares"),
+            **({} if server is None else {"storage_server": server.strip().lower()}))
+    except ValidationError as exc:
+        raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
+
+
+def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, options: GoodputSpec) -> Goodput:
+    """Goodput of the predicted run on its cluster (its parts from the bill of materials)."""
+    from fabricsim.training import job_parts, predict_goodput
+
+    return predict_goodput(spec, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
+                           options)
+
+
+def goodput_json(g: Goodput) -> dict[str, Any]:
+    """The goodput figures as JSON (SI; an interval that is never needed is null)."""
+    from dataclasses import asdict
+
+    data = asdict(g)
+    data["storage_bill"] = None if g.storage_bill is None else g.storage_bill.model_dump(mode="json")
+    if data["checkpoint_interval_s"] == float("inf"):
+        data["checkpoint_interval_s"] = None
+    return data

@@ -1,0 +1,145 @@
+"""`fabricsim.size`: the cheapest (or fastest, or least-energy) cluster and plan to train a model on a token budget
+under a deadline, budget and power cap; with ``inference=True``, the cheapest system, serving plan and replica count
+meeting TTFT/TPOT SLOs at a request rate. The engine of `fabricsim size`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fabricsim.api.result import Result, model_import_fields
+from fabricsim.api.size_spec import EXECUTORS, MAX_SEQ, TRAINING_ONLY, inference_spec, sizing_spec
+from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, SizingResult, SizingSpec
+
+
+@dataclass(frozen=True, repr=False)
+class SizeResult(Result):
+    """A sizing search: the ranked plans (``rows``; ``to_frame()``), the Pareto front and ties (``data``), and the
+    search result behind them: ``sizing`` for training, ``serving`` for ``inference=True``. ``note`` says why
+    nothing qualified, when nothing did."""
+
+    command: ClassVar[str] = "size"
+
+    sizing: SizingResult | None = None
+    spec: SizingSpec | None = None
+    serving: InferenceSizingResult | None = None
+    serving_spec: InferenceSizingSpec | None = None
+
+    @property
+    def note(self) -> str | None:
+        result = self.sizing if self.sizing is not None else self.serving
+        return None if result is None else result.note
+
+    @property
+    def best(self) -> dict[str, Any] | None:
+        """The first-ranked plan (SI keys as in the JSON), or None when nothing qualifies."""
+        rows = self.to_dict()["results"]
+        return rows[0] if rows else None
+
+    def headline(self) -> dict[str, Any]:
+        best = self.best
+        keys = ("system", "gpus", "cost_usd", "time_to_train_s", "cost_usd_per_million_tokens", "replicas")
+        return {"qualifying": len(self.data.get("results", [])),
+                **({k: best[k] for k in keys if best is not None and k in best})}
+
+
+def _check(message: str) -> None:
+    """Bad input: the one-line error the CLI prints."""
+    raise SpecError(message)
+
+
+def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str | None = None,
+         budget: str | None = None, power_cap: str | None = None, gpus: str | None = None, nodes: str | None = None,
+         systems: str | None = None, fabrics: str | None = None, fabric_kinds: str | None = None,
+         oversubscription: str = "1,2", rail_optimized: bool = True, seq: int = 8192, gbs: str = "1024",
+         tp: str | None = None, pp: str | None = None, cp: str | None = None, ep: str | None = None,
+         etp: str | None = None, vpp: str | None = None, mbs: str | None = None, recompute: str | None = None,
+         zero: str | None = None, precision: str | None = None, flash_attn: bool = True, overlap: bool = True,
+         dropout: bool | None = None, ep_comm_overlap: bool | None = None, shared_expert_overlap: bool | None = None,
+         moe_balance: str | None = None, moe_dispatcher: str | None = None, capacity_factor: float | None = None,
+         objective: str = "cost", amortize: str | None = None, gpu_hour: str | None = None, pue: float | None = None,
+         kwh: float | None = None, top: int = 10, executor: str | None = None, engine: str | None = None,
+         workers: int | None = None, ray_address: str | None = None, out: str | Path | None = None,
+         resume: bool = False, exhaustive: bool = False, inference: bool = False, rate: str | None = None,
+         slo_ttft: str | None = None, slo_tpot: str | None = None, prompt: int = 2048, output: int = 256,
+         weights: str | None = None, kv: str | None = None, duration: str | None = None, seed: int = 0,
+         max_gpus: int | None = None, slo_percentile: int | None = None, utilization: float | None = None,
+         confirm: int | None = None, whole_nodes: bool = False, disagg: bool = False, checkpoint: str | None = None,
+         goodput: bool = True, storage: str = "superpod-better", storage_bw: str | None = None,
+         storage_network: str = "separate", storage_server: str | None = None, storage_servers: int | None = None,
+         spares: str | None = None, checkpoint_mode: str = "sync", checkpoint_interval: str | None = None,
+         mtbf_scale: float = 1.0, restart: str | None = None,
+         progress: Callable[..., None] | None = None) -> SizeResult:
+    """Search clusters x plans (the options and defaults of `fabricsim size`: lists and ranges as its text, e.g.
+    ``gpus="1024..4096"``, ``tp="4,8"``); ``progress(done, total, plans)`` is called as clusters finish."""
+    inputs = {k: v for k, v in locals().items() if k != "progress"}
+    from fabricsim.inputs import finite
+
+    out = None if out is None else Path(out)
+    if gpu_hour is not None:
+        from fabricsim.sizing import parse_money
+
+        if not parse_money(gpu_hour, "--gpu-hour") > 0:
+            _check(f"--gpu-hour: must be > 0 USD per GPU-hour (at {gpu_hour} every cost would be $0), got "
+                   f"{gpu_hour}")
+    if inference:
+        return _size_inference(inputs, out, progress)
+    if disagg:
+        _check("--disagg: sizes disaggregated serving pools; add --inference")
+    if checkpoint is not None:
+        _check("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
+    if objective not in ("time", "cost", "energy"):
+        _check(f"--objective: {objective!r} is not one of time, cost, energy")
+    if engine is not None and engine not in EXECUTORS:
+        _check(f"--engine: {engine!r} is a serving engine, which only size --inference takes; the training search "
+               "runs where --executor says (local, ray or serial)")
+    if executor is not None and engine is not None and executor != engine:
+        _check(f"--executor {executor} and --engine {engine} disagree: give --executor alone")
+    executor = executor or engine or "local"
+    if executor not in EXECUTORS:
+        _check(f"--executor: {executor!r} is not one of local, ray, serial")
+    if resume and out is None:
+        _check("--resume needs --out (the Parquet file of the interrupted search)")
+    if pue is not None:
+        finite(pue, "--pue", low=1.0, high=10.0)
+    if kwh is not None:
+        finite(kwh, "--kwh", low=0.0, high=100.0)
+    if top < 1:
+        _check(f"--top: must be at least 1, got {top}")
+    if workers is not None and workers < 1:
+        _check(f"--workers: must be at least 1, got {workers}")
+    if not 1 <= seq <= MAX_SEQ:
+        _check(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
+    from fabricsim.sizing import size as search
+
+    spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
+                                                                        "checkpoint")})
+    result = search(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+                    out=out, resume=resume, progress=progress, exhaustive=exhaustive)
+    data = {**result.to_json(), **model_import_fields(model)}
+    rows = [dict(e) for e in data["results"]]
+    return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
+
+
+def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable[..., None] | None) -> SizeResult:
+    """The ``inference=True`` search: options that size training only are refused, not ignored."""
+    from fabricsim.sizing import size_inference
+
+    given = [f"--{k.replace('_', '-')}" for k in TRAINING_ONLY if inputs.get(k) is not None]
+    if given:
+        _check(f"{', '.join(given)}: size training only; --inference sizes serving at --rate (leave "
+               f"{'it' if len(given) == 1 else 'them'} out)")
+    engine = inputs.get("engine")
+    if engine is not None and engine in EXECUTORS:
+        _check(f"--engine: with --inference it names the serving engine (trtllm, vllm or sglang), not {engine!r}; "
+               "--executor sets where a training search runs")
+    spec = inference_spec({**inputs, "out": out})
+    result = size_inference(spec, out=out, progress=progress)
+    data = result.to_json()
+    payload = {**{k: v for k, v in data.items() if k != "inputs"}, **model_import_fields(inputs["model"])}
+    return SizeResult(data.get("inputs", inputs), payload, rows=data["results"], serving=result, serving_spec=spec)

@@ -1,0 +1,172 @@
+"""`fabricsim.topology`: build a cluster topology (fat tree, rail-only, multi-plane, dragonfly+, Slim Fly, torus,
+mesh; NVLink domains; a storage network) and its bill of materials; the engine of `fabricsim topo`. Also the
+cluster options `topo` and `traffic` share, parsed into a ClusterSpec."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from fabricsim import units
+from fabricsim.api.result import Result
+from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.topology import BillOfMaterials, ClusterSpec, StorageNetworkSpec, Topology
+
+
+DEFAULT_STORAGE_TIER = "superpod-better"
+STORAGE_OPTIONS = {"network": "--storage-network", "tier": "--storage", "server": "--storage-server",
+                   "servers": "--storage-servers", "write_bytes_per_s": "--storage-bw", "switch": "--storage-switch"}
+
+
+def storage_network_spec(network: str, tier: str, storage_bw: str | None, server: str | None, servers: int | None,
+                         switch: str | None, node_cable: str) -> StorageNetworkSpec | None:
+    """The storage options as a validated spec (None: --storage-network none); bad values are one line naming
+    the option."""
+    from pydantic import ValidationError
+
+    from fabricsim.errors import cli_field, spec_error
+    from fabricsim.topology import StorageNetworkSpec
+
+    kind = network.strip().lower()
+    if kind == "none":
+        given = [o for o, v in (("--storage-server", server), ("--storage-servers", servers),
+                                ("--storage-bw", storage_bw), ("--storage-switch", switch)) if v is not None]
+        if given:
+            raise SpecError(f"{', '.join(given)} describe(s) a storage network: add --storage-network separate or "
+                            "converged", field=given[0])
+        return None
+    try:
+        return StorageNetworkSpec(
+            network=kind, tier=tier.strip().lower(), servers=servers, switch=switch, node_cable=node_cable,
+            write_bytes_per_s=None if storage_bw is None else units.parse_rate(storage_bw, field="--storage-bw"),
+            **({} if server is None else {"server": server.strip().lower()}))
+    except ValidationError as exc:
+        raise cli_field(spec_error(exc), STORAGE_OPTIONS) from None
+
+
+def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
+    """The BOM plus the topology's size: gpus, links (directed), switches by tier and bisection first."""
+    from fabricsim.topology import LINK_KINDS
+
+    kinds = {name: int((topo.link_kind == i).sum()) for i, name in enumerate(LINK_KINDS)}
+    head = {
+        "gpus": topo.num_gpus,
+        "links": topo.num_links,
+        "links_by_kind": kinds,
+        "endpoints": topo.num_endpoints,
+        "switches": bom.switches,
+        "bisection_bytes_per_s": bom.bisection_bytes_per_s,
+        "sharp": topo.sharp,
+        "spec": topo.spec.model_dump(mode="json"),
+    }
+    data = bom.model_dump(mode="json")
+    return head | {k: v for k, v in data.items() if k not in head}
+
+
+def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:
+    """The spec's ``link`` from the CLI's alternatives: --ib ndr -> ib-ndr, --ib eth-400g (or --eth 400g) ->
+    eth-400g, --switch id;
+    None when none is given (the system's own NIC generation)."""
+    for flag, value in (("--ib", ib), ("--eth", eth), ("--switch", switch)):
+        if value is not None and not value.strip():
+            raise SpecError("empty; name a network (e.g. ndr, 400g) or leave the option out", field=flag)
+    given = [v for v in (ib, eth, switch) if v]
+    if len(given) > 1:
+        raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")
+    if switch:
+        return switch
+    if eth:
+        rate = eth.strip().lower().removeprefix("eth-")
+        return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
+    if ib:
+        key = ib.strip().lower()
+        if key.startswith("eth-") or (key.endswith("g") and key[:-1].isdigit()):
+            return f"eth-{key.removeprefix('eth-')}"
+        return f"ib-{key.removeprefix('ib-')}"
+    return None
+
+
+def parse_dims(text: str | None) -> tuple[int, int, int] | None:
+    """``4x4x2`` -> (4, 4, 2)."""
+    if text is None:
+        return None
+    parts = text.lower().split("x")
+    if len(parts) != 3 or not all(p.strip().isdigit() for p in parts):
+        raise SpecError(f"cannot read {text!r} as three sizes like 4x4x2", field="torus_dims")
+    a, b, c = (int(p) for p in parts)
+    return a, b, c
+
+
+def with_nvlink_domain(system: str, nvlink_domain: int | None) -> str:
+    """The system id ``--nvlink-domain`` asks for: ``gb200-nvl72`` joined into domains of N GPUs is
+    ``gb200-nvl72@N``."""
+    if nvlink_domain is None:
+        return system
+    if "@" in system:
+        raise SpecError(f"{system!r} already names its NVLink domain; leave --nvlink-domain out",
+                        field="--nvlink-domain")
+    base, sep, used = system.partition("/")
+    return f"{base}@{nvlink_domain}{sep}{used}"
+
+
+def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str | None, switch: str | None,
+                 tiers: int | None, rail_optimized: bool, oversubscription: float, node_cable: str,
+                 torus_dims: str | None, nodes_per_switch: int, planes: int = 1,
+                 dragonfly_routing: str = "minimal", nvlink_domain: int | None = None) -> ClusterSpec:
+    """The validated ClusterSpec the shared options describe."""
+    from fabricsim.topology import ClusterSpec
+
+    return ClusterSpec.parse({
+        "system": with_nvlink_domain(system, nvlink_domain), "nodes": nodes, "fabric": fabric,
+        "link": fabric_link(ib, eth, switch), "tiers": tiers,
+        "rail_optimized": rail_optimized, "oversubscription": oversubscription, "node_cable": node_cable,
+        "torus_dims": parse_dims(torus_dims), "nodes_per_switch": nodes_per_switch, "planes": planes,
+        "dragonfly_routing": dragonfly_routing,
+    })
+
+
+@dataclass(frozen=True, repr=False)
+class TopologyResult(Result):
+    """A built cluster: ``topology`` (links, router) and its ``bom`` (switches by tier, cables, cost, power,
+    bisection); ``to_frame()`` is the bill's items."""
+
+    command: ClassVar[str] = "topo"
+    headline_keys: ClassVar[tuple[str, ...]] = ("gpus", "capex_usd", "power_w", "bisection_bytes_per_s")
+
+    topology: Topology | None = None
+    bom: BillOfMaterials | None = None
+
+    def report_extras(self) -> dict[str, Any]:
+        """The drawing of the cluster, for the report."""
+        from fabricsim.report import topology_svg
+
+        assert self.topology is not None
+        return {"topology_svg": topology_svg(self.topology)}
+
+
+def topology(*, system: str = "dgx-h100", nodes: int = 1, fabric: str = "fat-tree", ib: str | None = None,
+             eth: str | None = None, switch: str | None = None, tiers: int | None = None,
+             rail_optimized: bool = True, oversubscription: float = 1.0, node_cable: str = "optical",
+             torus_dims: str | None = None, nodes_per_switch: int = 1, planes: int = 1,
+             dragonfly_routing: str = "minimal", nvlink_domain: int | None = None, storage_network: str = "none",
+             storage: str = DEFAULT_STORAGE_TIER, storage_bw: str | None = None, storage_server: str | None = None,
+             storage_servers: int | None = None, storage_switch: str | None = None,
+             calibration: Sequence[str] = ()) -> TopologyResult:
+    """Build a cluster topology and its bill of materials (the options and defaults of `fabricsim topo`)."""
+    inputs = dict(locals())
+    from fabricsim.catalog import load_catalog
+    from fabricsim.topology import build_topology
+
+    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
+                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
+    network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
+                                   storage_switch, node_cable)
+    if network is not None:
+        spec = spec.model_copy(update={"storage": network})
+    topo = build_topology(spec, load_catalog(*calibration))
+    bom = topo.bom()
+    data = topo_json(topo, bom)
+    return TopologyResult(inputs, data, rows=data["items"], topology=topo, bom=bom)

@@ -1,0 +1,302 @@
+"""`fabricsim trace`: import a profiler trace (PyTorch/Kineto JSON, .json.gz, Nsight Systems SQLite) and show
+where a step's time went, optionally against fabricsim's prediction of the same plan; calibrate on its
+collectives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from fabricsim import units
+from fabricsim.cli.calibrate_cmd import calibration_tables, stderr_warnings
+from fabricsim.cli.output import (
+    FormatOpt,
+    JsonOpt,
+    command_inputs,
+    console,
+    emit,
+    fabric_help,
+    new_table,
+    num_column,
+    output_format,
+    spec_errors,
+    text_column,
+)
+from fabricsim.cli.train_cmd import (
+    Calibration,
+    Cp,
+    Dp,
+    Ep,
+    Fabric,
+    Gbs,
+    Gpus,
+    Mbs,
+    Pp,
+    Precision,
+    Recompute,
+    Seq,
+    Tp,
+    Zero,
+)
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from fabricsim.analysis import CompareRow
+    from fabricsim.bench import DeviceSummary, GemmEfficiency, TraceSummary
+    from fabricsim.catalog import Catalog
+
+trace_app = typer.Typer(
+    name="trace",
+    help="Profiler traces (PyTorch/Kineto JSON, Nsight Systems SQLite): where a step's time went, measured against "
+         "the model, and calibration on their collectives.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+TraceFile = Annotated[Path, typer.Argument(help="PyTorch profiler / Kineto trace (.json, .json.gz) or Nsight "
+                                                "Systems SQLite export (nsys export --type sqlite)")]
+Rank = Annotated[int | None, typer.Option("--rank", help="the device to report: GPU index in the trace (a CPU "
+                                                         "profile: process id); default the first")]
+MaxEvents = Annotated[int | None, typer.Option("--max-events", help="refuse traces with more kernels and operators "
+                                                                    "than this (default 20,000,000)")]
+ModelOpt = Annotated[str | None, typer.Option("--model", help="preset name or model spec file: compare the trace "
+                                                              "with fabricsim's prediction of this plan")]
+SystemOpt = Annotated[str | None, typer.Option("--system", help="system preset the trace ran on (default with "
+                                                                "--model: dgx-h100)")]
+
+
+def _progress() -> tuple[Any, Any]:
+    """A reading progress bar (percent of the file, or of an export's kernels) on stderr for traces that take more
+    than 2 s, and its closer."""
+    from fabricsim.api import progress_bar
+
+    bar = progress_bar(unit="%")
+    if bar is None:
+        return None, lambda: None
+    return (lambda done, total: bar("reading trace", 100 * done // max(total, 1), 100)), bar.close
+
+
+def load_summary(path: Path, rank: int | None, max_events: int | None) -> TraceSummary:
+    """Read and summarise a trace with a progress bar on a terminal."""
+    from fabricsim.bench import MAX_EVENTS, import_trace
+
+    if max_events is not None and max_events < 1:
+        from fabricsim.errors import SpecError
+
+        raise SpecError(f"must be at least 1, got {max_events}", field="--max-events")
+    progress, close = _progress()
+    try:
+        return import_trace(path, device=rank, max_events=max_events or MAX_EVENTS, progress=progress)
+    finally:
+        close()
+
+
+def _gpu_for(summary: TraceSummary, device: DeviceSummary, catalog: Catalog, system: str | None) -> Any:
+    """The catalog GPU the GEMMs ran on: the system's, else the one the trace's device name matches."""
+    from fabricsim.bench import device_matches
+
+    if system is not None:
+        return catalog.gpu(catalog.system(system).gpu)
+    if device.kind != "gpu" or not device.name:
+        return None
+    found = [g for g in catalog.gpus.values() if device_matches(device.name, g.id)]
+    return found[0] if len(found) == 1 else None
+
+
+def _efficiency(summary: TraceSummary, device: DeviceSummary, catalog: Catalog,
+                system: str | None) -> GemmEfficiency | None:
+    from fabricsim.bench import gemm_efficiency
+
+    gpu = _gpu_for(summary, device, catalog, system)
+    if device.gemm is None or gpu is None or device.kind != "gpu":
+        return None
+    return gemm_efficiency(device.gemm, gpu)
+
+
+def _pct(part: float, whole: float) -> str:
+    return f"{part / whole:6.1%}" if whole > 0 else "-"
+
+
+def device_tables(device: DeviceSummary) -> list[Table]:
+    """Kernel time by class, the step's overlap figures, and the collectives by operation and size."""
+    step = device.step_time_s
+    classes = new_table(title=f"device {device.device} {device.name}: kernel time by class per step "
+                              f"({device.steps} step{'s' if device.steps != 1 else ''}, {device.step_source})")
+    text_column(classes, "class")
+    for header in ("kernels", "kernel time", "busy", "share of step"):
+        num_column(classes, header)
+    for c in device.classes:
+        classes.add_row(c.kind, f"{c.count:g}", units.format_duration(c.kernel_time_s),
+                        units.format_duration(c.busy_s), _pct(c.busy_s, step))
+    overlap = new_table(title="compute and communication per step")
+    text_column(overlap, "quantity")
+    num_column(overlap, "time")
+    num_column(overlap, "share of step")
+    for label, value in (("step time", step), ("compute (union)", device.compute_s),
+                         ("communication (union)", device.communication_s),
+                         ("overlapped communication", device.overlap_s),
+                         ("exposed communication", device.exposed_comm_s), ("idle", device.idle_s)):
+        overlap.add_row(label, units.format_duration(value), _pct(value, step))
+    colls = new_table(title="collectives per step by operation and size")
+    text_column(colls, "op")
+    for header in ("size", "ranks", "calls", "time", "per call", "busbw GB/s"):
+        num_column(colls, header)
+    for call in device.collectives:
+        bw = call.busbw_bytes_per_s
+        colls.add_row(call.op, units.format_size(call.size_bytes) if call.size_bytes else "?",
+                      str(call.nranks or "?"), f"{call.count:g}", units.format_duration(call.time_s),
+                      units.format_duration(call.mean_time_s), f"{bw / 1e9:.1f}" if bw else "-")
+    return [classes, overlap, colls] if device.collectives else [classes, overlap]
+
+
+def compare_table(rows: list[CompareRow], title: str) -> Table:
+    """Measured against predicted, per quantity."""
+    table = new_table(title=title)
+    text_column(table, "quantity")
+    for header in ("measured", "predicted", "error"):
+        num_column(table, header)
+    text_column(table, "note")
+    for r in rows:
+        table.add_row(r.quantity, units.format_duration(r.measured_s), units.format_duration(r.predicted_s),
+                      f"{r.error:+.1%}" if r.error is not None else "-", r.note)
+    return table
+
+
+def _gemm_line(device: DeviceSummary, eff: GemmEfficiency | None) -> str | None:
+    if device.gemm is None:
+        return None
+    g = device.gemm
+    text = (f"GEMMs with recorded shapes: {g.ops:g} per step, {g.flops / 1e12:.3g} TFLOP in "
+            f"{units.format_duration(g.time_s)}: {g.achieved_flops_per_s / 1e12:.3g} TFLOP/s ({g.dtype or '?'})")
+    if eff is not None and eff.fraction is not None and eff.peak_flops_per_s is not None:
+        text += f", {eff.fraction:.1%} of the {eff.gpu} dense peak {eff.peak_flops_per_s / 1e12:.0f} TFLOP/s"
+    return text
+
+
+@trace_app.command("import")
+@spec_errors
+def import_command(
+    file: TraceFile,
+    model: ModelOpt = None,
+    system: SystemOpt = None,
+    gpus: Gpus = None,
+    tp: Tp = 1,
+    pp: Pp = 1,
+    dp: Dp = None,
+    cp: Cp = 1,
+    ep: Ep = 1,
+    seq: Seq = 4096,
+    gbs: Gbs = 512,
+    mbs: Mbs = None,
+    recompute: Recompute = None,
+    zero: Zero = None,
+    precision: Precision = "bf16",
+    fabric: Fabric = None,
+    calibration: Calibration = None,
+    rank: Rank = None,
+    max_events: MaxEvents = None,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Where a profiled step's time went: kernel time by class (GEMM, attention, element-wise, memory,
+    communication), collectives by operation and size, overlapped and exposed communication; with --model, the
+    same quantities against fabricsim's prediction of that plan."""
+    from fabricsim.catalog import load_catalog
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    summary = load_summary(file, rank, max_events)
+    device = summary.device(rank)
+    catalog = load_catalog(*(calibration or []))
+    eff = _efficiency(summary, device, catalog, system)
+    rows: list[CompareRow] | None = None
+    title = ""
+    if model is not None:
+        from fabricsim.analysis import compare_step
+        from fabricsim.api import prepare_run
+        from fabricsim.bench import check_trace
+        from fabricsim.cli.train_cmd import run_title
+
+        summary.warnings.extend(check_trace(summary, device, catalog.system(system or "dgx-h100"), catalog))
+        run = prepare_run(model=model, system=system or "dgx-h100", gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
+                          seq=seq, gbs=gbs, mbs=mbs, vpp=None, recompute=recompute, zero=zero, precision=precision,
+                          kernels="fused", pp_layout=None, flash_attn=True, sequence_parallel=None,
+                          overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=False, fabric=fabric,
+                          oversubscription=1.0, calibration=calibration)
+        rows = compare_step(device, run.prediction, run.cluster)
+        title = f"measured (device {device.device}) vs predicted: {run_title(run)}"
+    data = {"summary": summary.to_json(), "device": device.device,
+            "gemm_efficiency": None if eff is None else {
+                "achieved_flops_per_s": eff.achieved_flops_per_s, "peak_flops_per_s": eff.peak_flops_per_s,
+                "fraction": eff.fraction, "dtype": eff.dtype, "gpu": eff.gpu},
+            "comparison": None if rows is None else [r.to_json() for r in rows]}
+    csv_rows = [r.to_json() for r in rows] if rows is not None else [
+        {"device": device.device, **{k: v for k, v in vars(c).items()}} for c in device.classes]
+    if emit(form, data, inputs, csv_rows):
+        return
+    console.print(f"{file}: {summary.format} trace, backend {summary.backend or '?'}, rank "
+                  f"{summary.rank if summary.rank is not None else '?'} of {summary.world_size or '?'}, "
+                  f"{len(summary.devices)} device(s)")
+    for table in device_tables(device):
+        console.print(table)
+    line = _gemm_line(device, eff)
+    if line:
+        console.print(line)
+    if rows is not None:
+        console.print(compare_table(rows, title))
+    stderr_warnings(summary.warnings)
+
+
+@trace_app.command("calibrate")
+@spec_errors
+def calibrate_command(
+    file: TraceFile,
+    system: Annotated[str, typer.Option("--system", help="system preset the trace ran on")],
+    fabric: Annotated[str | None, typer.Option("--ib", help=fabric_help)] = None,
+    rank: Rank = None,
+    out: Annotated[Path | None, typer.Option("--out", help="write the calibration overlay YAML here")] = None,
+    calibration: Annotated[list[str], typer.Option("--calibration", help="start from this overlay")] = [],  # noqa: B006
+    max_events: MaxEvents = None,
+    fmt: FormatOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit link efficiencies and latencies to the trace's collectives, with the checks nccl-tests logs get (a CPU or
+    gloo run, devices that are not the system's GPU, bus bandwidth above its links are refused); GEMM efficiency
+    is reported, not written (the overlay holds link and latency parameters only)."""
+    from fabricsim.bench import calibrate_trace
+    from fabricsim.catalog import load_catalog
+    from fabricsim.inputs import check_output_path
+
+    inputs = command_inputs(locals())
+    form = output_format(fmt, as_json)
+    out = check_output_path(out, "--out")
+    catalog = load_catalog(*calibration)
+    summary = load_summary(file, rank, max_events)
+    result, warnings = calibrate_trace(summary, system, catalog, device=rank, fabric=fabric)
+    result = result.model_copy(update={"warnings": warnings + result.warnings})
+    written = out if out is not None and not result.kept_catalog else None
+    if written is not None:
+        result.write(written)
+    device = summary.device(rank)
+    eff = _efficiency(summary, device, catalog, system)
+    data = result.model_dump(mode="json") | {
+        "overlay_file": str(written) if written else None,
+        "gemm_efficiency": None if eff is None else {"achieved_flops_per_s": eff.achieved_flops_per_s,
+                                                     "peak_flops_per_s": eff.peak_flops_per_s,
+                                                     "fraction": eff.fraction, "dtype": eff.dtype, "gpu": eff.gpu,
+                                                     "written": False}}
+    if emit(form, data, inputs, data["rows"]):
+        return
+    for table in calibration_tables(result, len(result.rows)):
+        console.print(table)
+    line = _gemm_line(device, eff)
+    if line:
+        console.print(line + " (reported only: the overlay holds link and latency parameters)")
+    stderr_warnings(result.warnings)
+    if written is not None:
+        console.print(f"overlay written to {written}; use it with --calibration {written}")
+    elif out is not None:
+        console.print(f"no overlay written to {out}: the fit does not beat the catalog on these measurements")
