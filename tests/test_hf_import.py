@@ -212,3 +212,12 @@ def test_catalog_models_lists_shipped_configs(runner: CliRunner) -> None:
     assert {c["id"] for c in data["hf_configs"]} == set(CARDS)
     table = runner.invoke(app, ["catalog", "models"])
     assert table.exit_code == 0 and "hf:org/name" in table.output and "gemma-3-27b" in table.output
+
+
+def test_the_config_s_context_window_bounds_inference(runner: CliRunner) -> None:
+    """max_position_embeddings is the window `infer` checks a request against, as a preset's max_context."""
+    assert shipped("llama-2-7b").max_context == 4096
+    path = str(CARDS["llama-2-7b"].path)
+    refused = runner.invoke(app, ["infer", "--model", path, "--gpus", "1", "--prompt", "8000", "--output", "256"])
+    assert refused.exit_code == 2 and "context window of 4096" in refused.stderr
+    assert runner.invoke(app, ["infer", "--model", path, "--gpus", "1", "--prompt", "2048"]).exit_code == 0

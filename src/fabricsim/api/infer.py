@@ -161,13 +161,14 @@ def served_checkpoint(model: str) -> str:
 
 
 def _max_context(model: str) -> int | None:
-    """The preset's context window, when the model is a preset that states one."""
-    from fabricsim.model import preset
+    """The model's context window: a preset's, or a Hugging Face config's max_position_embeddings."""
+    from fabricsim.model import load_model_import, preset
 
     try:
         return preset(model).max_context
     except SpecError:
-        return None
+        imported = load_model_import(model)
+        return None if imported is None else imported.max_context
 
 
 def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest,

@@ -14,9 +14,11 @@ import numpy as np
 from fabricsim.bench.trace_classify import classify
 from fabricsim.errors import SpecError
 
-MAX_EVENTS = 20_000_000
-"""timeline events (kernels, CPU operators) a trace may hold: about 45 bytes each are kept, so 20 M is under 1 GB;
-above it the reader refuses the file rather than exhaust memory"""
+MAX_EVENTS = 8_000_000
+"""timeline events (kernels, CPU operators) a trace may hold: about 85 bytes an event are kept while reading (the
+arrays, interned names, shared argument sets) and the summary's interval sweeps need as much again, about 250 bytes
+an event at peak (benchmarks/bench_trace_import.py: 4.4 M events, 1.1 GB), so 8 M events stay near 2 GB whatever
+the file's size; above it the reader refuses the file rather than exhaust memory (--max-events raises it)"""
 
 Progress = Callable[[int, int], None]
 """called while a trace is read with (done, total): bytes of a JSON file, kernels of an Nsight export"""
@@ -131,11 +133,24 @@ def check_count(kept: int, limit: int, source: str) -> None:
                         source=source)
 
 
-def kept_args(args: Any) -> dict[str, Any]:
-    """The ``KEPT_ARGS`` of an event's args (an empty dict for none)."""
+def _frozen(value: Any) -> Any:
+    """A JSON value as a hashable key: lists (shapes) as tuples."""
+    return tuple(_frozen(v) for v in value) if isinstance(value, list) else value
+
+
+def kept_args(args: Any, shared: dict[Any, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The ``KEPT_ARGS`` of an event's args (an empty dict for none). With ``shared``, equal argument sets are one
+    object: a trace repeats the same GEMM shapes and collective sizes every layer and step, so memory grows with
+    the distinct ones, not with the events."""
     if not isinstance(args, dict):
         return {}
-    return {k: args[k] for k in KEPT_ARGS if k in args}
+    kept = {k: args[k] for k in KEPT_ARGS if k in args}
+    if shared is None:
+        return kept
+    try:
+        return shared.setdefault(tuple((k, _frozen(v)) for k, v in kept.items()), kept)
+    except TypeError:  # an unhashable value (a mapping): kept as it is
+        return kept
 
 
 def as_int(value: Any, default: int = -1) -> int:

@@ -136,6 +136,7 @@ class _KinetoReader:
         self.steps: list[tuple[int, float, float, int | None]] = []
         self.kernel_args: dict[int, dict[str, Any]] = {}
         self.cpu_args: dict[int, dict[str, Any]] = {}
+        self.shared_args: dict[Any, dict[str, Any]] = {}  # equal argument sets stored once (kept_args)
         self.origin: float | None = None
         self.seen = 0
 
@@ -168,7 +169,7 @@ class _KinetoReader:
         stream = as_int(args.get("stream", event.get("tid")), 0)
         row = self.kernels.add(name_id, ts, ts + dur, device, stream, as_int(args.get("External id")))
         if "Collective name" in args:
-            self.kernel_args[row] = kept_args(args)
+            self.kernel_args[row] = kept_args(args, self.shared_args)
         check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
 
     def _cpu(self, name: str, cat: str, ts: float, dur: float, event: dict[str, Any], args: dict[str, Any]) -> None:
@@ -179,7 +180,7 @@ class _KinetoReader:
         row = self.cpu.add(name_id, ts, ts + dur, as_int(event.get("pid"), 0), as_int(event.get("tid"), 0),
                            as_int(args.get("External id")))
         if cls in ("communication", LAUNCH) or ("Input Dims" in args and cls == "gemm"):
-            self.cpu_args[row] = kept_args(args)
+            self.cpu_args[row] = kept_args(args, self.shared_args)
         check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
 
     def finish(self, devices: list[Any], dist: Any, host: Any) -> TraceEvents:

@@ -61,7 +61,7 @@ TraceFile = Annotated[Path, typer.Argument(help="PyTorch profiler / Kineto trace
 Rank = Annotated[int | None, typer.Option("--rank", help="the device to report: GPU index in the trace (a CPU "
                                                          "profile: process id); default the first")]
 MaxEvents = Annotated[int | None, typer.Option("--max-events", help="refuse traces with more kernels and operators "
-                                                                    "than this (default 20,000,000)")]
+                                                                    "than this (default 8,000,000: 2 GB at peak)")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="preset name or model spec file: compare the trace "
                                                               "with fabricsim's prediction of this plan")]
 SystemOpt = Annotated[str | None, typer.Option("--system", help="system preset the trace ran on (default with "

@@ -28,6 +28,7 @@ class HFImport:
     architecture: str
     ignored: tuple[str, ...]
     source: str
+    max_context: int | None = None  # max_position_embeddings: the context window inference checks against
 
     @property
     def note(self) -> str | None:
@@ -79,7 +80,10 @@ def import_hf_data(data: Any, source: str, name: str | None = None) -> HFImport:
     notes = [*family.implicit, *reader.notes, *reader.leftovers()]
     if reader is not top:
         notes += top.notes + top.leftovers()
-    return HFImport(spec=spec, architecture=arch, ignored=tuple(dict.fromkeys(notes)), source=source)
+    window = reader.data.get("max_position_embeddings")
+    max_context = window if isinstance(window, int) and not isinstance(window, bool) and window > 0 else None
+    return HFImport(spec=spec, architecture=arch, ignored=tuple(dict.fromkeys(notes)), source=source,
+                    max_context=max_context)
 
 
 def import_hf_config(path: str | Path, name: str | None = None) -> HFImport:
