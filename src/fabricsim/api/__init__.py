@@ -8,46 +8,22 @@ layer over these: the same inputs give the same answer.
 'compute'
 """
 
-from fabricsim.api.collective import CollectiveResult, collective, regime_line
-from fabricsim.api.goodput import GOODPUT_OPTIONS, goodput_json, goodput_spec, run_goodput
+from fabricsim.api.collective import CollectiveResult, collective
+from fabricsim.api.goodput import run_goodput
 from fabricsim.api.infer import InferResult, infer
-from fabricsim.api.progress import LazyFlowBar, progress_bar
+from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
-from fabricsim.api.serve import DecodePool, ServeRequest, decode_pool, parse_disagg, serve_request
+from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult, size
-from fabricsim.api.size_spec import inference_spec, sizing_spec
-from fabricsim.api.topology import (
-    TopologyResult,
-    cluster_spec,
-    fabric_link,
-    parse_dims,
-    storage_network_spec,
-    topo_json,
-    topology,
-    with_nvlink_domain,
-)
-from fabricsim.api.train import (
-    PLAN_OPTIONS,
-    Run,
-    TrainResult,
-    flow_bar,
-    plan_json,
-    prediction_bands,
-    prepare_run,
-    train,
-    training_bands,
-)
+from fabricsim.api.topology import TopologyResult, cluster_spec, topology
+from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run, train
 from fabricsim.api.whatif import WhatIfResult, whatif
 
 topo = topology  # the command's name: `fabricsim topo`
 
 __all__ = [
-    "GOODPUT_OPTIONS",
-    "PLAN_OPTIONS",
     "CollectiveResult",
-    "DecodePool",
     "InferResult",
-    "LazyFlowBar",
     "Result",
     "Run",
     "ServeRequest",
@@ -57,33 +33,17 @@ __all__ = [
     "WhatIfResult",
     "cluster_spec",
     "collective",
-    "decode_pool",
     "document",
-    "fabric_link",
     "flat",
-    "flow_bar",
-    "goodput_json",
-    "goodput_spec",
     "infer",
-    "inference_spec",
-    "parse_dims",
-    "parse_disagg",
     "plain",
-    "plan_json",
     "prediction_bands",
     "prepare_run",
     "progress_bar",
-    "regime_line",
     "run_goodput",
-    "serve_request",
     "size",
-    "sizing_spec",
-    "storage_network_spec",
     "topo",
-    "topo_json",
     "topology",
     "train",
-    "training_bands",
     "whatif",
-    "with_nvlink_domain",
 ]

@@ -17,7 +17,7 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
     from fabricsim.comm import Cluster
     from fabricsim.inference import InferencePlan, InferencePrediction
-    from fabricsim.model import ModelSpec
+    from fabricsim.model import HFImport, ModelSpec
     from fabricsim.serving import ServingResult
     from fabricsim.validation import BandResult
 
@@ -74,7 +74,7 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
     from fabricsim.comm import Cluster
     from fabricsim.inference import InferencePlan, predict_inference
     from fabricsim.inputs import oversubscription as checked_oversubscription
-    from fabricsim.model import load_model
+    from fabricsim.model import resolve_model
 
     oversubscription = checked_oversubscription(oversubscription)
     from fabricsim.inference import engine_profile
@@ -88,12 +88,13 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
                           engine_max_seqs=profile.max_batch(gpu),
                           engine_max_batched_tokens=profile.max_batched_tokens(gpu),
                           engine_chunked_prefill=profile.scheduler.chunked_prefill)
-    spec = load_model(model)
+    spec, imported = resolve_model(model)
     if draft_tokens and acceptance is None:
         raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
                         f"drafts, 1 to {1 + draft_tokens})", field="--acceptance")
     plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights.strip().lower(), kv=kv.strip().lower(), max_context=_max_context(model),
+                         weights=weights.strip().lower(), kv=kv.strip().lower(),
+                         max_context=_max_context(model, imported),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
                          engine=engine.strip(), prefix_hit=prefix_hit, prefix_host=prefix_host,
                          engine_max_seqs=max_seqs,
@@ -140,7 +141,7 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
     found = banded(static_inference_values(pred.ttft_s, pred.tpot_s, pred.e2e_s, pred.output_tokens_per_s,
                                            pred.output_tokens_per_s_per_gpu), False)
     data: dict[str, Any] = {**pred.to_json(), **band_fields(found), "plan": plan.to_json(), "launch": launch,
-                            **model_import_fields(model)}
+                            **model_import_fields(imported)}
     if decode is not None:
         data["decode_pool"] = {"system": decode[1].system.id, "plan": decode[0].to_json()}
     served_found: dict[str, BandResult] = {}
@@ -160,15 +161,16 @@ def served_checkpoint(model: str) -> str:
     return str(path.parent) if path.suffix.lower() == ".json" and path.name == "config.json" else model
 
 
-def _max_context(model: str) -> int | None:
-    """The model's context window: a preset's, or a Hugging Face config's max_position_embeddings."""
-    from fabricsim.model import load_model_import, preset
+def _max_context(model: str, imported: HFImport | None) -> int | None:
+    """The model's context window: a Hugging Face config's max_position_embeddings, or a preset's."""
+    if imported is not None:
+        return imported.max_context
+    from fabricsim.model import preset
 
     try:
         return preset(model).max_context
     except SpecError:
-        imported = load_model_import(model)
-        return None if imported is None else imported.max_context
+        return None
 
 
 def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest,

@@ -15,6 +15,8 @@ from fabricsim.si_json import to_si
 if TYPE_CHECKING:
     import pandas as pd
 
+    from fabricsim.model import HFImport
+
 
 def plain(value: Any) -> Any:
     """A JSON-ready value: paths and enums as strings, tuples as lists, mapping keys as strings."""
@@ -115,12 +117,9 @@ def _short(value: Any) -> str:
     return str(value)
 
 
-def model_import_fields(model: str) -> dict[str, Any]:
-    """``{"model_import": {architecture, source, ignored}}`` when ``--model`` is a Hugging Face config, so a result
+def model_import_fields(imported: HFImport | None) -> dict[str, Any]:
+    """``{"model_import": {architecture, source, ignored}}`` when ``--model`` was a Hugging Face config, so a result
     says which of its fields fabricsim did not model; nothing for a preset or a fabricsim spec file."""
-    from fabricsim.model import load_model_import
-
-    imported = load_model_import(model)
     if imported is None:
         return {}
     return {"model_import": {"architecture": imported.architecture, "source": imported.source,

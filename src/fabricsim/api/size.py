@@ -115,19 +115,21 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
         _check(f"--workers: must be at least 1, got {workers}")
     if not 1 <= seq <= MAX_SEQ:
         _check(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
+    from fabricsim.model import load_model_import
     from fabricsim.sizing import size as search
 
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
                                                                         "checkpoint")})
     result = search(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=exhaustive)
-    data = {**result.to_json(), **model_import_fields(model)}
+    data = {**result.to_json(), **model_import_fields(load_model_import(model))}
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
 
 
 def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable[..., None] | None) -> SizeResult:
     """The ``inference=True`` search: options that size training only are refused, not ignored."""
+    from fabricsim.model import load_model_import
     from fabricsim.sizing import size_inference
 
     given = [f"--{k.replace('_', '-')}" for k in TRAINING_ONLY if inputs.get(k) is not None]
@@ -141,5 +143,6 @@ def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable
     spec = inference_spec({**inputs, "out": out})
     result = size_inference(spec, out=out, progress=progress)
     data = result.to_json()
-    payload = {**{k: v for k, v in data.items() if k != "inputs"}, **model_import_fields(inputs["model"])}
+    imported = load_model_import(inputs["model"])
+    payload = {**{k: v for k, v in data.items() if k != "inputs"}, **model_import_fields(imported)}
     return SizeResult(data.get("inputs", inputs), payload, rows=data["results"], serving=result, serving_spec=spec)

@@ -15,7 +15,7 @@ from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
     from fabricsim.comm import Cluster
-    from fabricsim.model import ModelSpec
+    from fabricsim.model import HFImport, ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
     from fabricsim.training import AutoChoice, Goodput, ParallelPlan, TrainingPrediction
     from fabricsim.validation import BandResult
@@ -50,6 +50,7 @@ class Run:
     system: str
     fabric: str | None
     oversubscription: float
+    imported: HFImport | None = None  # the Hugging Face import behind --model (None: a preset or spec file)
 
     @property
     def plan(self) -> ParallelPlan:
@@ -76,7 +77,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     from fabricsim.catalog import load_catalog, partial_system_id, partly_used
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
-    from fabricsim.model import load_model
+    from fabricsim.model import resolve_model
     from fabricsim.training import parse_layout, search_knobs
 
     oversubscription = checked_oversubscription(oversubscription)
@@ -84,7 +85,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     if gpus_per_node is not None:  # checked here so the error names the option
         partly_used(catalog.system(system), gpus_per_node, field="--gpus-per-node")
     system = partial_system_id(system, gpus_per_node)
-    spec = load_model(model)
+    spec, imported = resolve_model(model)
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
                               "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
@@ -119,7 +120,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     except SpecError as exc:  # name the option the user gave, not the plan's field
         raise cli_field(exc, PLAN_OPTIONS) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
-    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription)
+    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported)
 
 
 # ParallelPlan fields whose option has another name
@@ -257,7 +258,7 @@ def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
     found = training_bands(run, calibration)
     good = run_goodput(run.spec, run.cluster, pred, options)
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json(),
-            "goodput": goodput_json(good), **model_import_fields(model)}
+            "goodput": goodput_json(good), **model_import_fields(run.imported)}
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
     return TrainResult(inputs, data, rows=rows, run=run, bands=found, goodput=good)

@@ -80,7 +80,7 @@ def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | N
     result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration))
     found = training_bands(run, calibration)
     data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}), "plan": plan_json(run.plan),
-            "chosen": run.choice.to_json(), **model_import_fields(model)}
+            "chosen": run.choice.to_json(), **model_import_fields(run.imported)}
     rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
         [{"kind": "swap", **d} for d in data.get("swaps", [])]
     return WhatIfResult(inputs, data, rows=rows, run=run, analysis=result, bands=found)

@@ -82,7 +82,7 @@ def show_inference(arguments: dict[str, Any], inputs: dict[str, Any], form: str 
     assert result is not None and spec is not None
     write_command_report(report, answer, answer.inputs)
     model_import_note(answer)
-    data = result.to_json()
+    data = answer.data
     if form != "table":
         emit(form, answer.data, answer.inputs, answer.rows)
         if result.best is None and result.note is not None:
