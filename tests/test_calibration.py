@@ -239,9 +239,9 @@ def test_a_fit_that_makes_any_log_worse_writes_nothing_and_says_why(tmp_path: Pa
     proc = subprocess.run([sys.executable, "-m", "fabricsim", "calibrate", str(ILLUSTRATIVE), str(_sample_log()),
                            "--system", "dgx-h100", "--out", str(out)], capture_output=True, text=True, check=False,
                           env={**os.environ, "COLUMNS": "400"})
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # issue 43: asked for an overlay, got none
     assert not out.exists()
-    assert f"no overlay written to {out}" in proc.stdout
+    assert f"no overlay written: {out} was not created" in proc.stderr
     assert "does not beat the catalog on its own measurements" in proc.stderr
     assert f"{ILLUSTRATIVE} gets worse: mean |busbw error|" in proc.stderr
 

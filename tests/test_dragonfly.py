@@ -129,8 +129,8 @@ def test_collective_and_train_run_on_the_new_fabrics_at_flow_level() -> None:
         times[" ".join(extra)] = json.loads(out.output)["rows"][0]["time_s"]
     assert all(t > 0 for t in times.values()) and len(times) == 3
     one_group = runner.invoke(app, ["train", "--model", "llama3-8b", "--gpus", "64", "--tp", "8", "--fabric",
-                                    "dragonfly"])  # 8 nodes in one group's leaf-spine: priced as a fat tree
-    assert one_group.exit_code == 0, one_group.output
+                                    "dragonfly"])  # 8 nodes in one group's leaf-spine: refused as `topo` does
+    assert one_group.exit_code == 2 and "one dragonfly group" in one_group.output, one_group.output
     steps = {}
     for kind in ("fat-tree", "dragonfly", "slim-fly"):  # analytical: all_to_all tapered to the bisection, 1 here
         out = runner.invoke(app, ["train", "--model", "mixtral-8x7b", "--gpus", "2048", "--tp", "8", "--ep", "8",

@@ -253,7 +253,8 @@ def test_torch_cpu_profile_imports(cpu_trace: Path) -> None:
     assert dev.kind == "cpu" and summary.backend == "gloo" and dev.step_source == "ProfilerStep (CPU)"
     busy = {c.kind: c.busy_s for c in dev.classes}
     assert busy["gemm"] > 0 and dev.compute_s > 0
-    assert dev.gemm is not None and dev.gemm.flops > 0 and dev.gemm.time_s > 0
+    # issue 43: a GEMM rate is measured on GPU kernels, never on CPU operators' times; the summary says why
+    assert dev.gemm is None and dev.gemm_note is not None and "no GPU kernels" in dev.gemm_note
     assert any(c.op == "all_reduce" and c.size_bytes == 128 * 128 * 4 for c in dev.collectives)
 
 

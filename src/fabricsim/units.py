@@ -195,13 +195,14 @@ def format_usd(usd: float | None) -> str:
 
 
 def format_duration(seconds: float, *, digits: int = 4) -> str:
-    """Seconds in the most readable unit: ``1.5e-6`` -> ``1.5us``, ``86400`` -> ``1d``."""
+    """Seconds in the most readable unit: ``1.5e-6`` -> ``1.5us``, ``68.34`` -> ``1.139min`` (never ``m``, which
+    reads as milli), ``86400`` -> ``1d``."""
     if seconds >= 86400:
         return f"{seconds / 86400:.{digits}g}d"
     if seconds >= 3600:
         return f"{seconds / 3600:.{digits}g}h"
     if seconds >= 60:
-        return f"{seconds / 60:.{digits}g}m"
+        return f"{seconds / 60:.{digits}g}min"
     for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
         if seconds >= scale:
             return f"{seconds / scale:.{digits}g}{unit}"

@@ -7,7 +7,7 @@ from fabricsim.analysis.scenario import Capex, Scenario
 from fabricsim.analysis.swaps import SWAP_KEYS, Swap, apply_swap, parse_swap
 from fabricsim.analysis.trace_compare import CompareRow, MeasuredCollective, MeasuredStep, compare_step
 from fabricsim.analysis.variants import VARIED_LAYERS, faster_catalog
-from fabricsim.analysis.verdict import Verdict, verdict
+from fabricsim.analysis.verdict import Verdict, trade_phrase, verdict
 from fabricsim.analysis.whatif import WhatIf, layer_deltas, swap_delta, varied_layers, what_if
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "layer_deltas",
     "parse_swap",
     "swap_delta",
+    "trade_phrase",
     "varied_layers",
     "verdict",
     "what_if",

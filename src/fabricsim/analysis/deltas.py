@@ -7,6 +7,13 @@ from typing import Any
 
 PER_MILLION = 1e6
 SAME_SPEED = 1e-6  # |speed-up - 1| below this is the same speed (a swap that changes nothing the step uses)
+MEASURABLE_PERCENT = 0.1
+"""The smallest change of the wall-clock step, in % of the base step, that `whatif` turns into a rate (an
+upgrade's % faster per $1M, a downgrade's dollars saved per 1% slower). Below it the change is said as "no
+measurable" speed-up or cost: the speed-up column prints three decimals (steps of 0.1%), and the paired error
+band on a speed-up (`validation.comparison_band`: about ±25% at 80% for dense Hopper training) is hundreds of
+times wider, so a rate over a smaller change divides by noise (a 0.0054% slowdown priced "$113.83M per 1%
+slower"). The swap's kind (upgrade, downgrade, win, loss) is unchanged by it."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +56,11 @@ class SwapDelta:
         return (1.0 / self.speedup - 1.0) * 100.0
 
     @property
+    def measurable(self) -> bool:
+        """True when the step changes by at least `MEASURABLE_PERCENT` (faster or slower)."""
+        return abs(self.speedup - 1.0) * 100.0 >= MEASURABLE_PERCENT
+
+    @property
     def kind(self) -> str:
         """What the swap trades: an upgrade (faster, costs more), a downgrade (slower, saves), a win (faster for
         less or the same, or as fast for less), a loss (slower or dearer), no change; cost unknown: speed only."""
@@ -70,15 +82,16 @@ class SwapDelta:
     @property
     def percent_per_million_usd(self) -> float | None:
         """% faster per million dollars spent, for an upgrade only (None otherwise: a downgrade is said as savings
-        per % slower, never as % faster per dollar)."""
-        if self.kind != "upgrade" or self.cost_delta_usd is None:
+        per % slower, never as % faster per dollar), and only for a measurable speed-up (`MEASURABLE_PERCENT`)."""
+        if self.kind != "upgrade" or self.cost_delta_usd is None or not self.measurable:
             return None
         return self.percent_faster / (self.cost_delta_usd / PER_MILLION)
 
     @property
     def savings_usd_per_percent_slower(self) -> float | None:
-        """Dollars saved per 1% of step time given up, for a downgrade only (None otherwise)."""
-        if self.kind != "downgrade" or self.cost_delta_usd is None:
+        """Dollars saved per 1% of step time given up, for a downgrade whose slowdown is measurable only (None
+        otherwise; `MEASURABLE_PERCENT`)."""
+        if self.kind != "downgrade" or self.cost_delta_usd is None or not self.measurable:
             return None
         return -self.cost_delta_usd / self.percent_slower
 
@@ -119,7 +132,7 @@ class SwapDelta:
         return {"swap": self.swap, "step_time_s": self.step_time_s, "step_time_s_band": self.band,
                 "speedup": self.speedup,
                 "cost_delta_usd": self.cost_delta_usd, "percent_faster": self.percent_faster,
-                "percent_slower": self.percent_slower, "kind": self.kind,
+                "percent_slower": self.percent_slower, "kind": self.kind, "measurable": self.measurable,
                 "percent_per_million_usd": self.percent_per_million_usd,
                 "savings_usd_per_percent_slower": self.savings_usd_per_percent_slower,
                 "work_per_usd_change": self.work_per_usd_change(base_capex_usd),

@@ -31,26 +31,44 @@ def usd(value: float) -> str:
     return f"{'-' if value < 0 else '+'}${abs(value) / 1e6:,.2f}M"
 
 
+def trade_phrase(s: SwapDelta, totals: bool = False) -> str | None:
+    """What an upgrade or a downgrade trades, as a rate only over a measurable change (`MEASURABLE_PERCENT`):
+    ``+0.52% per $1M`` or ``no measurable speed-up for +$0.07M``; ``saves $0.52M per 1% slower`` or ``saves $0.62M
+    at no measurable cost``; with ``totals``, led by the change and its cost (``+1.2% for +$2.15M, ...``). None for
+    any other kind (a win, a loss, no change, cost unknown). The one wording of `whatif`'s table and verdict."""
+    cost = s.cost_delta_usd
+    if cost is None or s.kind not in ("upgrade", "downgrade"):
+        return None
+    if s.kind == "upgrade":
+        per = s.percent_per_million_usd
+        if per is None:
+            return f"no measurable speed-up for {usd(cost)}"
+        return (f"{s.percent_faster:+.1f}% for {usd(cost)}, " if totals else "") + f"{per:+.2f}% per $1M"
+    saves, saved = f"saves ${-cost / 1e6:,.2f}M", s.savings_usd_per_percent_slower
+    if saved is None:
+        return f"{saves} at no measurable cost"
+    rate = f"${saved / 1e6:,.2f}M per 1% slower"
+    return f"{saves} for {s.percent_slower:.1f}% slower, {rate}" if totals else f"saves {rate}"
+
+
 def _swap_phrase(s: SwapDelta) -> str:
-    """An upgrade as % faster for its cost (and per $1M); a downgrade as savings for % slower (and per 1%)."""
+    """A swap with what it trades (`trade_phrase`), or its speed-up for its cost when it is neither an upgrade nor
+    a downgrade."""
+    trade = trade_phrase(s, totals=True)
+    if trade is not None:
+        return f"{s.swap} ({trade})"
     cost = "cost unknown" if s.cost_delta_usd is None else usd(s.cost_delta_usd)
-    saved = s.savings_usd_per_percent_slower
-    if saved is not None and s.cost_delta_usd is not None:
-        return (f"{s.swap} (saves ${-s.cost_delta_usd / 1e6:,.2f}M for {s.percent_slower:.1f}% slower, "
-                f"${saved / 1e6:,.2f}M per 1% slower)")
-    per = s.percent_per_million_usd
-    rate = "" if per is None else f", {per:.2f}% per $1M"
-    return f"{s.swap} ({s.percent_faster:+.1f}% for {cost}{rate})"
+    return f"{s.swap} ({s.percent_faster:+.1f}% for {cost})"
 
 
 def _downgrade_note(swaps: tuple[SwapDelta, ...], base_capex_usd: float | None) -> str:
-    """The downgrade that saves the most per 1% slower among those that raise the work done per capital dollar,
-    said as a saving (never as the next dollar)."""
-    downs = [s for s in swaps if s.savings_usd_per_percent_slower is not None
-             and (s.work_per_usd_change(base_capex_usd) or 0.0) > 0]
+    """The downgrade that saves the most per 1% slower (one at no measurable cost first, the largest saving
+    first) among those that raise the work done per capital dollar, said as a saving (never as the next dollar)."""
+    downs = [s for s in swaps if s.kind == "downgrade" and (s.work_per_usd_change(base_capex_usd) or 0.0) > 0]
     if not downs:
         return ""
-    top = max(downs, key=lambda s: s.savings_usd_per_percent_slower or 0.0)
+    top = max(downs, key=lambda s: (not s.measurable,
+                                    s.savings_usd_per_percent_slower or -(s.cost_delta_usd or 0.0)))
     change = top.work_per_usd_change(base_capex_usd)
     work = "" if change is None else f"; work per capital dollar {change * 100:+.1f}%"
     return f"; a downgrade, if time allows: {_swap_phrase(top)}{work}"

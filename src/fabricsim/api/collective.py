@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim import units
+from fabricsim.api.coerce import api_call, fabric_alias
 from fabricsim.api.result import Result
 from fabricsim.errors import SpecError
 
@@ -39,9 +40,10 @@ class CollectiveResult(Result):
                 "busbw_bytes_per_s": last.busbw_GBps * 1e9, "regime": self.data["regime"]}
 
 
+@api_call(fabric_alias)
 def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = None,
                ranks_per_node: int | None = None, op: str = "all_reduce", min_size: str = "8", max_size: str = "8G",
-               step_factor: float = 2.0, algo: str = "auto", proto: str = "auto", fabric: str | None = None,
+               step_factor: float = 2.0, algo: str = "auto", proto: str = "auto", ib: str | None = None,
                fabric_kind: str = "fat-tree", planes: int = 1, dragonfly_routing: str = "minimal",
                dtype: str = "float", sim: str = "analytical", routing: str | None = None,
                oversubscription: float = 1.0, calibration: Sequence[str] = ()) -> CollectiveResult:
@@ -58,10 +60,7 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
     kind = fabric_kind.strip().lower()
     from fabricsim.comm import DIRECT_FABRICS
 
-    if (kind not in (*DIRECT_FABRICS, "fat-tree") or planes != 1) and sim != "flow":
-        raise SpecError("rail-only and --planes build a fabric for the flow simulator; add --sim flow (the "
-                        "analytical model prices a rail-optimized fat tree, which they match for rail-local "
-                        "traffic)", field="--fabric")
+    check_fabric_options(kind, planes, dragonfly_routing, sim)
     if routing is not None and sim != "flow":
         raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
                         "routes)", field="--routing")
@@ -85,13 +84,13 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
         from fabricsim.collectives import resolve_fabric_link
         from fabricsim.topology import build_cluster, check_buildable
 
-        link = resolve_fabric_link(catalog, sysm, fabric).id
+        link = resolve_fabric_link(catalog, sysm, ib).id
         check_buildable(sysm.id, nodes, link, oversubscription, catalog, field="--nodes")
         if kind in DIRECT_FABRICS and sim != "flow":  # all_to_all tapered to the network's bisection
             from fabricsim.comm import direct_taper
 
             taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind, link=link, catalog=catalog))
-    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=fabric,
+    shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=ib,
                         oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
@@ -100,7 +99,7 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
 
         with flow_progress(progress_bar()):  # on stderr, once a run passes 2 s
             prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
-                                          fabric, oversubscription, dtype, catalog,
+                                          ib, oversubscription, dtype, catalog,
                                           {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing})
     elif sim == "analytical":
         prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
@@ -112,6 +111,32 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
         row.update(band_fields(found))
     return CollectiveResult(inputs, data, rows=data["rows"], prediction=prediction, model=model,
                             row_bands=row_bands, op=name, ranks=ngpus, per_node=per_node, system=sysm.id)
+
+
+def check_fabric_options(kind: str, planes: int, dragonfly_routing: str, sim: str) -> None:
+    """--fabric, --planes and --dragonfly-routing as `topo` takes them; without --sim flow only what the analytical
+    model prices: a rail-optimized fat tree, tapered to a dragonfly's or Slim Fly's bisection."""
+    from fabricsim.api.topology import check_design
+    from fabricsim.comm import DIRECT_FABRICS
+    from fabricsim.topology import FABRICS
+
+    if kind not in FABRICS:
+        raise SpecError(f"unknown fabric {kind!r}; allowed: {', '.join(FABRICS)}", field="--fabric")
+    check_design(kind, planes, dragonfly_routing, sim=sim)
+    if sim == "flow":
+        return
+    if kind == "rail-only":
+        raise SpecError("a rail-only network is built only by the flow simulator: add --sim flow (the analytical "
+                        "model prices a rail-optimized fat tree, which rail-only matches for rail-local traffic)",
+                        field="--fabric")
+    if kind not in (*DIRECT_FABRICS, "fat-tree"):
+        raise SpecError(f"the analytical model prices fat-tree-like fabrics (a rail-optimized fat tree, tapered to a "
+                        f"dragonfly's or Slim Fly's bisection); a {kind} is priced only on the flow simulator: add "
+                        "--sim flow", field="--fabric")
+    if planes != 1:
+        raise SpecError("a multi-plane fabric is built only by the flow simulator: add --sim flow (the analytical "
+                        "model prices one rail-optimized fat tree, which planes match for rail-local traffic)",
+                        field="--planes")
 
 
 def regime_line(prediction: Prediction) -> str:

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from fabricsim import units
 
 if TYPE_CHECKING:
+    from fabricsim.catalog import System
     from fabricsim.comm import Cluster
     from fabricsim.model import ModelSpec
     from fabricsim.training import Goodput, GoodputSpec, TrainingPrediction
@@ -21,9 +23,11 @@ GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "-
 
 
 def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval: str | None, mtbf_scale: float,
-                 restart: str | None, *, network: str = "separate", server: str | None = None,
+                 restart: str | None, *, network: str | None = None, server: str | None = None,
                  servers: int | None = None, spares: str | None = None) -> GoodputSpec:
-    """The options as a validated spec (bad values are a one-line SpecError naming the option)."""
+    """The options as a validated spec (bad values are a one-line SpecError naming the option). ``network`` None is
+    the default, separate, on which a system without storage ports converges with a note; separate given
+    explicitly refuses such a system."""
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
@@ -36,7 +40,8 @@ def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval
             units.parse_rate(storage_bw, field="--storage-bw"),
             interval_s=None if interval is None else units.parse_duration(interval, field="--checkpoint-interval"),
             restart_s=None if restart is None else units.parse_duration(restart, field="--restart"),
-            storage_network=network.strip().lower(), storage_servers=servers, **spare_fields(spares, "--spares"),
+            storage_network=(network or "separate").strip().lower(), storage_network_given=network is not None,
+            storage_servers=servers, **spare_fields(spares, "--spares"),
             **({} if server is None else {"storage_server": server.strip().lower()}))
     except ValidationError as exc:
         raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
@@ -59,3 +64,13 @@ def goodput_json(g: Goodput) -> dict[str, Any]:
     if data["checkpoint_interval_s"] == float("inf"):
         data["checkpoint_interval_s"] = None
     return data
+
+
+def storage_fallbacks(systems: Iterable[System], options: GoodputSpec | None) -> list[str]:
+    """The notes of the systems on which the default separate storage network converges for want of storage ports
+    (a catalog entry written before them), once each; the CLI prints them on stderr."""
+    from fabricsim.topology import converges_without_ports, no_storage_ports_note
+
+    spec = None if options is None else options.network_spec()
+    notes = [no_storage_ports_note(s) for s in systems if converges_without_ports(s, spec)]
+    return list(dict.fromkeys(notes))

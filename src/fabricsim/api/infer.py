@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result, model_import_fields
-from fabricsim.api.serve import ServeRequest, decode_pool, serve_request
+from fabricsim.api.serve import DecodePool, ServeRequest, decode_pool, serve_request
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ class InferResult(Result):
         return self.prediction.bottleneck
 
 
+@api_call()
 def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | None = None, tp: int = 1, pp: int = 1,
           ep: int = 1, dp: int = 1, batch: int = 1, prompt: int = 2048, output: int = 256, weights: str = "bf16",
           kv: str = "bf16", draft_tokens: int = 0, acceptance: float | None = None, fabric: str | None = None,
@@ -122,6 +124,7 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
         decode = (replace(plan, tp=pool.tp or plan.tp, ep=pool.ep or plan.ep, dp=dp_d, batch=dp_d),
                   Cluster(catalog.system(pool.system or system), fabric=fabric, oversubscription=oversubscription,
                           catalog=catalog))
+        _check_decode_plan(spec, decode[0], decode[1], pool)
     served = _serve(spec, cluster, plan, serve, decode) if serve.active else None
     from fabricsim.inference import launch_json
 
@@ -150,6 +153,28 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
         data |= {**_serving_json(served), **band_fields(served_found), "serving_options": serve.to_json()}
     return InferResult(inputs, data, prediction=pred, plan=plan, served=served, serve=serve, decode=decode,
                        bands=found, served_bands=served_found, model_name=spec.name)
+
+
+def _check_decode_plan(spec: ModelSpec, plan: InferencePlan, cluster: Cluster, pool: DecodePool) -> None:
+    """The decode pool's own plan checked on its own GPU, each error naming the --decode-* option that set what it
+    objects to (the prefill pool's values where none was given)."""
+    from fabricsim.errors import cli_field
+    from fabricsim.inference import check_inference_plan
+
+    given = [name for name, value in (("--decode-tp", pool.tp), ("--decode-ep", pool.ep), ("--decode-dp", pool.dp),
+                                      ("--decode-system", pool.system)) if value is not None]
+    sizes = [name for name in given if name != "--decode-system"] or given
+    names = {"--tp": "--decode-tp" if pool.tp is not None else sizes[0],
+             "--ep": "--decode-ep" if pool.ep is not None else sizes[0],
+             "--dp": "--decode-dp" if pool.dp is not None else sizes[0]}
+    names |= dict.fromkeys(("--weights", "--attention-weights", "--attention-out-weights"),
+                           "--decode-system" if pool.system is not None else sizes[0])
+    try:
+        check_inference_plan(spec, plan, cluster.catalog.gpu(cluster.system.gpu))
+    except SpecError as exc:
+        renamed = cli_field(exc, names)
+        raise SpecError(f"the decode pool (tp={plan.tp} ep={plan.ep} dp={plan.dp} on {cluster.system.id}): "
+                        f"{renamed.message}", field=renamed.field) from None
 
 
 def served_checkpoint(model: str) -> str:

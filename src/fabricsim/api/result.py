@@ -10,6 +10,7 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fabricsim.errors import SpecError
 from fabricsim.si_json import to_si
 
 if TYPE_CHECKING:
@@ -79,10 +80,15 @@ class Result:
         return {k: doc[k] for k in self.headline_keys if k in doc}
 
     def report(self, path: str | Path) -> Path:
-        """Write the self-contained design-review HTML report of this result; returns its path."""
+        """Write the self-contained design-review HTML report of this result; returns its path. A path whose folder
+        is missing (or not writable) is a SpecError naming it, as `--report` is."""
+        from fabricsim.inputs import check_output_path
         from fabricsim.report import write_report
 
-        return write_report(Path(path), self.command, self.to_dict(), **self.report_extras())
+        out = check_output_path(path, "report")
+        if out is None:
+            raise SpecError("give the report's file name", field="report")
+        return write_report(out, self.command, self.to_dict(), **self.report_extras())
 
     def report_extras(self) -> dict[str, Any]:
         """Keyword arguments of the report beyond the document (a topology's drawing)."""

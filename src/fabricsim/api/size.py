@@ -4,13 +4,14 @@ meeting TTFT/TPOT SLOs at a request rate. The engine of `fabricsim size`."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result, model_import_fields
-from fabricsim.api.size_spec import EXECUTORS, MAX_SEQ, TRAINING_ONLY, inference_spec, sizing_spec
+from fabricsim.api.size_spec import EXECUTORS, MAX_SEQ, MOE_FIXED, TRAINING_ONLY, inference_spec, sizing_spec
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def _check(message: str) -> None:
     raise SpecError(message)
 
 
+@api_call()
 def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str | None = None,
          budget: str | None = None, power_cap: str | None = None, gpus: str | None = None, nodes: str | None = None,
          systems: str | None = None, fabrics: str | None = None, fabric_kinds: str | None = None,
@@ -71,9 +73,9 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
          max_gpus: int | None = None, slo_percentile: int | None = None, utilization: float | None = None,
          confirm: int | None = None, whole_nodes: bool = False, disagg: bool = False, checkpoint: str | None = None,
          goodput: bool = True, storage: str = "superpod-better", storage_bw: str | None = None,
-         storage_network: str = "separate", storage_server: str | None = None, storage_servers: int | None = None,
+         storage_network: str | None = None, storage_server: str | None = None, storage_servers: int | None = None,
          spares: str | None = None, checkpoint_mode: str = "sync", checkpoint_interval: str | None = None,
-         mtbf_scale: float = 1.0, restart: str | None = None,
+         mtbf_scale: float = 1.0, restart: str | None = None, calibration: Sequence[str] | None = None,
          progress: Callable[..., None] | None = None) -> SizeResult:
     """Search clusters x plans (the options and defaults of `fabricsim size`: lists and ranges as its text, e.g.
     ``gpus="1024..4096"``, ``tp="4,8"``); ``progress(done, total, plans)`` is called as clusters finish."""
@@ -118,11 +120,23 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
     from fabricsim.model import load_model_import
     from fabricsim.sizing import size as search
 
+    moe = {k: inputs[k] for k in MOE_FIXED if k != "dropout" and inputs[k] is not None}
+    if moe:  # held in every plan: refused on a dense model as `train` refuses them
+        from fabricsim.api.train import check_moe_options
+        from fabricsim.model import resolve_model
+
+        check_moe_options(resolve_model(model)[0], moe)
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
                                                                         "checkpoint")})
     result = search(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
+    from fabricsim.api.goodput import storage_fallbacks
+
+    catalog = spec.catalog()
+    fallbacks = storage_fallbacks([catalog.system(str(e["system"])) for e in data["results"]], spec.goodput)
+    if fallbacks:
+        data["storage_fallbacks"] = fallbacks
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
 
@@ -141,7 +155,9 @@ def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable
         _check(f"--engine: with --inference it names the serving engine (trtllm, vllm or sglang), not {engine!r}; "
                "--executor sets where a training search runs")
     spec = inference_spec({**inputs, "out": out})
-    result = size_inference(spec, out=out, progress=progress)
+    from fabricsim.catalog import load_catalog
+
+    result = size_inference(spec, out=out, progress=progress, catalog=load_catalog(*inputs.get("calibration") or ()))
     data = result.to_json()
     imported = load_model_import(inputs["model"])
     payload = {**{k: v for k, v in data.items() if k != "inputs"}, **model_import_fields(imported)}

@@ -95,7 +95,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         gpu_hour_usd=None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
         pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        top=kw["top"],
+        top=kw["top"], calibration=tuple(str(p) for p in kw.get("calibration") or ()),
         **_goodput_search(kw),
     )
 
@@ -163,6 +163,9 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")), "checkpoint": kw.get("checkpoint"),
     }
+    if fields["checkpoint"] is not None and not fields["checkpoint"].strip():
+        raise SpecError("empty; name the checkpoint path or hub id of the launch commands, or leave the option out "
+                        "(the model's name)", field="--checkpoint")
     for key in ("weights", "kv"):  # unset: the spec's defaults
         if kw[key] is not None:
             fields[key] = tuple(v.lower() for v in parse_list(kw[key], f"--{key}") or ())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim import units
+from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result
 from fabricsim.errors import SpecError
 
@@ -21,10 +22,10 @@ STORAGE_OPTIONS = {"network": "--storage-network", "tier": "--storage", "server"
                    "servers": "--storage-servers", "write_bytes_per_s": "--storage-bw", "switch": "--storage-switch"}
 
 
-def storage_network_spec(network: str, tier: str, storage_bw: str | None, server: str | None, servers: int | None,
-                         switch: str | None, node_cable: str) -> StorageNetworkSpec | None:
+def storage_network_spec(network: str, tier: str | None, storage_bw: str | None, server: str | None,
+                         servers: int | None, switch: str | None, node_cable: str) -> StorageNetworkSpec | None:
     """The storage options as a validated spec (None: --storage-network none); bad values are one line naming
-    the option."""
+    the option. ``tier`` None: the default tier."""
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
@@ -32,19 +33,32 @@ def storage_network_spec(network: str, tier: str, storage_bw: str | None, server
 
     kind = network.strip().lower()
     if kind == "none":
-        given = [o for o, v in (("--storage-server", server), ("--storage-servers", servers),
+        given = [o for o, v in (("--storage", tier), ("--storage-server", server), ("--storage-servers", servers),
                                 ("--storage-bw", storage_bw), ("--storage-switch", switch)) if v is not None]
         if given:
-            raise SpecError(f"{', '.join(given)} describe(s) a storage network: add --storage-network separate or "
-                            "converged", field=given[0])
+            raise SpecError(f"describe{'s' if len(given) == 1 else ''} a storage network, and --storage-network is "
+                            "none (nothing billed): add --storage-network separate or converged",
+                            field=", ".join(given))
         return None
     try:
         return StorageNetworkSpec(
-            network=kind, tier=tier.strip().lower(), servers=servers, switch=switch, node_cable=node_cable,
+            network=kind, tier=(tier or DEFAULT_STORAGE_TIER).strip().lower(), servers=servers, switch=switch,
+            node_cable=node_cable,
             write_bytes_per_s=None if storage_bw is None else units.parse_rate(storage_bw, field="--storage-bw"),
             **({} if server is None else {"server": server.strip().lower()}))
     except ValidationError as exc:
         raise cli_field(spec_error(exc), STORAGE_OPTIONS) from None
+
+
+def check_storage_tier(tier: str, calibration: Sequence[str] = ()) -> None:
+    """--storage names a catalog storage tier (its error lists them)."""
+    from fabricsim.catalog import load_catalog
+    from fabricsim.errors import cli_field
+
+    try:
+        load_catalog(*calibration).storage_tier(tier.strip().lower())
+    except SpecError as exc:
+        raise cli_field(exc, {"storage": "--storage"}) from None
 
 
 def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
@@ -81,11 +95,8 @@ def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | No
     if eth:
         rate = eth.strip().lower().removeprefix("eth-")
         return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
-    if ib:
-        key = ib.strip().lower()
-        if key.startswith("eth-") or (key.endswith("g") and key[:-1].isdigit()):
-            return f"eth-{key.removeprefix('eth-')}"
-        return f"ib-{key.removeprefix('ib-')}"
+    if ib:  # any network name: the build resolves it (`catalog.network_id`)
+        return ib.strip().lower()
     return None
 
 
@@ -98,6 +109,37 @@ def parse_dims(text: str | None) -> tuple[int, int, int] | None:
         raise SpecError(f"cannot read {text!r} as three sizes like 4x4x2", field="torus_dims")
     a, b, c = (int(p) for p in parts)
     return a, b, c
+
+
+# planes a multi-plane fat tree splits a NIC port into: its lanes split 2, 4 or 8 ways (`topology.multiplane`); the
+# switch's port rate decides which of them a build takes
+PLANE_COUNTS = (1, 2, 4, 8)
+
+
+def check_design(fabric: str, planes: int, dragonfly_routing: str, *, sim: str | None = None) -> None:
+    """--planes and --dragonfly-routing checked as `topo` checks them, each error naming its option: planes a port
+    splits into, a routing the dragonfly builder knows, a dragonfly routing only on a dragonfly and, where ``sim``
+    is given, only on the flow simulator (the analytical model prices a dragonfly as a fat tree tapered to its
+    bisection, which no routing changes)."""
+    from typing import get_args
+
+    from fabricsim.topology import ClusterSpec
+
+    if planes not in PLANE_COUNTS:
+        raise SpecError(f"must be 1, 2, 4 or 8 (a NIC port's lanes split 2, 4 or 8 ways), got {planes}",
+                        field="--planes")
+    routings = get_args(ClusterSpec.model_fields["dragonfly_routing"].annotation)
+    if dragonfly_routing not in routings:
+        raise SpecError(f"unknown routing {dragonfly_routing!r}; allowed: {', '.join(routings)}",
+                        field="--dragonfly-routing")
+    if dragonfly_routing != routings[0] and fabric != "dragonfly" and fabric in get_args(
+            ClusterSpec.model_fields["fabric"].annotation):  # an unknown fabric is refused as such
+        raise SpecError(f"routes a dragonfly (--fabric dragonfly); a {fabric} has its own routing: leave it out",
+                        field="--dragonfly-routing")
+    if dragonfly_routing != routings[0] and sim is not None and sim != "flow":
+        raise SpecError("acts on the flow simulator; add --sim flow (the analytical model prices a dragonfly as a "
+                        "fat tree tapered to its bisection, which routing does not change)",
+                        field="--dragonfly-routing")
 
 
 def with_nvlink_domain(system: str, nvlink_domain: int | None) -> str:
@@ -119,6 +161,7 @@ def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str 
     """The validated ClusterSpec the shared options describe."""
     from fabricsim.topology import ClusterSpec
 
+    check_design(fabric.strip().lower(), planes, dragonfly_routing)
     return ClusterSpec.parse({
         "system": with_nvlink_domain(system, nvlink_domain), "nodes": nodes, "fabric": fabric,
         "link": fabric_link(ib, eth, switch), "tiers": tiers,
@@ -147,26 +190,33 @@ class TopologyResult(Result):
         return {"topology_svg": topology_svg(self.topology)}
 
 
+@api_call()
 def topology(*, system: str = "dgx-h100", nodes: int = 1, fabric: str = "fat-tree", ib: str | None = None,
              eth: str | None = None, switch: str | None = None, tiers: int | None = None,
              rail_optimized: bool = True, oversubscription: float = 1.0, node_cable: str = "optical",
              torus_dims: str | None = None, nodes_per_switch: int = 1, planes: int = 1,
              dragonfly_routing: str = "minimal", nvlink_domain: int | None = None, storage_network: str = "none",
-             storage: str = DEFAULT_STORAGE_TIER, storage_bw: str | None = None, storage_server: str | None = None,
+             storage: str | None = None, storage_bw: str | None = None, storage_server: str | None = None,
              storage_servers: int | None = None, storage_switch: str | None = None,
              calibration: Sequence[str] = ()) -> TopologyResult:
     """Build a cluster topology and its bill of materials (the options and defaults of `fabricsim topo`)."""
     inputs = dict(locals())
-    from fabricsim.catalog import load_catalog
+    from fabricsim.catalog import load_catalog, network_id
     from fabricsim.topology import build_topology
 
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
                         torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
+    if storage is not None:  # a tier is named before anything asks what uses it
+        check_storage_tier(storage, calibration)
     network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
                                    storage_switch, node_cable)
     if network is not None:
         spec = spec.model_copy(update={"storage": network})
-    topo = build_topology(spec, load_catalog(*calibration))
+    catalog = load_catalog(*calibration)
+    if spec.link is not None:  # resolved once here: --ib ndr and --ib ib-ndr build (and print) the same cluster
+        spec = spec.model_copy(update={"link": network_id(catalog, spec.link, field="link",
+                                                          kind="fabric link or switch")})
+    topo = build_topology(spec, catalog)
     bom = topo.bom()
     data = topo_json(topo, bom)
     return TopologyResult(inputs, data, rows=data["items"], topology=topo, bom=bom)

@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fabricsim.api.coerce import api_call, fabric_alias
 from fabricsim.api.goodput import goodput_json, goodput_spec, run_goodput
 from fabricsim.api.result import Result, model_import_fields
+from fabricsim.api.topology import check_design
 from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
@@ -74,7 +76,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
                 etp: int | None = None, gpus_per_node: int | None = None, fabric_kind: str = "fat-tree",
                 planes: int = 1, dragonfly_routing: str = "minimal") -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
-    from fabricsim.catalog import load_catalog, partial_system_id, partly_used
+    from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import resolve_model
@@ -82,10 +84,16 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 
     oversubscription = checked_oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
+    if fabric is not None:  # resolved once here: every layer below gets the catalog's link id
+        fabric = network_link_id(catalog, fabric, field="--ib")
     if gpus_per_node is not None:  # checked here so the error names the option
+        named = partial_system_id(system, gpus_per_node)  # an id with /N that disagrees is refused first
         partly_used(catalog.system(system), gpus_per_node, field="--gpus-per-node")
-    system = partial_system_id(system, gpus_per_node)
+        system = named
     spec, imported = resolve_model(model)
+    check_moe_options(spec, {"moe_balance": moe_balance, "moe_dispatcher": moe_dispatcher,
+                             "capacity_factor": capacity_factor, "ep_comm_overlap": ep_comm_overlap,
+                             "shared_expert_overlap": shared_expert_overlap})
     fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
                               "seq": seq,
                               "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
@@ -107,19 +115,24 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
     kind = fabric_kind.strip().lower()
     sysm = catalog.system(system)
+    nodes_field = "--gpus" if cluster_nodes is None else "--cluster-nodes"  # what sets the dragonfly's size
     if cluster_nodes is None and sim != "flow" and kind in DIRECT_FABRICS and world is not None:
         cluster_nodes = -(-world // sysm.gpus_per_node)  # the analytical taper is the whole network's
     cluster = Cluster(sysm, fabric=fabric, oversubscription=oversubscription, catalog=catalog,
                       sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
                       fabric_kind=kind, planes=planes, dragonfly_routing=dragonfly_routing,
                       storage_nodes=storage, fabric_nodes=cluster_nodes)
+    check_design(kind, planes, dragonfly_routing, sim=sim)
+    _check_planes(cluster)
     if world is not None:  # refused as `topo` refuses it, before the search
         _check_cluster(cluster, world, "--gpus" if gpus is not None else "--dp")
+        _check_dragonfly(cluster, world, nodes_field)
     try:
         choice = search_knobs(spec, fields, cluster)
     except SpecError as exc:  # name the option the user gave, not the plan's field
         raise cli_field(exc, PLAN_OPTIONS) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
+    _check_dragonfly(cluster, choice.plan.world_size, nodes_field)
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported)
 
 
@@ -131,6 +144,40 @@ PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attent
                 "grad_dtype": "grad-dtype",
                 "moe_balance": "moe-balance", "capacity_factor": "capacity-factor",
                 "moe_dispatcher": "moe-dispatcher"}
+
+
+def check_moe_options(spec: ModelSpec, given: dict[str, Any]) -> None:
+    """MoE options set other than their default on a dense model (and --shared-expert-overlap on a model without
+    shared experts) are refused, not ignored: the step has no expert layer for them to act on."""
+    from fabricsim.training import ParallelPlan
+
+    if spec.moe is None:
+        moved = [f"--{PLAN_OPTIONS[k]}" for k, v in given.items() if v != ParallelPlan.model_fields[k].default]
+        if moved:
+            raise SpecError(f"{'applies' if len(moved) == 1 else 'apply'} to mixture-of-experts models; "
+                            f"{spec.name} is dense (leave {'it' if len(moved) == 1 else 'them'} out)",
+                            field=", ".join(moved))
+    elif given.get("shared_expert_overlap") and not spec.moe.shared_experts:
+        raise SpecError(f"applies to MoE models with shared experts; {spec.name} has none (leave it out)",
+                        field="--shared-expert-overlap")
+
+
+def _check_planes(cluster: Cluster) -> None:
+    """--planes refused as `topo` refuses it (the switch's ports must split into that many planes, a fat tree's),
+    by building one node of the multi-plane fabric: the analytical model prices it as one fat tree."""
+    if cluster.planes == 1:
+        return
+    from fabricsim.collectives import resolve_fabric_link
+    from fabricsim.topology import build_cluster
+
+    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    try:
+        build_cluster(cluster.system.id, nodes=1, fabric=cluster.fabric_kind, link=link, planes=cluster.planes,
+                      catalog=cluster.catalog)
+    except SpecError as exc:
+        if exc.field == "planes":
+            raise SpecError(exc.message, field="--planes") from None
+        raise
 
 
 def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
@@ -151,6 +198,24 @@ def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
         _check_cluster_nodes(cluster.fabric_nodes, nodes, gpus)
         check_buildable(cluster.system.id, cluster.fabric_nodes, link, cluster.oversubscription, cluster.catalog,
                         field="--cluster-nodes")
+
+
+def _check_dragonfly(cluster: Cluster, gpus: int, field: str) -> None:
+    """A dragonfly needs two groups or more: refused below that as `topo` refuses it (one group is a fat tree)."""
+    if cluster.fabric_kind != "dragonfly":
+        return
+    from math import ceil
+
+    from fabricsim.collectives import resolve_fabric_link
+    from fabricsim.topology import dragonfly_group_nodes, resolve_switch
+
+    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    group = dragonfly_group_nodes(resolve_switch(link, cluster.catalog).radix, cluster.system.nics_per_node)
+    nodes = max(ceil(gpus / cluster.system.gpus_per_node), cluster.fabric_nodes or 0)
+    if nodes <= group:
+        raise SpecError(f"{nodes} node{'s fit' if nodes != 1 else ' fits'} in one dragonfly group ({group} nodes of "
+                        f"{cluster.system.id}): use --fabric fat-tree, or a dragonfly of more than {group} nodes "
+                        "(--cluster-nodes)", field=field)
 
 
 def _check_cluster_nodes(cluster_nodes: int, job_nodes: int, gpus: int) -> None:
@@ -218,6 +283,7 @@ class TrainResult(Result):
         return self.prediction.bottleneck
 
 
+@api_call(fabric_alias)
 def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | None = None, tp: int = 1, pp: int = 1,
           dp: int | None = None, cp: int = 1, ep: int = 1, etp: int | None = None, gpus_per_node: int | None = None,
           seq: int = 4096, gbs: int = 512, mbs: int | None = None, vpp: int | None = None,
@@ -226,15 +292,18 @@ def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
           sequence_parallel: bool | None = None, overlap_grad_reduce: bool = True, overlap_param_gather: bool = True,
           tp_comm_overlap: bool = False, ep_comm_overlap: bool = False, shared_expert_overlap: bool = False,
           dropout: bool = True, moe_balance: str = "random", capacity_factor: float | None = None,
-          moe_dispatcher: str = "alltoall", fabric: str | None = None, oversubscription: float = 1.0,
+          moe_dispatcher: str = "alltoall", ib: str | None = None, oversubscription: float = 1.0,
           fabric_kind: str = "fat-tree", planes: int = 1, dragonfly_routing: str = "minimal",
           calibration: Sequence[str] | None = None, sim: str = "analytical", routing: str = "ecmp",
           jobs: str | Path | None = None, cluster_nodes: int | None = None, storage: str = "superpod-better",
-          storage_bw: str | None = None, storage_network: str = "separate", storage_server: str | None = None,
+          storage_bw: str | None = None, storage_network: str | None = None, storage_server: str | None = None,
           storage_servers: int | None = None, spares: str | None = None, checkpoint_mode: str = "sync",
           checkpoint_interval: str | None = None, mtbf_scale: float = 1.0, restart: str | None = None) -> TrainResult:
     """Predict one training step (the options and defaults of `fabricsim train`): knobs left None (mbs, vpp,
-    recompute, zero) are chosen as the fastest setting that fits. Bad input raises ``fabricsim.SpecError``."""
+    recompute, zero) are chosen as the fastest setting that fits. ``ib`` is the network between nodes as --ib
+    names it (ndr, ib-ndr, 400g, a switch id), as in `topology`; ``fabric=`` for it is a deprecated alias
+    (``fabric=`` naming a design, e.g. rail-only, sets ``fabric_kind``). Values are taken in their natural types
+    (``gpus="16"``, ``tp=8.0``); bad input raises ``fabricsim.SpecError``."""
     inputs = dict(locals())
     calibration = list(calibration or [])
     options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
@@ -247,7 +316,7 @@ def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
                           overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
                           ep_comm_overlap=ep_comm_overlap, shared_expert_overlap=shared_expert_overlap,
                           dropout=dropout, moe_balance=moe_balance, capacity_factor=capacity_factor,
-                          moe_dispatcher=moe_dispatcher, fabric=fabric, oversubscription=oversubscription,
+                          moe_dispatcher=moe_dispatcher, fabric=ib, oversubscription=oversubscription,
                           calibration=calibration, sim=sim, routing=routing,
                           jobs=None if jobs is None else Path(jobs), cluster_nodes=cluster_nodes,
                           grad_dtype=grad_dtype, etp=etp, gpus_per_node=gpus_per_node, fabric_kind=fabric_kind,

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from fabricsim.api.goodput import goodput_spec
+from fabricsim.api.coerce import api_call, whatif_fabric_alias
+from fabricsim.api.goodput import goodput_spec, storage_fallbacks
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.train import Run, plan_json, prepare_run, training_bands
 
@@ -38,6 +39,7 @@ class WhatIfResult(Result):
         return {"base_step_s": self.analysis.base.step_time_s, "verdict": self.analysis.verdict.layer}
 
 
+@api_call(whatif_fabric_alias)
 def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | None = None, tp: int = 1,
            pp: int = 1, dp: int | None = None, cp: int = 1, ep: int = 1, etp: int | None = None,
            gpus_per_node: int | None = None, seq: int = 4096, gbs: int = 512, mbs: int | None = None,
@@ -46,15 +48,16 @@ def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | N
            sequence_parallel: bool | None = None, overlap_grad_reduce: bool = True,
            overlap_param_gather: bool = True, tp_comm_overlap: bool = False, ep_comm_overlap: bool = False,
            shared_expert_overlap: bool = False, dropout: bool = True, moe_balance: str = "random",
-           capacity_factor: float | None = None, moe_dispatcher: str = "alltoall", fabric: str | None = None,
+           capacity_factor: float | None = None, moe_dispatcher: str = "alltoall", ib: str | None = None,
            oversubscription: float = 1.0, factor: float = 2.0, swap: Sequence[str] | None = None,
            goodput: bool = True, storage: str = "superpod-better", storage_bw: str | None = None,
-           storage_network: str = "separate", storage_server: str | None = None, storage_servers: int | None = None,
+           storage_network: str | None = None, storage_server: str | None = None, storage_servers: int | None = None,
            spares: str | None = None, checkpoint_mode: str = "sync", checkpoint_interval: str | None = None,
            mtbf_scale: float = 1.0, restart: str | None = None,
            calibration: Sequence[str] | None = None) -> WhatIfResult:
     """Which layer to make faster and which cluster swap pays (the options and defaults of `fabricsim whatif`;
-    ``swap`` as its --swap KEY=VALUE strings, e.g. ``["ib=xdr", "system=gb200-nvl72"]``)."""
+    ``swap`` as its --swap KEY=VALUE strings, e.g. ``["ib=xdr", "system=gb200-nvl72"]``, or one such string;
+    ``ib`` the network as `train` takes it, ``fabric=`` a deprecated alias of it)."""
     inputs = dict(locals())
     from fabricsim.analysis import Scenario, parse_swap, what_if
     from fabricsim.inputs import finite
@@ -72,15 +75,20 @@ def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | N
                       overlap_grad_reduce=overlap_grad_reduce, overlap_param_gather=overlap_param_gather,
                       tp_comm_overlap=tp_comm_overlap, ep_comm_overlap=ep_comm_overlap,
                       shared_expert_overlap=shared_expert_overlap, dropout=dropout, moe_balance=moe_balance,
-                      capacity_factor=capacity_factor, moe_dispatcher=moe_dispatcher, fabric=fabric,
+                      capacity_factor=capacity_factor, moe_dispatcher=moe_dispatcher, fabric=ib,
                       oversubscription=oversubscription, calibration=calibration, grad_dtype=grad_dtype, etp=etp,
                       gpus_per_node=gpus_per_node)
-    scenario = Scenario(run.system, run.plan.world_size, fabric, oversubscription, run.cluster.catalog,
+    scenario = Scenario(run.system, run.plan.world_size, run.fabric, oversubscription, run.cluster.catalog,
                         goodput=options)
     result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration))
     found = training_bands(run, calibration)
     data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}), "plan": plan_json(run.plan),
             "chosen": run.choice.to_json(), **model_import_fields(run.imported)}
+    catalog = run.cluster.catalog
+    fallbacks = storage_fallbacks([run.cluster.system, *(catalog.system(s.value) for s in swaps if s.key == "system")],
+                                  options)
+    if fallbacks:
+        data["storage_fallbacks"] = fallbacks
     rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
         [{"kind": "swap", **d} for d in data.get("swaps", [])]
     return WhatIfResult(inputs, data, rows=rows, run=run, analysis=result, bands=found)

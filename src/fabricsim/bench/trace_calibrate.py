@@ -5,8 +5,9 @@ FLOPs are known are reported as a fraction of the GPU's dense peak."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from math import ceil
+from typing import Any
 
 from fabricsim.bench.calibration import CalibrationResult, Measurement, calibrate, check_results
 from fabricsim.bench.plausibility import check_bandwidths
@@ -27,16 +28,38 @@ class GemmEfficiency:
     fraction: float | None
     dtype: str | None
     gpu: str
+    note: str | None = None
+    """why ``fraction`` is None: no tensor-core peak for the type, or a rate above the peak (not reported)"""
+
+    @property
+    def plausible(self) -> bool:
+        """False where the rate is above the GPU's peak: the kernel times do not cover the recorded FLOPs."""
+        return self.peak_flops_per_s is None or self.achieved_flops_per_s <= self.peak_flops_per_s
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        if not self.plausible:
+            data["achieved_flops_per_s"] = None
+        return data
 
 
 def gemm_efficiency(stat: GemmStat, gpu: GPU) -> GemmEfficiency:
-    """The GEMMs' achieved rate as a fraction of ``gpu``'s BF16 (FP16) or FP8 dense peak."""
+    """The GEMMs' achieved rate as a fraction of ``gpu``'s BF16 (FP16) or FP8 dense peak; a rate above the peak is
+    no efficiency (its fraction is None and its note says why)."""
     pats = patterns()
     dtype = (stat.dtype or "").lower()
     peak = gpu.bf16_flops_per_s if dtype in pats.bf16_peak_dtypes else \
         gpu.fp8_flops_per_s if dtype in pats.fp8_peak_dtypes else None
     rate = stat.achieved_flops_per_s
-    return GemmEfficiency(rate, peak, rate / peak if peak else None, stat.dtype, gpu.id)
+    if peak is None:
+        return GemmEfficiency(rate, None, None, stat.dtype, gpu.id,
+                              f"no tensor-core peak of {gpu.id} for element type {stat.dtype or 'unknown'}")
+    if rate > peak:
+        return GemmEfficiency(rate, peak, None, stat.dtype, gpu.id,
+                              f"no GEMM rate: {rate / 1e12:.3g} TFLOP/s would be {rate / peak:.3g}x the {gpu.id} "
+                              f"dense peak {peak / 1e12:.0f} TFLOP/s, so the kernel times do not cover the recorded "
+                              "shapes (GEMM kernels outside the profiled steps, or not linked to their operators)")
+    return GemmEfficiency(rate, peak, rate / peak, stat.dtype, gpu.id)
 
 
 def bench_view(summary: TraceSummary, device: DeviceSummary) -> BenchResult:

@@ -61,6 +61,33 @@ class StepMark:
 
 
 @dataclass
+class Dropped:
+    """Timeline events (kernels, operators, step marks) a reader could not use, counted by reason, with the name of
+    the first one of each: they are left out of every figure, and the summary says so."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, str] = field(default_factory=dict)
+
+    def add(self, reason: str, name: Any) -> None:
+        self.counts[reason] = self.counts.get(reason, 0) + 1
+        self.examples.setdefault(reason, name[:60] if isinstance(name, str) else repr(name)[:60])
+
+    def __len__(self) -> int:
+        return sum(self.counts.values())
+
+    def note(self) -> str | None:
+        """One line: how many events were dropped and why (None: none)."""
+        if not self.counts:
+            return None
+        parts = [f"{n:,} with {reason} (first: {self.examples[reason]!r})" for reason, n in self.counts.items()]
+        return (f"{len(self):,} kernel/operator event(s) could not be read and are left out of every figure: "
+                + "; ".join(parts))
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return {reason: {"count": n, "first": self.examples[reason]} for reason, n in self.counts.items()}
+
+
+@dataclass
 class TraceEvents:
     """What a reader kept of a trace."""
 
@@ -83,6 +110,8 @@ class TraceEvents:
     world_size: int | None = None
     host: str | None = None
     warnings: list[str] = field(default_factory=list)
+    dropped: Dropped = field(default_factory=Dropped)
+    """timeline events the reader could not use"""
 
 
 class SpanBuilder:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from fabricsim.bench.trace_classify import step_number
-from fabricsim.bench.trace_events import Progress, SpanBuilder, StepMark, TraceEvents, as_int, check_count
+from fabricsim.bench.trace_events import Dropped, Progress, SpanBuilder, StepMark, TraceEvents, as_int, check_count
 from fabricsim.errors import SpecError
 
 FETCH_ROWS = 65536
@@ -68,7 +68,11 @@ def _read(con: sqlite3.Connection, source: str, max_events: int, progress: Progr
     sql = (f"SELECT k.start, k.end, k.deviceId, k.streamId, COALESCE(s.value, k.{name_col}), {corr} "
            f"FROM CUPTI_ACTIVITY_KIND_KERNEL AS k LEFT JOIN StringIds AS s ON s.id = k.{name_col}")
     origin = con.execute("SELECT MIN(start) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0] or 0
+    dropped = Dropped()
     for start, end, device, stream, name, correlation in _rows(con, sql):
+        if not isinstance(start, int | float) or not isinstance(end, int | float) or end < start:
+            dropped.add("no start, no end or an end before its start", str(name))
+            continue
         kernels.add(kernels.name_id(str(name)), float(start), float(end), as_int(device, 0), as_int(stream, 0),
                     as_int(correlation))
         if len(kernels) % FETCH_ROWS == 0:
@@ -85,7 +89,8 @@ def _read(con: sqlite3.Connection, source: str, max_events: int, progress: Progr
     return TraceEvents(source=source, format="nsys", names=names, classes=classes,
                        kernels=kernels.build(1e-9, float(origin)), cpu=cpu.build(1e-9, float(origin)), steps=steps,
                        kernel_args={}, cpu_args={}, device_names=_gpu_names(con, tables),
-                       backend="nccl" if any(c == "communication" for c in classes) else None)
+                       backend="nccl" if any(c == "communication" for c in classes) else None,
+                       dropped=dropped)
 
 
 def _nvtx_steps(con: sqlite3.Connection, tables: set[str]) -> list[tuple[int, int, int]]:

@@ -13,6 +13,7 @@ from typing import IO, Any, cast
 from fabricsim.bench.trace_classify import LAUNCH, step_number
 from fabricsim.bench.trace_events import (
     MAX_EVENTS,
+    Dropped,
     Progress,
     SpanBuilder,
     StepMark,
@@ -21,11 +22,16 @@ from fabricsim.bench.trace_events import (
     check_count,
     kept_args,
 )
+from fabricsim.bench.trace_scan import DepthScan, parser_message
 from fabricsim.errors import SpecError
 
 CHUNK_BYTES = 1 << 16
 KERNEL_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 CPU_CATS = frozenset({"cpu_op", "user_annotation"})
+NUMBER = frozenset({int, float})
+"""the JSON number types a timeline can hold (bool, a subclass of int, is not one)"""
+USED_CATS = KERNEL_CATS | CPU_CATS | {"gpu_user_annotation"}
+"""the categories of complete events a summary uses: those dropped as unreadable are counted"""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -95,8 +101,10 @@ def _read_kineto(stream: IO[bytes], raw: IO[bytes], total: int, source: str, max
     header = [] if lead != b"{" else [ijson.items_coro(devices, "deviceProperties.item", use_float=True),
                                        ijson.items_coro(dist, "distributedInfo", use_float=True),
                                        ijson.items_coro(host, "host_name", use_float=True)]
+    scan = DepthScan(source)
     try:
         for chunk in _prepend(first, chunks):
+            scan.feed(chunk)  # before the parser: ijson's memory grows with the square of the depth
             for coro in header:
                 coro.send(chunk)
             main.send(chunk)
@@ -110,10 +118,28 @@ def _read_kineto(stream: IO[bytes], raw: IO[bytes], total: int, source: str, max
         for event in events:
             reader.add(event)
     except ijson.JSONError as exc:
-        raise SpecError(f"not valid JSON: {exc}", source=source) from None
+        raise SpecError(parser_message(exc), source=source) from None
     if reader.seen == 0:
         raise SpecError("not a trace: no traceEvents (expected a PyTorch profiler / Kineto trace)", source=source)
     return reader.finish(devices, dist[0] if dist else None, host[0] if host else None)
+
+
+def _unreadable(name: Any, ts: Any, dur: Any) -> str | None:
+    """Why a complete event cannot be placed on the timeline (None: it can)."""
+    if not isinstance(name, str):
+        return "a name that is not a string"
+    if not _number(ts):
+        return "a ts that is not a finite number"
+    if not _number(dur):
+        return "a dur that is not a finite number"
+    if dur < 0:
+        return "a negative dur"
+    return None
+
+
+def _number(value: Any) -> bool:
+    """A JSON number a timeline can hold: not a string, bool, NaN, infinity or an integer beyond float range."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and -1e300 < value < 1e300
 
 
 def _prepend(first: bytes, rest: Iterator[bytes]) -> Iterator[bytes]:
@@ -139,6 +165,7 @@ class _KinetoReader:
         self.shared_args: dict[Any, dict[str, Any]] = {}  # equal argument sets stored once (kept_args)
         self.origin: float | None = None
         self.seen = 0
+        self.dropped = Dropped()
 
     def add(self, event: Any) -> None:
         self.seen += 1
@@ -146,22 +173,27 @@ class _KinetoReader:
             return
         cat = str(event.get("cat", "")).lower()
         name = event.get("name")
-        ts, dur = event.get("ts"), event.get("dur", 0.0)
-        if not isinstance(name, str) or not isinstance(ts, int | float) or not isinstance(dur, int | float):
+        ts: Any = event.get("ts")
+        dur: Any = event.get("dur", 0.0)
+        if not (type(ts) in NUMBER and type(dur) in NUMBER and -1e300 < ts < 1e300 and 0 <= dur < 1e300
+                and isinstance(name, str)):  # the common case in one expression: this runs once an event
+            if cat in USED_CATS:
+                self.dropped.add(_unreadable(name, ts, dur) or "an unreadable ts or dur", name)
             return
+        ts, dur = float(ts), float(dur)
         if self.origin is None:
-            self.origin = float(ts)
+            self.origin = ts
         found = event.get("args")
         args: dict[str, Any] = found if isinstance(found, dict) else {}
         if cat in KERNEL_CATS:
-            self._kernel(name, float(ts), float(dur), event, args)
+            self._kernel(name, ts, dur, event, args)
         elif cat in CPU_CATS or cat == "gpu_user_annotation":
             step = step_number(name)
             if step is not None:
                 device = as_int(event.get("pid"), 0) if cat == "gpu_user_annotation" else None
-                self.steps.append((step, float(ts), float(ts) + float(dur), device))
+                self.steps.append((step, ts, ts + dur, device))
             elif cat in CPU_CATS:
-                self._cpu(name, cat, float(ts), float(dur), event, args)
+                self._cpu(name, cat, ts, dur, event, args)
 
     def _kernel(self, name: str, ts: float, dur: float, event: dict[str, Any], args: dict[str, Any]) -> None:
         name_id = self.kernels.name_id(name)
@@ -195,4 +227,4 @@ class _KinetoReader:
                            kernel_args=self.kernel_args, cpu_args=self.cpu_args, device_names=names,
                            backend=str(info["backend"]).lower() if info.get("backend") else None,
                            rank=rank if rank >= 0 else None, world_size=world or None,
-                           host=str(host) if isinstance(host, str) else None)
+                           host=str(host) if isinstance(host, str) else None, dropped=self.dropped)

@@ -14,9 +14,17 @@ from fabricsim.bench.trace_events import MAX_EVENTS, Progress, Spans, TraceEvent
 from fabricsim.bench.trace_intervals import Intervals, clip, coverage, union
 from fabricsim.bench.trace_links import CollectiveCall, Linker
 from fabricsim.bench.trace_read import read_trace
-from fabricsim.bench.trace_types import ClassTime, CollectiveStat, DeviceSummary, GemmStat, TraceSummary
-from fabricsim.errors import SpecError
+from fabricsim.bench.trace_types import (
+    ClassTime,
+    CollectiveStat,
+    DeviceSummary,
+    GemmStat,
+    TraceSummary,
+    pick_device,
+)
 
+NO_KERNEL_GEMMS = ("no GEMM rate: the trace has no GPU kernels, and a GEMM's rate is measured on its kernels (a CPU "
+                   "operator's time is its launch on a GPU run); profile with ProfilerActivity.CUDA")
 ORDER = ("attention", "gemm", "elementwise", "communication", "memory")
 """priority of classes where intervals of several overlap: busy time goes to the first, so compute classes keep
 their time and communication's busy time is the exposed communication; the busy times add up to the step less
@@ -39,14 +47,14 @@ def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary
     busy_rows = codes >= 0  # launch-only operators are not work
     found = sorted(int(d) for d in np.unique(spans.device[busy_rows]))
     if device is not None:
-        if device not in found:
-            raise SpecError(f"no device {device} in the trace; it has {', '.join(map(str, found)) or 'none'}",
-                            field="--rank")
-        found = [device]
+        found = [pick_device(device, found, gpu=gpu, rank=events.rank, world_size=events.world_size)]
     linker = Linker(events)
     gemms = linker.gemm_ops()
     summaries = []
     warnings = list(events.warnings)
+    note = events.dropped.note()
+    if note is not None:
+        warnings.append(note)
     for d in found:
         rows = np.flatnonzero((spans.device == d) & busy_rows)
         summaries.append(_device(events, spans, rows, codes[rows], d, gpu, linker, gemms))
@@ -54,7 +62,7 @@ def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary
         warnings.append("the trace has no GPU kernels (profile with ProfilerActivity.CUDA); CPU operators summarised")
     return TraceSummary(source=events.source, format=events.format, backend=events.backend, rank=events.rank,
                         world_size=events.world_size, host=events.host, device_names=dict(events.device_names),
-                        devices=tuple(summaries), warnings=warnings)
+                        devices=tuple(summaries), warnings=warnings, dropped=events.dropped)
 
 
 def _window(events: TraceEvents, d: int, gpu: bool, sub: Spans) -> tuple[Intervals, int, str]:
@@ -102,8 +110,9 @@ def _device(events: TraceEvents, spans: Spans, rows: np.ndarray, codes: np.ndarr
         compute_s=cov.length(win & compute) / steps, communication_s=cov.length(win & comm) / steps,
         overlap_s=cov.length(win & comm & compute) / steps, exposed_comm_s=cov.length(win & comm & ~compute) / steps,
         idle_s=cov.length(win & ~higher) / steps, classes=tuple(classes),
-        collectives=_group(calls, comm_time, steps), gemm=_gemm(events, sub, rows, codes, window, gpu, d, gemms,
-                                                                steps))
+        collectives=_group(calls, comm_time, steps),
+        gemm=_gemm(sub, codes, window, gemms, steps, events.cpu.ext_id) if gpu else None,
+        gemm_note=None if gpu or not gemms else NO_KERNEL_GEMMS)
 
 
 def _group(calls: list[CollectiveCall], times: np.ndarray, steps: int) -> tuple[CollectiveStat, ...]:
@@ -116,29 +125,21 @@ def _group(calls: list[CollectiveCall], times: np.ndarray, steps: int) -> tuple[
     return tuple(sorted(out, key=lambda c: (-c.time_s, c.op, c.size_bytes)))
 
 
-def _gemm(events: TraceEvents, sub: Spans, rows: np.ndarray, codes: np.ndarray, window: Intervals, gpu: bool,
-          d: int, gemms: list[tuple[int, float, str | None]], steps: int) -> GemmStat | None:
-    """FLOPs and time of the recorded GEMM operators inside the window: on a GPU the time of the GEMM kernels
-    each launched (by External id), in a CPU profile the operator's own time."""
+def _gemm(sub: Spans, codes: np.ndarray, window: Intervals, gemms: list[tuple[int, float, str | None]], steps: int,
+          cpu_ext_id: np.ndarray) -> GemmStat | None:
+    """FLOPs and time of the recorded GEMM operators inside the window, timed by the GEMM kernels each launched
+    (linked by External id): never by the operators' own CPU time, which on a GPU run is the launch."""
     if not gemms:
         return None
-    cpu = events.cpu
-    if gpu:
-        g = codes == CLASSES.index("gemm")
-        ext, dur = sub.ext_id[g], clip(sub.start_s[g], sub.end_s[g], window)
-        keys, inverse = np.unique(ext, return_inverse=True)
-        per_ext = dict(zip(keys.tolist(), np.bincount(inverse, weights=dur, minlength=len(keys)).tolist(),
-                           strict=True))
+    g = codes == CLASSES.index("gemm")
+    ext, dur = sub.ext_id[g], clip(sub.start_s[g], sub.end_s[g], window)
+    keys, inverse = np.unique(ext, return_inverse=True)
+    per_ext = dict(zip(keys.tolist(), np.bincount(inverse, weights=dur, minlength=len(keys)).tolist(), strict=True))
     flops = time = 0.0
     count = 0
     by_dtype: dict[str | None, float] = defaultdict(float)
     for row, f, dtype in gemms:
-        if gpu:
-            t = per_ext.get(int(cpu.ext_id[row]), 0.0)
-        elif int(cpu.device[row]) == d:
-            t = float(clip(cpu.start_s[row:row + 1], cpu.end_s[row:row + 1], window)[0])
-        else:
-            t = 0.0
+        t = per_ext.get(int(cpu_ext_id[row]), 0.0)
         if t <= 0:
             continue
         flops, time, count = flops + f, time + t, count + 1

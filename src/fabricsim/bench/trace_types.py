@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from fabricsim.bench.trace_events import Dropped
 from fabricsim.collectives import busbw_factor
 from fabricsim.errors import SpecError
 
@@ -83,6 +84,8 @@ class DeviceSummary:
     classes: tuple[ClassTime, ...]
     collectives: tuple[CollectiveStat, ...]
     gemm: GemmStat | None = None
+    gemm_note: str | None = None
+    """why ``gemm`` is None where the trace records GEMM shapes (a profile without GPU kernels)"""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -105,21 +108,41 @@ class TraceSummary:
     device_names: dict[int, str]
     devices: tuple[DeviceSummary, ...]
     warnings: list[str] = field(default_factory=list)
+    dropped: Dropped = field(default_factory=Dropped)
+    """the events the reader could not use, by reason"""
 
     def device(self, index: int | None = None) -> DeviceSummary:
-        """The device of that index (GPU index, or a CPU profile's process id); None: the first."""
+        """The device of that index (GPU index, or a CPU profile's process id), or of a trace holding one device,
+        that of its distributed rank; None: the first."""
         if not self.devices:
             raise SpecError("the trace has no kernels or operators to summarise", source=self.source)
         if index is None:
             return self.devices[0]
-        for d in self.devices:
-            if d.device == index:
-                return d
-        raise SpecError(f"no device {index} in the trace; it has {', '.join(str(d.device) for d in self.devices)}",
-                        field="--rank")
+        chosen = pick_device(index, [d.device for d in self.devices], gpu=self.devices[0].kind == "gpu",
+                             rank=self.rank, world_size=self.world_size)
+        return next(d for d in self.devices if d.device == chosen)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "format": self.format, "backend": self.backend, "rank": self.rank,
                 "world_size": self.world_size, "host": self.host,
                 "device_names": {str(k): v for k, v in self.device_names.items()},
-                "devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings)}
+                "devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings),
+                "dropped_events": self.dropped.to_json()}
+
+
+def pick_device(index: int, found: list[int], *, gpu: bool, rank: int | None, world_size: int | None) -> int:
+    """The device ``--rank index`` names: a GPU index (a CPU profile: process id) the trace holds, or, in a trace
+    of one device, its distributed rank (distributedInfo.rank); else a SpecError saying what the trace holds."""
+    if index in found:
+        return index
+    if rank is not None and index == rank and len(found) == 1:
+        return found[0]
+    unit = "GPU" if gpu else "process"
+    held = f"{unit}{'s' if len(found) != 1 else ''} {', '.join(map(str, found))}" if found else f"no {unit}"
+    if rank is not None:
+        world = f" of {world_size}" if world_size else ""
+        raise SpecError(f"no rank or {unit} {index} in the trace: it holds rank {rank}{world} only "
+                        f"(distributedInfo.rank), on {held}; each rank's profile is a file of its own",
+                        field="--rank")
+    raise SpecError(f"no {unit} {index} in the trace: it holds {held} only (and no distributedInfo rank)"
+                    + ("" if gpu else "; a CPU profile's --rank is a process id"), field="--rank")

@@ -25,6 +25,7 @@ from fabricsim.catalog.models import (
     System,
     Tuning,
 )
+from fabricsim.catalog.networks import NETWORK_KINDS, network_id, network_link_id, network_names
 from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
 from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageServer, StorageTier
@@ -32,6 +33,7 @@ from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageServe
 __all__ = [
     "CATEGORY_MODELS",
     "GPU",
+    "NETWORK_KINDS",
     "NIC",
     "Cable",
     "Catalog",
@@ -53,6 +55,9 @@ __all__ = [
     "is_switch_system",
     "load_catalog",
     "load_documents",
+    "network_id",
+    "network_link_id",
+    "network_names",
     "partial_system_id",
     "partly_used",
     "power_of_two_part",

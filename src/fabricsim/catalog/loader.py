@@ -45,8 +45,29 @@ def validation_message(exc: ValidationError) -> tuple[str, str]:
     return path, msg
 
 
-def parse_entries(model: type[M], items: Any, source: str, category: str) -> dict[str, M]:
-    """Validate a list of mappings into models keyed by id; errors name the file, entry and field."""
+def merged_entry(base: BaseModel, overlay: dict[str, Any]) -> dict[str, Any]:
+    """A partial overlay entry over the catalog entry of the same id: the overlay's fields replace the entry's,
+    mappings merged key by key (``efficiency: {value: 0.9}`` keeps the figure's source)."""
+
+    def merge(old: Any, new: Any) -> Any:
+        if isinstance(old, dict) and isinstance(new, dict):
+            return {**old, **{k: merge(old.get(k), v) for k, v in new.items()}}
+        return new
+
+    result: dict[str, Any] = merge(base.model_dump(), overlay)
+    return result
+
+
+def missing_fields(exc: ValidationError) -> list[str]:
+    """The dotted paths of every required field a ValidationError says is missing."""
+    return [".".join(str(p) for p in e["loc"]) for e in exc.errors() if e["type"] == "missing"]
+
+
+def parse_entries(model: type[M], items: Any, source: str, category: str,
+                  existing: dict[str, Any] | None = None) -> dict[str, M]:
+    """Validate a list of mappings into models keyed by id; errors name the file, entry and field. An entry whose
+    id ``existing`` already holds (a catalog entry an overlay changes) may give only the fields it changes: they
+    are merged over that entry and the result validated; a new id must give every required field."""
     if not isinstance(items, list):
         raise SpecError("expected a list of entries", field=category, source=source)
     out: dict[str, M] = {}
@@ -54,9 +75,15 @@ def parse_entries(model: type[M], items: Any, source: str, category: str) -> dic
         label = f"{category}[{index}]"
         if isinstance(item, dict) and "id" in item:
             label += f" ({item['id']})"
+        known = existing.get(str(item["id"])) if existing and isinstance(item, dict) and "id" in item else None
         try:
-            entry = model.model_validate(item)
+            entry = model.model_validate(merged_entry(known, item) if isinstance(known, BaseModel) else item)
         except ValidationError as exc:
+            missing = missing_fields(exc)
+            if known is None and len(missing) > 1:
+                raise SpecError(f"a new entry needs every required field; missing: {', '.join(missing)} (an entry "
+                                "whose id the catalog has may give only the fields it changes)", field=label,
+                                source=source) from None
             path, msg = validation_message(exc)
             raise SpecError(msg, field=f"{label}.{path}" if path else label, source=source) from None
         entry_id = str(getattr(entry, "id"))  # noqa: B009 - every catalog model has an id
@@ -88,7 +115,8 @@ def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None
             if category not in CATEGORY_MODELS:
                 allowed = ", ".join(CATEGORY_MODELS)
                 raise SpecError(f"unknown category; allowed: {allowed}", field=str(category), source=source)
-            merged[category].update(parse_entries(CATEGORY_MODELS[category], items, source, category))
+            merged[category].update(parse_entries(CATEGORY_MODELS[category], items, source, category,
+                                                  existing=merged[category]))
     catalog = Catalog(**merged)
     catalog.check_references()
     return catalog

@@ -258,8 +258,9 @@ class Tuning(Entry):
         default_factory=dict, description="factor on launch_s per host CPU, keyed by the system's cpu_link (or"
         " cpu_gpu_link) id; 1 where absent")
     single_node_gpus_per_thread: Literal["all", "one"] = Field(
-        "all", description="how nccl-tests is run on one node: 'all' = one thread drives every GPU (-g N, so the"
-        " host launches N kernels per iteration), 'one' = one process per GPU (mpirun -np N)")
+        "all", description="how nccl-tests is run on one host (a server, or one compute tray of a rack-scale"
+        " node): 'all' = one thread drives every GPU (-g N, so the host launches N kernels per iteration), 'one' ="
+        " one process per GPU (mpirun -np N); a group over several hosts always runs one process per GPU")
     nvls_efficiency_by_nvlink: dict[str, Fraction] = Field(
         default_factory=dict, description="NVLS throughput relative to the NVLink rate per NVLink generation (link"
         " id); nvls_efficiency where absent")

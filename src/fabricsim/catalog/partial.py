@@ -9,10 +9,19 @@ from fabricsim.catalog.models import System
 from fabricsim.errors import SpecError
 
 
-def partial_system_id(system_id: str, used: int | None) -> str:
+def partial_system_id(system_id: str, used: int | None, field: str = "--gpus-per-node") -> str:
     """The id of ``system_id`` with ``used`` GPUs of each node in use (e.g. gb200-nvl72/64; ``system_id`` itself
-    when ``used`` is None). `Catalog.system` resolves such ids."""
-    return system_id if used is None else f"{system_id}/{used}"
+    when ``used`` is None or the id already says ``/used``). `Catalog.system` resolves such ids; an id that already
+    names another count (gb200-nvl72/64 with 32) is a SpecError naming ``field``."""
+    if used is None:
+        return system_id
+    named = split_partial_id(system_id)[1]
+    if named is None:
+        return f"{system_id}/{used}"
+    if named != used:
+        raise SpecError(f"{used} GPUs per node disagrees with system {system_id!r}, which already uses {named} of "
+                        f"each node; give the count once (in the id or as {field})", field=field)
+    return system_id
 
 
 def split_suffix(system_id: str, mark: str, meaning: str) -> tuple[str, int | None]:

@@ -87,7 +87,7 @@ def calibrate_command(
 ) -> None:
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
-    written."""
+    written, and when `--out` asked for one the command says "no overlay written" and exits 1."""
     from fabricsim.bench import calibrate
     from fabricsim.catalog import load_catalog
 
@@ -104,16 +104,16 @@ def calibrate_command(
     if written is not None:
         result.write(written)
     data = result.model_dump(mode="json") | {"overlay_file": str(written) if written else None}
-    if emit(form, data, inputs, data["rows"]):
-        return  # the warnings are in the document
-    for table in calibration_tables(result, len(measurements)):
-        console.print(table)
-    stderr_warnings(result.warnings)
-    if written is not None:
-        console.print(f"overlay written to {written}; use it with --calibration {written}")
-    elif out is not None:
-        console.print(f"no overlay written to {out}: the fit does not beat the catalog on these measurements "
-                      "(the warning says where)")
+    if not emit(form, data, inputs, data["rows"]):  # JSON: the warnings are in the document
+        for table in calibration_tables(result, len(measurements)):
+            console.print(table)
+        stderr_warnings(result.warnings)
+        if written is not None:
+            console.print(f"overlay written to {written}; use it with --calibration {written}")
+    if out is not None and written is None:  # asked for an overlay and got none: a script must not go on
+        sys.stderr.write(f"no overlay written: {out} was not created, the fit does not beat the catalog on these "
+                         "measurements (the warnings say where); exit 1\n")
+        raise typer.Exit(1)
 
 
 def stderr_warnings(warnings: list[str]) -> None:

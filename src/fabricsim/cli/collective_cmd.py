@@ -76,7 +76,7 @@ def collective_command(
     algo: str = typer.Option("auto", "--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
                              "halving_doubling, direct"),
     proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
-    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
+    ib: str | None = typer.Option(None, "--ib", help=fabric_help),
     fabric_kind: str = typer.Option("fat-tree", "--fabric", help="the scale-out design: fat-tree, rail-only, "
                                     "dragonfly or slim-fly (built by --sim flow; the analytical model prices a "
                                     "rail-optimized fat tree, tapered to a dragonfly's or Slim Fly's bisection)"),

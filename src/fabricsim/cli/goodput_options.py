@@ -25,9 +25,11 @@ MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every c
                                           "failures (2: half as many failures)")]
 Restart = Annotated[str | None, typer.Option("--restart", help="stall of one failure before the checkpoint is "
                                              "read back, e.g. 10m [default: 10m, sourced]")]
-StorageNetwork = Annotated[str, typer.Option("--storage-network", help="separate (its own switches, the nodes' "
-                                             "storage NICs), converged (servers on the compute fabric) or none "
-                                             "(the tier's rates, storage not billed)")]
+StorageNetwork = Annotated[str | None, typer.Option("--storage-network", help="separate (its own switches, the "
+                                                    "nodes' storage NICs), converged (servers on the compute "
+                                                    "fabric) or none (the tier's rates, storage not billed) "
+                                                    "[default: separate; converged, with a note, on a system "
+                                                    "without storage ports]")]
 StorageServer = Annotated[str | None, typer.Option("--storage-server", help="storage server model (fabricsim "
                                                    "catalog storage-servers) [default: clusterstor-e1000]")]
 StorageServers = Annotated[int | None, typer.Option("--storage-servers", help="storage servers to buy [default: "
@@ -68,3 +70,30 @@ def _storage_line(g: Goodput) -> str:
     price = sum(i.price_usd or 0.0 for i in b.items)
     return (f"storage: {b.servers} x {b.server} on a {b.network} network, {units.format_rate(b.write_bytes_per_s)} "
             f"write, {units.format_rate(b.read_bytes_per_s)} read, {units.format_usd(price)}; {spares}")
+
+
+def storage_fallback_notes(data: object) -> None:
+    """One ``note:`` line on stderr per storage network that is not the one asked for (a system without storage
+    ports converged); the JSON carries the same text as ``storage_bill.fallback``."""
+    import sys
+
+    seen: list[str] = []
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            found = value.get("storage_fallbacks") or []
+            note = value.get("fallback") if "servers_write_bytes_per_s" in value else None
+            for text in [*found, note]:
+                if isinstance(text, str) and text not in seen:
+                    seen.append(text)
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list | tuple):
+            for v in value:
+                walk(v)
+        elif hasattr(value, "model_dump"):
+            walk(value.model_dump())
+
+    walk(data)
+    for note in seen:
+        sys.stderr.write(f"note: {note}\n")

@@ -4,6 +4,7 @@ static batch served on one parallel group."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -55,7 +56,7 @@ if TYPE_CHECKING:
     from fabricsim.api import ServeRequest
     from fabricsim.inference import InferencePlan, InferencePrediction
     from fabricsim.serving import ServingResult
-    from fabricsim.validation import BandResult
+    from fabricsim.validation import Band, BandResult
 
 Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
 Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
@@ -105,28 +106,87 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan,
     spec = ([f"speculative decoding: {plan.draft_tokens} draft tokens, {plan.acceptance_length:g} tokens a step; "
              f"decode step {units.format_duration(sum(pred.decode_step_s.values()))} (drafts "
              f"{units.format_duration(sum(pred.draft_step_s.values()))})"] if plan.draft_tokens else [])
+    per_user = 1.0 / banded_value(found, "tpot_s", pred.tpot_s)
+    per_gpu = banded_value(found, "output_tokens_per_s_per_gpu", pred.output_tokens_per_s_per_gpu)
     return [
         *spec,
-        f"TTFT {units.format_duration(pred.ttft_s)}{_band(found, 'ttft_s')}, TPOT "
-        f"{units.format_duration(pred.tpot_s)}{_band(found, 'tpot_s')}, end to end {units.format_duration(pred.e2e_s)}",
-        f"{pred.output_tokens_per_s:,.0f} output tokens/s ({pred.output_tokens_per_s_per_gpu:,.1f} per GPU), "
-        f"{1.0 / pred.tpot_s:,.1f} tokens/s per user",
+        f"TTFT {banded(found, 'ttft_s', pred.ttft_s)}",
+        f"TPOT {banded(found, 'tpot_s', pred.tpot_s)}",
+        f"end to end {banded(found, 'e2e_s', pred.e2e_s)}",
+        f"output tokens/s {banded(found, 'output_tokens_per_s', pred.output_tokens_per_s, _rate)}; "
+        f"{per_gpu:,.1f} per GPU, {per_user:,.1f} tokens/s per user",
         fit,
-        f"max batch at {plan.context} tokens of context: {pred.max_batch}; max context at batch {plan.batch}: "
-        f"{pred.max_context}",
+        f"max batch at {plan.context:,} tokens of context: {pred.max_batch:,}; max context at batch {plan.batch}: "
+        f"{context_text(pred)}",
         f"bottleneck: [bold]{pred.bottleneck}[/]",
     ]
 
 
-def _band(found: dict[str, BandResult] | None, key: str) -> str:
-    """' (low-high, 80% band from n comparable published cases)' for a duration, or '' without bands."""
-    return "" if not found or key not in found else " " + found[key].text(units.format_duration)
+def context_text(pred: InferencePrediction) -> str:
+    """'131,072 (model window; memory holds 1,476,954)', or '40,967 (memory; model window 131,072)'."""
+    window = pred.context_window
+    if window is None:
+        return f"{pred.max_context:,} (memory; model window not known)"
+    if pred.context_limit == "window":
+        return f"{pred.max_context:,} (model window; memory holds {pred.max_context_memory:,})"
+    return f"{pred.max_context:,} (memory; model window {window:,})"
 
 
-def _p50_band(found: dict[str, BandResult] | None, key: str) -> str:
-    """'; p50 (low-high, 80% band ...)' for a served percentile, or ''."""
-    text = _band(found, key)
-    return f"; p50{text}" if text else ""
+def _rate(value: float) -> str:
+    return f"{value:,.0f}"
+
+
+def _as_band(b: BandResult | None) -> Band | None:
+    """``b`` where it is a band (not a reason for none)."""
+    from fabricsim.validation import Band
+
+    return b if isinstance(b, Band) else None
+
+
+def banded_value(found: dict[str, BandResult] | None, key: str, raw: float) -> float:
+    """The figure to plan with: the model's own where its band holds it (or there is none), else the band's centre
+    (the model's figure with its median error on the comparable published cases taken out)."""
+    b = _as_band((found or {}).get(key))
+    return raw if b is None or b.holds(raw) else b.estimate
+
+
+def banded(found: dict[str, BandResult] | None, key: str, raw: float,
+           show: Callable[[float], str] = units.format_duration) -> str:
+    """A figure and its band (`Band.figure`: the printed figure always inside the printed band); without a band the
+    model's figure and why there is none."""
+    found_one = (found or {}).get(key)
+    return show(raw) if found_one is None else found_one.figure(raw, show)
+
+
+def band_legend(*founds: dict[str, BandResult] | None) -> list[str]:
+    """One line saying what a banded figure is, where any figure has a band."""
+    if not any(_as_band(b) for found in founds for b in (found or {}).values()):
+        return []
+    return ["[dim]a figure outside its band is printed as the band's centre: the model's raw figure with its median "
+            "error on the comparable published cases taken out (JSON: <key>_band.estimate; the table above is raw)[/]"]
+
+
+def _served(found: dict[str, BandResult] | None, prefix: str, stats: Any) -> str:
+    """'p50 a, p90 b, p99 c' of one served latency and the p50's band: each the model's figure where its band holds
+    it, else the band's centre (and then the model's raw percentiles named); why there is no band otherwise."""
+    keys = [(p, f"{prefix}_p{p[1:]}", getattr(stats, p + "_s")) for p in ("p50", "p90", "p99")]
+    p50 = (found or {}).get(f"{prefix}_p50")
+
+    def show(value: float) -> str:
+        return units.format_duration(value) if math.isfinite(value) else "-"
+
+    band = _as_band(p50)
+    if band is None:
+        text = ", ".join(f"{p} {show(raw)}" for p, _, raw in keys)
+        return text if p50 is None else f"{text}; p50 {p50.text(units.format_duration)}"
+    text = ", ".join(f"{p} {show(banded_value(found, key, raw) if math.isfinite(raw) else raw)}"
+                     for p, key, raw in keys)
+    if all(banded_value(found, key, raw) == raw for _, key, raw in keys if math.isfinite(raw)):
+        return (f"{text} (p50 {show(band.low)}-{show(band.high)}, {band.level:.0%} band from {band.cases} "
+                "comparable published cases)")
+    return (f"{text} (p50 {show(band.low)}-{show(band.high)}, {band.level:.0%} band from {band.cases} comparable "
+            f"published cases; model's raw figures {', '.join(show(raw) for _, _, raw in keys)}, its bias there "
+            f"{band.bias:+.0%})")
 
 
 @spec_errors
@@ -205,6 +265,8 @@ def infer_command(
                 f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})"),
                 served_found):
             console.print(line)
+    for line in band_legend(found, served_found):
+        console.print(line)
     for line in launch_lines(launch):
         console.print(line, soft_wrap=True)
 
@@ -213,18 +275,14 @@ def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "",
                   found: dict[str, BandResult] | None = None) -> list[str]:
     """The serving simulation in a few lines: percentiles, throughput, goodput, overload (``decode``: the
     disaggregated decode pool's own plan, in words)."""
-    def pcts(stats: Any) -> str:
-        return ", ".join(f"{p} {units.format_duration(getattr(stats, p + '_s'))}"
-                         if math.isfinite(getattr(stats, p + "_s")) else f"{p} -" for p in ("p50", "p90", "p99"))
-
     where = (f"{serve.disagg[0]} prefill + {serve.disagg[1]} decode replicas{decode}" if serve.disagg
              else f"{serve.replicas} replica{'s' if serve.replicas > 1 else ''}")
     source = f"trace {serve.trace}" if serve.trace is not None else f"Poisson {serve.rate_per_s:g} requests/s"
     lines = [f"[bold]serving[/] ({source} on {where}): {r.requests_completed:,} of {r.requests_arrived:,} requests "
              f"completed, {r.output_tokens_per_s:,.0f} output tokens/s, {r.preemptions:,} preemptions, mean batch "
              f"{r.mean_batch_size:.1f}",
-             f"TTFT {pcts(r.ttft)}{_p50_band(found, 'ttft_s_p50')}",
-             f"TPOT {pcts(r.tpot)}{_p50_band(found, 'tpot_s_p50')}", f"end to end {pcts(r.e2e)}"]
+             f"TTFT {_served(found, 'ttft_s', r.ttft)}", f"TPOT {_served(found, 'tpot_s', r.tpot)}",
+             f"end to end {_served(found, 'e2e_s', r.e2e)}"]
     if r.goodput_rps is not None and r.slo_attainment is not None:
         lines.append(f"goodput {r.goodput_rps:.2f} requests/s ({r.slo_attainment:.1%} of requests meet the SLOs)")
     if r.overloaded:

@@ -19,6 +19,7 @@ from fabricsim.cli.goodput_options import (
     StorageNetwork,
     StorageServer,
     StorageServers,
+    storage_fallback_notes,
 )
 from fabricsim.cli.output import (
     REPORT_SUFFIXES,
@@ -65,8 +66,17 @@ def _cluster(e: dict[str, Any]) -> str:
     return f"{e['gpus']} {e['system']} {e['fabric']} {e['oversubscription']:g}:1"
 
 
-def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
-    """One row per plan: cluster, plan, days, cost, $/M tokens, MFU and the bounding layer."""
+def _same_plan(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """One cluster and plan (with its storage and spares) in two result rows."""
+    keys = ("gpus", "system", "fabric", "oversubscription", "plan", "storage", "spare_nodes")
+    return all(a.get(k) == b.get(k) for k in keys)
+
+
+def ranked_table(rows: list[dict[str, Any]], title: str, pick: dict[str, Any] | None = None) -> Table:
+    """One row per plan: cluster, plan, days, cost, $/M tokens, MFU and the bounding layer; ``pick`` (the plan
+    recommended among ties) is marked 'pick', and added as the last row when the top rows leave it out."""
+    if pick is not None and not any(_same_plan(e, pick) for e in rows):
+        rows = [*rows, {**pick, "tie": True}]
     table = new_table(title=title, header_style="bold", title_justify="left")
     headers = [h for h in ("#", "cluster", "plan", "days (80% band)", "cost", "$/Mtok", "MFU", "bound")
                if not (narrow() and h in ("$/Mtok", "MFU"))]
@@ -77,20 +87,25 @@ def ranked_table(rows: list[dict[str, Any]], title: str) -> Table:
             text_column(table, header)
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
-        cells = {"#": "tie" if e.get("tie") else str(i), "cluster": _cluster(e), "plan": _plan(e["plan"]),
-                 "days (80% band)": f"{e['time_to_train_s'] / DAY_S:.1f}{_days_band(e)}",
+        mark = "pick" if pick is not None and _same_plan(e, pick) else ("tie" if e.get("tie") else str(i))
+        cells = {"#": mark, "cluster": _cluster(e), "plan": _plan(e["plan"]),
+                 "days (80% band)": _days(e),
                  "cost": units.format_usd(e["cost_usd"]),
                  "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
         table.add_row(*(cells[h] for h in headers))
     return table
 
 
-def _days_band(e: dict[str, Any]) -> str:
-    """' (11.2-16.8)': the 80% band of a row's days to train, '' without one."""
+def _days(e: dict[str, Any]) -> str:
+    """'13.4 (11.2-16.8)': a row's days to train and its 80% band (the model's days where the band holds them, else
+    the band's centre: `validation.shown_figure`), the days alone without a band."""
+    from fabricsim.validation import shown_figure
+
     band = e.get("time_to_train_s_band") or {}
+    days = f"{shown_figure(e['time_to_train_s'], band) / DAY_S:.1f}"
     if band.get("low") is None:
-        return ""
-    return f" ({band['low'] / DAY_S:.1f}-{band['high'] / DAY_S:.1f})"
+        return days
+    return f"{days} ({band['low'] / DAY_S:.1f}-{band['high'] / DAY_S:.1f})"
 
 
 def tie_line(ties: dict[str, Any]) -> str:
@@ -103,8 +118,8 @@ def tie_line(ties: dict[str, Any]) -> str:
                   f"{band['high']:.2f}x at {band['level']:.0%}, {band['pairs']} pairs of comparable published runs: "
                   f"{band['comparable']}) are ties, marked 'tie'")
     pick = ties["recommended"]
-    return (f"ties: {within}; recommended by {ties['secondary']}: {_cluster(pick)} {_plan(pick['plan'])}, "
-            f"{pick['time_to_train_s'] / DAY_S:.1f} days, {units.format_usd(pick['cost_usd'])}")
+    return (f"ties: {within}; recommended by {ties['secondary']} (marked 'pick'): {_cluster(pick)} "
+            f"{_plan(pick['plan'])}, {pick['time_to_train_s'] / DAY_S:.1f} days, {units.format_usd(pick['cost_usd'])}")
 
 
 def matrix_table(result: SizingResult) -> Table:
@@ -262,7 +277,7 @@ def size_command(
     storage_bw: Annotated[str | None, _opt("aggregate storage write rates to search, comma-separated (e.g. "
                                            "500GB/s,2TB/s), servers sized to each [default: the tier's]",
                                            "--storage-bw")] = None,
-    storage_network: StorageNetwork = "separate",
+    storage_network: StorageNetwork = None,
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,
     spares: Annotated[str | None, _opt("hot spares to search, comma-separated counts of units (servers, or a "
@@ -272,6 +287,9 @@ def size_command(
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,
     restart: Restart = None,
+    calibration: Annotated[list[str] | None, typer.Option(
+        "--calibration", help="catalog overlay YAML applied on top of the catalog (repeatable), as train takes "
+        "it")] = None,
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     report: ReportOpt = None,
@@ -292,7 +310,10 @@ def size_command(
 
         show_inference(arguments, inputs, form, report)
         return
-    bar = None if form != "table" else _Bar()
+    import sys
+
+    # the bar only on a terminal: rich's transient bar leaves a blank line on a redirected stderr
+    bar = None if form != "table" or not sys.stderr.isatty() else _Bar()
     try:
         if bar is not None:
             with bar.progress:
@@ -311,6 +332,7 @@ def size_command(
         plot_pareto(result, plot)
     write_command_report(report, answer, inputs)
     model_import_note(answer)
+    storage_fallback_notes(answer.data)
     data, rows = answer.data, answer.rows
     if result.note is not None and not len(result.ranked):
         emit(form, data, inputs, rows)
@@ -320,7 +342,8 @@ def size_command(
     console.print(f"[bold]size[/]: {spec.model}, {spec.tokens / 1e12:g}T tokens, objective {spec.objective}; "
                   f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
                   f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")
-    console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}"))
+    pick = data["ties"]["recommended"] if data.get("ties") else None
+    console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}", pick))
     if data.get("ties"):
         console.print(tie_line(data["ties"]))
     console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))

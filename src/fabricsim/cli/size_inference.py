@@ -115,7 +115,8 @@ def inference_tie_line(ties: dict[str, Any]) -> str:
     band = ties["comparison_band"]
     pick = ties["recommended"]
     plan = pick["plan"]
-    within = ("no bound on comparisons: only the cheapest is a tie" if band.get("low") is None else
+    within = (f"{ties['count']} confirmed plan(s) cost as little as the cheapest: ties, marked 'tie' (no bound on "
+              f"comparing two plans: {band.get('reason')})" if band.get("low") is None else
               f"{ties['count']} confirmed plan(s) cost within the model's error on comparing two plans "
               f"({band['low']:.2f}-{band['high']:.2f}x at {band['level']:.0%}, {band['pairs']} pairs: "
               f"{band['comparable']}) of the cheapest: ties, marked 'tie'")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from fabricsim import units
-from fabricsim.cli.goodput_options import Storage, StorageBw, StorageServer, StorageServers
+from fabricsim.cli.goodput_options import StorageBw, StorageServer, StorageServers
 from fabricsim.cli.output import (
     REPORT_SUFFIXES,
     FormatOpt,
@@ -146,7 +146,9 @@ def topo_command(
     storage_network: Annotated[str, typer.Option(
         "--storage-network", help="storage to bill with the cluster: separate (its own switches, the nodes' storage "
         "NICs), converged (servers on the compute fabric) or none")] = "none",
-    storage: Storage = DEFAULT_STORAGE_TIER,
+    storage: Annotated[str | None, typer.Option(
+        "--storage", help="storage tier the servers are sized to (fabricsim catalog storage), with --storage-network "
+        f"separate or converged [default: {DEFAULT_STORAGE_TIER}]")] = None,
     storage_bw: StorageBw = None,
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,

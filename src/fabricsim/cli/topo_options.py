@@ -25,10 +25,13 @@ Oversubscription = Annotated[float, typer.Option("--oversubscription", help="lea
 NodeCable = Annotated[str, typer.Option("--node-cable", help="optical or copper NIC-to-switch cables")]
 TorusDims = Annotated[str | None, typer.Option("--torus-dims", help="torus switches per dimension, e.g. 4x4x2")]
 NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: nodes per torus switch")]
-DragonflyRouting = Annotated[str, typer.Option("--dragonfly-routing", help="dragonfly: minimal, valiant (through "
-                                               "an intermediate group) or ugal (both; with --routing adaptive)")]
+DragonflyRouting = Annotated[str, typer.Option("--dragonfly-routing", help="--fabric dragonfly only: minimal, valiant "
+                                               "(through an intermediate group) or ugal (per flow the minimal path "
+                                               "unless a non-minimal one is less loaded, under any --routing); "
+                                               "train and collective route it with --sim flow")]
 NvlinkDomain = Annotated[int | None, typer.Option(
     "--nvlink-domain", help="join rack-scale nodes into NVLink domains of this many GPUs through a second NVLink "
     "switch tier (144 or 576 on gb200-nvl72; a roadmap design; the same as --system gb200-nvl72@144)")]
-Planes = Annotated[int, typer.Option("--planes", help="fat tree: planes each NIC's bandwidth is split over "
-                                     "(multi-plane, each a fat tree of split switch ports)")]
+Planes = Annotated[int, typer.Option("--planes", help="fat tree: planes each NIC's bandwidth is split over, 1, 2, 4 "
+                                     "or 8 as the switch's ports split (multi-plane, each a fat tree of split switch "
+                                     "ports)")]

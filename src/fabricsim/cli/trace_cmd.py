@@ -59,7 +59,8 @@ trace_app = typer.Typer(
 TraceFile = Annotated[Path, typer.Argument(help="PyTorch profiler / Kineto trace (.json, .json.gz) or Nsight "
                                                 "Systems SQLite export (nsys export --type sqlite)")]
 Rank = Annotated[int | None, typer.Option("--rank", help="the device to report: GPU index in the trace (a CPU "
-                                                         "profile: process id); default the first")]
+                                                         "profile: process id), or the trace's distributed rank "
+                                                         "when it holds one GPU; default the first")]
 MaxEvents = Annotated[int | None, typer.Option("--max-events", help="refuse traces with more kernels and operators "
                                                                     "than this (default 8,000,000: 2 GB at peak)")]
 ModelOpt = Annotated[str | None, typer.Option("--model", help="preset name or model spec file: compare the trace "
@@ -116,6 +117,40 @@ def _efficiency(summary: TraceSummary, device: DeviceSummary, catalog: Catalog,
     return gemm_efficiency(device.gemm, gpu)
 
 
+def _gemm_note(device: DeviceSummary, eff: GemmEfficiency | None) -> str | None:
+    """Why no GEMM efficiency is reported (None: one is)."""
+    if eff is not None:
+        return eff.note
+    if device.gemm_note is not None:
+        return device.gemm_note
+    if device.gemm is None:
+        return None
+    return (f"no GEMM efficiency: the trace's GPU {device.name or '(unnamed)'!r} matches no single catalog GPU; "
+            "name the system it ran on with --system")
+
+
+def check_system(summary: TraceSummary, device: DeviceSummary, system: str, catalog: Catalog) -> list[str]:
+    """Refuse a GPU trace that cannot have run on ``--system`` (another GPU), with or without --model; a profile
+    without GPU kernels has nothing to check here (--model checks it, since the plan is priced on the system)."""
+    from fabricsim.bench import check_trace
+
+    if device.kind != "gpu":
+        return []
+    return check_trace(summary, device, catalog.system(system), catalog)
+
+
+def check_world(summary: TraceSummary, gpus: int | None, how: str = "") -> None:
+    """Refuse comparing a trace with a plan of another world size (distributedInfo.world_size vs the plan's GPUs,
+    ``how`` saying where the plan's number comes from)."""
+    from fabricsim.errors import SpecError
+
+    world = summary.world_size
+    if world is not None and gpus is not None and gpus != world:
+        raise SpecError(f"the plan has {gpus} GPUs{how} but the trace is of a run on {world} ranks "
+                        f"(distributedInfo.world_size); compare it with the plan it ran (--gpus {world})",
+                        field="--gpus")
+
+
 def _pct(part: float, whole: float) -> str:
     return f"{part / whole:6.1%}" if whole > 0 else "-"
 
@@ -166,14 +201,25 @@ def compare_table(rows: list[CompareRow], title: str) -> Table:
 
 
 def _gemm_line(device: DeviceSummary, eff: GemmEfficiency | None) -> str | None:
+    """The GEMMs' rate and efficiency, or why there is none (a rate above the GPU's peak is not printed)."""
+    note = _gemm_note(device, eff)
     if device.gemm is None:
-        return None
+        return note
     g = device.gemm
-    text = (f"GEMMs with recorded shapes: {g.ops:g} per step, {g.flops / 1e12:.3g} TFLOP in "
-            f"{units.format_duration(g.time_s)}: {g.achieved_flops_per_s / 1e12:.3g} TFLOP/s ({g.dtype or '?'})")
+    text = f"GEMMs with recorded shapes: {g.ops:g} per step, {g.flops / 1e12:.3g} TFLOP"
+    if eff is not None and not eff.plausible:
+        return f"{text}; {note}"
+    text += (f" in {units.format_duration(g.time_s)}: {g.achieved_flops_per_s / 1e12:.3g} TFLOP/s "
+             f"({g.dtype or '?'})")
     if eff is not None and eff.fraction is not None and eff.peak_flops_per_s is not None:
         text += f", {eff.fraction:.1%} of the {eff.gpu} dense peak {eff.peak_flops_per_s / 1e12:.0f} TFLOP/s"
+    elif note:
+        text += f"; {note}"
     return text
+
+
+def _efficiency_json(eff: GemmEfficiency | None, **extra: Any) -> dict[str, Any] | None:
+    return None if eff is None else {**eff.to_json(), **extra}
 
 
 @trace_app.command("import")
@@ -211,6 +257,8 @@ def import_command(
     summary = load_summary(file, rank, max_events)
     device = summary.device(rank)
     catalog = load_catalog(*(calibration or []))
+    if system is not None and model is None:
+        summary.warnings.extend(check_system(summary, device, system, catalog))
     eff = _efficiency(summary, device, catalog, system)
     rows: list[CompareRow] | None = None
     title = ""
@@ -221,17 +269,18 @@ def import_command(
         from fabricsim.cli.train_cmd import run_title
 
         summary.warnings.extend(check_trace(summary, device, catalog.system(system or "dgx-h100"), catalog))
+        check_world(summary, gpus)
         run = prepare_run(model=model, system=system or "dgx-h100", gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
                           seq=seq, gbs=gbs, mbs=mbs, vpp=None, recompute=recompute, zero=zero, precision=precision,
                           kernels="fused", pp_layout=None, flash_attn=True, sequence_parallel=None,
                           overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=False, fabric=fabric,
                           oversubscription=1.0, calibration=calibration)
+        plan = run.plan
+        check_world(summary, plan.world_size, f" (tp {plan.tp} x pp {plan.pp} x dp {plan.dp} x cp {plan.cp})")
         rows = compare_step(device, run.prediction, run.cluster)
         title = f"measured (device {device.device}) vs predicted: {run_title(run)}"
     data = {"summary": summary.to_json(), "device": device.device,
-            "gemm_efficiency": None if eff is None else {
-                "achieved_flops_per_s": eff.achieved_flops_per_s, "peak_flops_per_s": eff.peak_flops_per_s,
-                "fraction": eff.fraction, "dtype": eff.dtype, "gpu": eff.gpu},
+            "gemm_efficiency": _efficiency_json(eff), "gemm_note": _gemm_note(device, eff),
             "comparison": None if rows is None else [r.to_json() for r in rows]}
     csv_rows = [r.to_json() for r in rows] if rows is not None else [
         {"device": device.device, **{k: v for k, v in vars(c).items()}} for c in device.classes]
@@ -284,13 +333,14 @@ def calibrate_command(
     eff = _efficiency(summary, device, catalog, system)
     data = result.model_dump(mode="json") | {
         "overlay_file": str(written) if written else None,
-        "gemm_efficiency": None if eff is None else {"achieved_flops_per_s": eff.achieved_flops_per_s,
-                                                     "peak_flops_per_s": eff.peak_flops_per_s,
-                                                     "fraction": eff.fraction, "dtype": eff.dtype, "gpu": eff.gpu,
-                                                     "written": False}}
+        "gemm_efficiency": _efficiency_json(eff, written=False), "gemm_note": _gemm_note(device, eff)}
     if emit(form, data, inputs, data["rows"]):
         return
     for table in calibration_tables(result, len(result.rows)):
+        for column in table.columns:  # a long trace path folds at 80 columns rather than being cut
+            column.overflow = "fold"
+            if column.header == "log":
+                column.justify = "left"
         console.print(table)
     line = _gemm_line(device, eff)
     if line:

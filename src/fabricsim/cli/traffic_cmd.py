@@ -201,6 +201,9 @@ def traffic_command(
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     check_seed(seed, "--seed")
     route = check_routing(routing)
+    if checkpoint is not None and not checkpoint.strip():
+        raise SpecError("empty; name the model (preset or spec file) whose checkpoint the job writes, or leave the "
+                        "option out", field="--checkpoint")
     if checkpoint is not None and jobs_file is not None:
         raise SpecError("--checkpoint writes the --pattern job's checkpoint: give it without --jobs (a jobs file "
                         "names its own background)", field="--checkpoint")

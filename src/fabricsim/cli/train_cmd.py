@@ -20,6 +20,7 @@ from fabricsim.cli.goodput_options import (
     StorageServer,
     StorageServers,
     goodput_lines,
+    storage_fallback_notes,
 )
 from fabricsim.cli.output import (
     REPORT_SUFFIXES,
@@ -72,19 +73,24 @@ def render_training(pred: TrainingPrediction, title: str) -> Table:
 
 def mfu_lines(pred: TrainingPrediction) -> list[str]:
     """MFU with its numerator and the peak it is measured against, named; the executed FLOP/s (recompute counted,
-    causal attention as run) as HFU against the same peak."""
+    causal attention as run) as HFU against the same peak; an HFU below MFU says why (MFU counts attention unmasked,
+    the kernels skip the masked half, and recompute did not add back as much)."""
+    below = "; below MFU: MFU counts attention unmasked, the kernels run half of it" if pred.hfu < pred.mfu else ""
     return [f"MFU {pred.mfu:.1%}: {pred.model_tflops_per_gpu:.1f} model TFLOP/s per GPU of the "
             f"{pred.peak_precision.upper()} dense peak {pred.peak_tflops_per_gpu:.1f} TFLOP/s",
             f"HFU {pred.hfu:.1%}: {pred.tflops_per_gpu:.1f} TFLOP/s per GPU executed (recompute counted, causal "
-            "attention as run)"]
+            f"attention as run{below})"]
 
 
 def step_line(pred: TrainingPrediction, found: dict[str, BandResult] | None = None) -> str:
     """'step time 9.68 s (8.9-10.6 s, 80% band from n comparable published cases), 1,234 tokens/s'."""
-    text = f"step time {units.format_duration(pred.step_time_s)}"
-    if found is not None:
-        text += " " + found["step_time_s"].text(units.format_duration)
-    return text + f", {pred.tokens_per_s:,.0f} tokens/s"
+    from fabricsim.validation import shown_figure
+
+    if found is None:
+        return f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s"
+    band = found["step_time_s"]
+    tokens_per_s = pred.tokens_per_s * pred.step_time_s / shown_figure(pred.step_time_s, band.to_json())
+    return f"step time {band.figure(pred.step_time_s, units.format_duration)}, {tokens_per_s:,.0f} tokens/s"
 
 
 def summary_lines(pred: TrainingPrediction, found: dict[str, BandResult] | None = None) -> list[str]:
@@ -226,7 +232,7 @@ def train_command(
     moe_balance: MoEBalance = "random",
     capacity_factor: CapacityFactor = None,
     moe_dispatcher: MoEDispatcher = "alltoall",
-    fabric: Fabric = None,
+    ib: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     fabric_kind: FabricKind = "fat-tree",
     planes: Planes = 1,
@@ -241,7 +247,7 @@ def train_command(
     cluster_nodes: ClusterNodes = None,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,
-    storage_network: StorageNetwork = "separate",
+    storage_network: StorageNetwork = None,
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,
     spares: Spares = None,
@@ -269,6 +275,7 @@ def train_command(
         plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {system})", plot)
     write_command_report(report, result, inputs)
     model_import_note(result)
+    storage_fallback_notes(result.data)
     if emit(form, result.data, inputs, result.rows):
         return
     console.print(render_training(pred, run_title(run)))

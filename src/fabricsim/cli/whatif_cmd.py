@@ -20,6 +20,7 @@ from fabricsim.cli.goodput_options import (
     StorageNetwork,
     StorageServer,
     StorageServers,
+    storage_fallback_notes,
 )
 from fabricsim.cli.output import (
     REPORT_SUFFIXES,
@@ -90,13 +91,17 @@ def _money(value: float | None) -> str:
     return f"{'-' if value < 0 else '+'}${abs(value):,.0f}"
 
 
-def _band_cell(band: dict[str, object] | None) -> str:
-    """' (low-high)' of a step time's 80% band for a table cell; '' without one."""
+def _step_cell(step_time_s: float, band: dict[str, object] | None) -> str:
+    """A step time and its 80% band for a table cell, 'step (low-high)': the model's step where the band holds it,
+    else the band's centre (`validation.shown_figure`); the step alone without a band."""
+    from fabricsim.validation import shown_figure
+
+    shown = units.format_duration(shown_figure(step_time_s, band))
     if not band or band.get("low") is None:
-        return ""
+        return shown
     low, high = band["low"], band["high"]
     assert isinstance(low, float) and isinstance(high, float)
-    return f" ({units.format_duration(low)}-{units.format_duration(high)})"
+    return f"{shown} ({units.format_duration(low)}-{units.format_duration(high)})"
 
 
 def layer_table(result: WhatIf) -> Table:
@@ -111,19 +116,18 @@ def layer_table(result: WhatIf) -> Table:
     for d in result.layers:
         bar = "█" * round((d.speedup - 1.0) * 40)
         style = "bold green" if d.layer == result.verdict.layer and top > 1.0 else ""
-        table.add_row(d.layer, units.format_duration(d.step_time_s) + _band_cell(d.band), f"{d.speedup:.3f}x",
+        table.add_row(d.layer, _step_cell(d.step_time_s, d.band), f"{d.speedup:.3f}x",
                       f"[{style}]{bar}[/]" if style else bar)
     return table
 
 
 def _trade(s: SwapDelta) -> str:
-    """An upgrade as % faster per $1M; a downgrade as dollars saved per 1% slower; otherwise what kind it is."""
-    per, saved = s.percent_per_million_usd, s.savings_usd_per_percent_slower
-    if per is not None:
-        return f"upgrade: {per:+.2f}% per $1M"
-    if saved is not None:
-        return f"downgrade: saves ${saved / 1e6:,.2f}M per 1% slower"
-    return s.kind
+    """An upgrade as % faster per $1M; a downgrade as dollars saved per 1% slower (either as "no measurable" when
+    the change is too small to rate: `analysis.trade_phrase`); otherwise what kind it is."""
+    from fabricsim.analysis import trade_phrase
+
+    trade = trade_phrase(s)
+    return s.kind if trade is None else f"{s.kind}: {trade}"
 
 
 def swap_table(result: WhatIf) -> Table:
@@ -141,7 +145,7 @@ def swap_table(result: WhatIf) -> Table:
     for s in result.swaps:
         change = s.work_per_usd_change(result.base_capex_usd)
         work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
-        step = units.format_duration(s.step_time_s) + _band_cell(s.band) + (
+        step = _step_cell(s.step_time_s, s.band) + (
             "" if s.fits else " [yellow](does not fit)[/]")
         table.add_row(s.swap, step, f"{s.goodput:.1%}", f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s),
                       work)
@@ -181,7 +185,7 @@ def whatif_command(
     moe_balance: MoEBalance = "random",
     capacity_factor: CapacityFactor = None,
     moe_dispatcher: MoEDispatcher = "alltoall",
-    fabric: Fabric = None,
+    ib: Fabric = None,
     oversubscription: Oversubscription = 1.0,
     factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
     swap: Annotated[list[str] | None, typer.Option(
@@ -191,7 +195,7 @@ def whatif_command(
     goodput: GoodputOpt = True,
     storage: Storage = "superpod-better",
     storage_bw: StorageBw = None,
-    storage_network: StorageNetwork = "separate",
+    storage_network: StorageNetwork = None,
     storage_server: StorageServer = None,
     storage_servers: StorageServers = None,
     spares: Spares = None,
@@ -217,6 +221,7 @@ def whatif_command(
     assert run is not None and result is not None
     write_command_report(report, answer, inputs)
     model_import_note(answer)
+    storage_fallback_notes(answer.data)
     if emit(form, answer.data, inputs, answer.rows):
         return
     console.print(f"[bold]what if[/]: {run_title(run)}")

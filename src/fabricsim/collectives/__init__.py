@@ -13,7 +13,15 @@ from fabricsim.collectives.conventions import (
     parse_op,
 )
 from fabricsim.collectives.cost import Cost
-from fabricsim.collectives.group import GroupShape, fabric_nic, group_shape, group_shape_on, resolve_fabric_link, scaled
+from fabricsim.collectives.group import (
+    GroupShape,
+    fabric_nic,
+    group_shape,
+    group_shape_on,
+    host_gpus,
+    resolve_fabric_link,
+    scaled,
+)
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule, schedule_size
@@ -49,6 +57,7 @@ __all__ = [
     "fabric_nic",
     "group_shape",
     "group_shape_on",
+    "host_gpus",
     "in_network_busbw_factor",
     "parse_op",
     "predict_on_flow",

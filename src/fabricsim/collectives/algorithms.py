@@ -79,10 +79,17 @@ def nvls_efficiency(shape: GroupShape, tuning: Tuning) -> float:
 
 def launch_floor(shape: GroupShape, tuning: Tuning) -> float:
     """Host time per nccl-tests iteration: one kernel launch per GPU the launching thread drives, at the cost of
-    this host's CPU (identified by its socket or CPU-GPU link, as NCCL tells CPU vendors apart)."""
-    per_thread = shape.ranks_per_node if shape.nnodes == 1 and tuning.single_node_gpus_per_thread == "all" else 1
+    this host's CPU (identified by its socket or CPU-GPU link, as NCCL tells CPU vendors apart). One thread drives
+    every GPU only where the group sits on one host (-g N; `single_node_gpus_per_thread`); a group over several
+    hosts (nodes, or the compute trays of one NVL72 rack) runs one process per GPU (mpirun -N <gpus> ... -g 1, as
+    the nccl-tests README runs across hosts), so each thread launches one kernel."""
     scale: dict[str, float] = tuning.launch_scale_by_host_link
-    return tuning.launch_s * scale.get(shape.host_link_id or "", 1.0) * per_thread
+    return tuning.launch_s * scale.get(shape.host_link_id or "", 1.0) * gpus_per_launch_thread(shape, tuning)
+
+
+def gpus_per_launch_thread(shape: GroupShape, tuning: Tuning) -> int:
+    """GPUs whose kernels one host thread launches per nccl-tests iteration (see `launch_floor`)."""
+    return shape.nranks if shape.on_one_host and tuning.single_node_gpus_per_thread == "all" else 1
 
 
 def _edges(nranks: int, rank: int) -> int:

@@ -15,7 +15,16 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System, default_catalog, is_switch_system
+from fabricsim.catalog import (
+    NIC,
+    Catalog,
+    LinkTech,
+    Switch,
+    System,
+    default_catalog,
+    is_switch_system,
+    network_link_id,
+)
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -55,6 +64,14 @@ class GroupShape:
     net_switch_hops: int = 0
     switch_system: bool = False
     """the NVLink domain is a rack-scale NVLink Switch System: each of a GPU's links lands on its own switch chip"""
+    hosts: int = 0
+    """hosts (CPUs running one OS) the group's GPUs sit on: a server, or a compute tray of a rack-scale node
+    (`host_gpus`); 0: one per node. One host can run nccl-tests from one thread (-g N), several cannot"""
+
+    @property
+    def on_one_host(self) -> bool:
+        """Whether every GPU of the group sits on one host, so one thread can launch them all."""
+        return (self.hosts or self.nnodes) == 1
 
     @property
     def emptiest_ranks(self) -> int:
@@ -77,7 +94,7 @@ class GroupShape:
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
             self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
-            self.net_path_latency_s,
+            self.net_path_latency_s, self.hosts,
         )
 
 
@@ -88,15 +105,11 @@ def fabric_switch_for(catalog: Catalog, link: LinkTech) -> Switch | None:
 
 
 def resolve_fabric_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:
-    """The network link technology: explicit (`ndr`, `ib-ndr`, `eth-400g`) or the system NIC's own."""
+    """The network link technology: any network name (`catalog.network_id`: ndr, ib-ndr, 400g, eth-400g, a switch
+    id) or, for None, the system NIC's own."""
     if fabric is None:
         return catalog.link(catalog.nic(system.nic).link)
-    key = fabric.strip().lower()
-    for candidate in (key, f"ib-{key}", f"eth-{key}"):
-        if candidate in catalog.links and catalog.links[candidate].kind in ("infiniband", "ethernet"):
-            return catalog.links[candidate]
-    allowed = sorted(lid for lid, link in catalog.links.items() if link.kind in ("infiniband", "ethernet"))
-    raise SpecError(f"unknown network {fabric!r}; allowed: {', '.join(allowed)}", field="--ib")
+    return catalog.link(network_link_id(catalog, fabric, field="--ib"))
 
 
 def group_shape(
@@ -211,7 +224,15 @@ def group_shape(
         net_path_latency_s=path_latency(net_link, switch, hops),
         net_switch_hops=hops,
         switch_system=intra_kind == "nvlink" and is_switch_system(sysm, gpu),
+        hosts=(nnodes - 1) * ceil(ppn / host_gpus(sysm)) + ceil(last / host_gpus(sysm)),
     )
+
+
+def host_gpus(system: System) -> int:
+    """GPUs of one host (one OS on its own CPUs): the whole node for a server; a rack-scale node's compute tray,
+    the unit `spare_unit_gpus` names (GB200/GB300 NVL72: 2 Grace CPUs and 4 GPUs per tray, each tray its own
+    host, DGX GB200 user guide, as the catalog's systems.yaml cites it)."""
+    return min(system.spare_unit_gpus or system.gpus_per_node, system.gpus_per_node)
 
 
 def nodes_per_leaf(switch: Switch | None, sysm: System, rail_optimized: bool) -> int:
@@ -260,8 +281,11 @@ def group_shape_on(topology: Topology, gpus: Sequence[int] | np.ndarray) -> Grou
         oversubscription=max(1.0, topology.oversubscription), catalog=topology.catalog,
         crosses_leaves=crosses_leaves(topology, ids),
     )
+    per_host = host_gpus(topology.system)
+    host_of = ids // topology.gpus_per_node * ceil(topology.gpus_per_node / per_host) \
+        + ids % topology.gpus_per_node // per_host
     return replace(shape, sharp=bool(topology.sharp and shape.nnodes > 1),
-                   fabric_switch_id=topology.fabric_switch.id)
+                   fabric_switch_id=topology.fabric_switch.id, hosts=len(np.unique(host_of)))
 
 
 def crosses_leaves(topology: Topology, gpus: np.ndarray) -> bool:

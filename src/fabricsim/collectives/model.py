@@ -17,7 +17,13 @@ import numpy as np
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, Tuning, default_catalog
-from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm, launch_floor, nvls_efficiency
+from fabricsim.collectives.algorithms import (
+    ALGORITHMS,
+    Algorithm,
+    gpus_per_launch_thread,
+    launch_floor,
+    nvls_efficiency,
+)
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.cost import Cost
 from fabricsim.collectives.group import GroupShape
@@ -162,6 +168,8 @@ class CollectiveModel:
             "protocol": proto,
             "tuning": t.id,
             "launch_floor_s": launch_floor(sh, t),
+            "hosts": sh.hosts or sh.nnodes,
+            "gpus_per_launch_thread": gpus_per_launch_thread(sh, t),
             "efficiencies": {"nvls": nvls_efficiency(sh, t), "tree": t.tree_efficiency, "p2p": t.p2p_efficiency,
                              "protocols": {k: v.bandwidth_efficiency for k, v in t.protocols.items()}},
             "notes": list(sh.notes),

@@ -3,6 +3,7 @@ prefill tokens it schedules, and its host time per step, by engine and release; 
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -207,12 +208,20 @@ class EngineVersion(BaseModel):
     scheduler: Scheduler
 
 
+class Newest(_Figure):
+    """The newest release series the profiles were read from (``0.11``: every 0.11.x); a later release is refused,
+    not priced as this one (what it changed is not known)."""
+
+    version: str
+
+
 class Engine(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     id: str
     name: str
     default_version: str
+    newest: Newest
     versions: list[EngineVersion] = Field(min_length=1)
 
 
@@ -318,32 +327,54 @@ def _inherited(versions: list[Any]) -> list[Any]:
     return out
 
 
+_VERSION = re.compile(r"\d+(\.\d+)*")
+
+
 def _version_key(version: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(part) for part in version.split("."))
-    except ValueError:
-        raise SpecError(f"version {version!r} is not dotted numbers (e.g. 0.11 or 1.0.2)", field="--engine") from None
+    """A dotted release as numbers, trailing zeros dropped (``1`` is ``1.0``); anything else is an error."""
+    if not _VERSION.fullmatch(version):
+        raise SpecError(f"version {version!r} is not dotted numbers (e.g. 0.11 or 1.0.2); known: {known_engines()}",
+                        field="--engine")
+    key = [int(part) for part in version.split(".")]
+    while len(key) > 1 and key[-1] == 0:
+        key.pop()
+    return tuple(key)
+
+
+def _newer_than(version: str, newest: str) -> bool:
+    """Whether ``version`` is past the ``newest`` release series (``0.11.2`` is in ``0.11``; ``0.12`` is not)."""
+    n = len(newest.split("."))
+    head = [int(part) for part in version.split(".")][:n]
+    return tuple(head + [0] * (n - len(head))) > tuple(int(part) for part in newest.split("."))
 
 
 def known_engines() -> str:
-    """One line naming every engine and the releases its profiles start at."""
-    return "; ".join(f"{e.id} ({e.name}: versions from " + ", ".join(v.since for v in e.versions) +
-                     f"; default {e.default_version})" for e in engines().values())
+    """One line naming every engine and the releases its profiles cover."""
+    return "; ".join(f"{e.id} ({e.name} {e.versions[0].since} through {e.newest.version}.x, profiles from "
+                     + ", ".join(v.since for v in e.versions) + f"; default {e.default_version})"
+                     for e in engines().values())
 
 
 @lru_cache(maxsize=64)
 def engine_profile(spec: str = DEFAULT_ENGINE) -> EngineProfile:
-    """The profile of ``NAME`` (its default release) or ``NAME@VERSION``; a one-line error names the known ones."""
-    name, _, version = spec.strip().partition("@")
+    """The profile of ``NAME`` (its default release) or ``NAME@VERSION``, a release from the first profile's through
+    the newest series read; a one-line error names the known ones."""
+    name, at, version = spec.strip().partition("@")
     table = engines()
     if name not in table:
         raise SpecError(f"unknown engine {name!r}; known: {known_engines()}", field="--engine")
     engine = table[name]
+    if at and not version:
+        raise SpecError(f"{spec.strip()!r} names no version after '@' (e.g. {name}@{engine.default_version}, or "
+                        f"{name} for the default); known: {known_engines()}", field="--engine")
     version = version or engine.default_version
     key = _version_key(version)
     fitting = [v for v in engine.versions if _version_key(v.since) <= key]
     if not fitting:
         raise SpecError(f"{engine.name} {version} is older than its first profile ({engine.versions[0].since}); "
                         f"known: {known_engines()}", field="--engine")
+    if _newer_than(version, engine.newest.version):
+        raise SpecError(f"{engine.name} {version} is newer than the releases fabricsim has profiles for (through "
+                        f"{engine.newest.version}.x): pick one of those; known: {known_engines()}", field="--engine")
     chosen = max(fitting, key=lambda v: _version_key(v.since))
     return EngineProfile(engine=engine.id, name=engine.name, version=version, settings=chosen)

@@ -85,8 +85,9 @@ def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int 
             notes.append(offload.note)
     if role is not None:
         if role not in launch.roles:
-            raise SpecError(f"{engine.name} {engine.version} has no disaggregated launch settings in fabricsim",
-                            field="--disagg")
+            raise SpecError(f"{engine.name} {engine.version} has no disaggregated launch settings in fabricsim, so "
+                            "no command per pool is printed (the simulation above still ran); releases with them: "
+                            f"{_with_launch(None, disaggregated=True)}", field="--disagg")
         argv += [part.format(**values) for part in launch.roles[role]]
     files: dict[str, str] = {}
     if options:
@@ -118,11 +119,22 @@ def _yaml(options: dict[str, Any], indent: int = 0) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _with_launch(engine_id: str) -> str:
+def _with_launch(engine_id: str | None, disaggregated: bool = False) -> str:
+    """The release ranges (of ``engine_id``, or of every engine) with launch settings (``disaggregated``: with a
+    command per prefill and decode pool)."""
     from fabricsim.inference.engines import engines
 
-    ranges = [v.since for v in engines()[engine_id].versions if v.launch is not None]
-    return ", ".join(f"{engine_id}@{since}+" for since in ranges) or "none"
+    ranges: list[str] = []
+    for e in engines().values():
+        if engine_id not in (None, e.id):
+            continue
+        before = False  # a run of consecutive ranges with them is named by its first
+        for v in e.versions:
+            has = v.launch is not None and (not disaggregated or set(ROLES) <= set(v.launch.roles))
+            if has and not before:
+                ranges.append(f"{e.id}@{v.since}+")
+            before = has
+    return ", ".join(ranges) or "none"
 
 
 def launch_json(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int | None = None,

@@ -4,7 +4,7 @@ kernels) and the checks that it can run a model on a GPU; the breakdown's layer 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from math import isfinite
+from math import isclose, isfinite
 
 from fabricsim.catalog import GPU
 from fabricsim.errors import SpecError
@@ -125,7 +125,12 @@ class InferencePlan:
             raise SpecError(f"{profile.name} {profile.version} does not cache prefixes by default (fabricsim "
                             "catalog engines); drop --prefix-hit or pick a release or engine that does",
                             field="--prefix-hit")
-        g = _fraction(self.prefix_host, 1.0 - h, "--prefix-host", f"0..1 - --prefix-hit ({1.0 - h:g})")
+        g = _fraction(self.prefix_host, 1.0, "--prefix-host", "0..1")
+        if h + g > 1.0 and not isclose(h + g, 1.0):  # float sums such as 0.7 + 0.3 stay allowed
+            raise SpecError(f"--prefix-hit {h:g} + --prefix-host {g:g} = {h + g:g} is more than the whole prompt: "
+                            "they are shares of one prompt (found on the GPU, found in host memory), so their sum "
+                            f"must be at most 1 (with --prefix-hit {h:g}, --prefix-host at most {1.0 - h:g})",
+                            field="--prefix-host")
         if g and profile.settings.kv_offload is None:
             raise SpecError(f"{profile.name} {profile.version} keeps no KV tier in host memory in fabricsim "
                             "(fabricsim catalog engines --json: kv_offload); drop --prefix-host", field="--prefix-host")

@@ -79,6 +79,8 @@ class InferencePrediction:
     memory: InferenceMemory
     max_batch: int
     max_context: int
+    """the longest context (prompt + output) this batch can run: the smaller of ``max_context_memory`` and the model's
+    window (``context_window``, where known)"""
     breakdown_s: dict[str, float]
     prefill_s: dict[str, float]
     decode_step_s: dict[str, float]
@@ -90,6 +92,16 @@ class InferencePrediction:
     """the draft forwards' part of ``decode_step_s`` (speculative decoding; zeros without)"""
     tokens_per_step: float = 1.0
     """output tokens a decode step yields per sequence (the plan's acceptance length)"""
+    max_context_memory: int = 0
+    """the longest context whose KV cache for this batch fits in memory (may exceed the model's window)"""
+    context_window: int | None = None
+    """the model's context window (``InferencePlan.max_context``); None where not known"""
+
+    @property
+    def context_limit(self) -> str:
+        """What bounds ``max_context``: ``window`` (the model's) or ``memory``."""
+        return "window" if self.context_window is not None and self.context_window < self.max_context_memory \
+            else "memory"
 
     @property
     def fits(self) -> bool:
@@ -105,7 +117,9 @@ class InferencePrediction:
             "output_tokens_per_s": self.output_tokens_per_s,
             "output_tokens_per_s_per_gpu": self.output_tokens_per_s_per_gpu,
             "memory_per_gpu_bytes": self.memory_per_gpu_bytes, "memory": self.memory.to_json(), "fits": self.fits,
-            "max_batch": self.max_batch, "max_context": self.max_context, "breakdown_s": dict(self.breakdown_s),
+            "max_batch": self.max_batch, "max_context": self.max_context,
+            "max_context_memory": self.max_context_memory, "context_window": self.context_window,
+            "max_context_limit": self.context_limit, "breakdown_s": dict(self.breakdown_s),
             "prefill_s": dict(self.prefill_s), "decode_step_s": dict(self.decode_step_s),
             "bottleneck": self.bottleneck, "gpus": self.gpus, "nodes": self.nodes, "warnings": list(self.warnings),
             "draft_step_s": dict(self.draft_step_s), "tokens_per_step": self.tokens_per_step,
@@ -199,10 +213,13 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
     mem = inference_memory(model, plan, gpu)
     warnings = () if mem.fits else (mem.summary(),)
     throughput = plan.batch * plan.output_tokens / e2e
+    memory_context = max_context(model, plan, gpu)
     return InferencePrediction(
         ttft_s=ttft, tpot_s=tpot, e2e_s=e2e, output_tokens_per_s=throughput,
         output_tokens_per_s_per_gpu=throughput / gpus, memory=mem, max_batch=max_batch(model, plan, gpu),
-        max_context=max_context(model, plan, gpu), breakdown_s=total, prefill_s=prefill, decode_step_s=decode,
+        max_context=memory_context if plan.max_context is None else min(memory_context, plan.max_context),
+        max_context_memory=memory_context, context_window=plan.max_context, breakdown_s=total, prefill_s=prefill,
+        decode_step_s=decode,
         bottleneck=max(LAYERS, key=lambda k: total[k]), gpus=gpus, nodes=ceil(gpus / sysm.gpus_per_node),
         warnings=warnings, draft_step_s=drafts, tokens_per_step=plan.acceptance_length,
     )

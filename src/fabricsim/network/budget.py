@@ -171,7 +171,7 @@ def estimate_flow_run(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike
                       routing: str = "ecmp") -> FlowEstimate:
     """Flows, entries and peak memory of routing and simulating these flows; path lengths from routing a sample
     of at most `SAMPLE` flows (all of them on small runs)."""
-    from fabricsim.network.flowroute import MAX_PATHS, path_counts, route_flows
+    from fabricsim.network.flowroute import route_flows, split_paths
 
     s = np.atleast_1d(np.asarray(src, dtype=np.int64))
     d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
@@ -190,12 +190,16 @@ def estimate_flow_run(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike
     del ecmp  # before routing the sample again: the guard's own peak stays below the run's
     k = np.ones(len(pick))
     merged = lens
-    if routing != "ecmp":
+    # paths routed a flow before merging (None: one hashed path a flow, plain ECMP); spray and adaptive route the
+    # sample before counting them, so the guard's own peak stays below the run's, as for ECMP
+    ways = split_paths(topology, s[pick], d[pick], routing) if routing == "ecmp" else None
+    if routing != "ecmp" or ways is not None:  # spray, adaptive; ECMP striped over planes or choosing by UGAL
         merged = np.diff(route_flows(topology, s[pick], d[pick], routing).indptr).astype(np.float64)
-        k = np.minimum(path_counts(topology, s[pick], d[pick]), MAX_PATHS).astype(np.float64)
+        ways = split_paths(topology, s[pick], d[pick], routing) if ways is None else ways
+        k = np.ones(len(pick)) if ways is None else ways.astype(np.float64)
     scale = n / len(pick)
     entries, path_entries = int(np.ceil(merged.sum() * scale)), int(np.ceil((k * lens).sum() * scale))
-    paths = int(np.ceil(k.sum() * scale)) if routing != "ecmp" else n
+    paths = int(np.ceil(k.sum() * scale)) if ways is not None else n
     per_stage_flows = np.bincount(st, minlength=stages).astype(np.float64)
     per_stage_entries: npt.NDArray[np.float64] = per_stage_flows * float(merged.sum() / len(pick)) \
         if n > SAMPLE else np.bincount(st, weights=merged, minlength=stages).astype(np.float64)
@@ -205,7 +209,7 @@ def estimate_flow_run(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike
     active_f = int(np.ceil(_concurrency(per_stage_flows, stages, before, after)))
     gpn = topology.gpus_per_node
     between = float(np.mean(s[pick] // gpn != d[pick] // gpn))
-    words = memory_words(n, entries, paths, path_entries, width, active_f, active_e, routing != "ecmp", between)
+    words = memory_words(n, entries, paths, path_entries, width, active_f, active_e, ways is not None, between)
     peak = (words + STAGE_WORDS * stages + LINK_WORDS * topology.num_links) * WORD + BASE_BYTES
     return FlowEstimate(n, entries, path_entries, width, active_e, peak)
 

@@ -3,7 +3,13 @@ paths, per packet) and adaptive (a split over the equal-cost paths weighted away
 
 The topology's router gives the equal-cost paths; spray and adaptive take up to `max_paths` of them per flow
 (all of them on 2-tier fat trees; an even sample of the (spine, core) choices on large 3-tier ones) and turn a flow
-into weighted incidence entries: weight w on a link means w of the flow's rate crosses it.
+into weighted incidence entries: weight w on a link means w of the flow's rate crosses it. Where a router's choices
+are interchangeable links of one bundle (a dragonfly's global links, ``sample_per_flow``), each flow's sample starts
+at its own hashed offset, so the flows of a group pair spread over all of them rather than one fixed few.
+
+ECMP on a multi-plane fat tree stripes each flow between nodes over every plane (its hashed path in each, 1/N of
+the bytes), as NCCL spreads a NIC's channels over its ports; under UGAL (dragonfly) each flow's class of paths,
+minimal or not, is chosen by load first (`fabricsim.network.ugal`).
 """
 
 from __future__ import annotations
@@ -15,7 +21,8 @@ import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import FloatArray, IntArray, index_dtype
-from fabricsim.topology import Routes, Topology
+from fabricsim.network.ugal import ugal_classes
+from fabricsim.topology import Routes, Topology, flow_hash
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
 MAX_PATHS = 16
@@ -68,31 +75,110 @@ def path_counts(topology: Topology, s: IntArray, d: IntArray) -> IntArray:
     return counts
 
 
+def _minimal_counts(topology: Topology, s: IntArray, d: IntArray, counts: IntArray) -> IntArray | None:
+    """Choices of each flow that are minimal paths (the first ones), where the router offers non-minimal ones
+    (a dragonfly under UGAL); None when every choice is minimal."""
+    minimal_of = getattr(topology.fabric.router, "minimal_counts", None)
+    if minimal_of is None:
+        return None
+    minimal = counts.copy()
+    inter = (s // topology.gpus_per_node) != (d // topology.gpus_per_node)
+    if inter.any():
+        minimal[inter] = minimal_of(s[inter], d[inter])
+    return minimal if (minimal < counts).any() else None
+
+
+def split_paths(topology: Topology, s: IntArray, d: IntArray, routing: str, max_paths: int = MAX_PATHS
+                ) -> IntArray | None:
+    """Paths `route_flows` routes for each flow before merging them (its UGAL candidates included), or None
+    when it routes one hashed path a flow (ECMP on a single-plane fabric without UGAL)."""
+    counts = path_counts(topology, s, d)
+    minimal = _minimal_counts(topology, s, d, counts)
+    planes = topology.fabric.kind == "fat-tree" and topology.spec.planes > 1
+    if check_routing(routing) == "ecmp" and minimal is None and not planes:
+        return None
+    k = _plane_ways(topology, s, d) if routing == "ecmp" else np.minimum(counts, max(1, max_paths))
+    if minimal is not None:
+        k = k + (counts > minimal)  # UGAL's minimal and non-minimal candidates, freed before the final paths
+    out: IntArray = k.astype(np.int64)
+    return out
+
+
+def _plane_ways(topology: Topology, s: IntArray, d: IntArray) -> IntArray:
+    """Planes each flow is striped over: every plane between nodes of a multi-plane fabric (NCCL spreads a
+    NIC's channels over its ports, one per plane), 1 inside a node and on single-plane fabrics."""
+    planes = topology.spec.planes if topology.fabric.kind == "fat-tree" else 1
+    inter = (s // topology.gpus_per_node) != (d // topology.gpus_per_node)
+    return np.where(inter, planes, 1).astype(np.int64)
+
+
 def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, routing: str = "ecmp",
                 sizes: npt.ArrayLike | None = None, flow_ids: npt.ArrayLike | None = None,
                 max_paths: int = MAX_PATHS) -> RoutedFlows:
-    """Route flows from GPU src[i] to GPU dst[i]; `sizes` (bytes) weigh the load adaptive routing steers by."""
+    """Route flows from GPU src[i] to GPU dst[i]; `sizes` (bytes) weigh the load adaptive and UGAL steer by.
+
+    ECMP on a multi-plane fabric stripes a flow evenly over the planes (the hashed path in each; a plane whose
+    path has a dead link gets none of it), so a flow's rate can reach its NIC's, the sum of the plane ports.
+    Under UGAL (dragonfly) every routing first picks each flow's class of paths, minimal or not
+    (`fabricsim.network.ugal`), then spreads it over that class's choices.
+    """
     name = check_routing(routing)
     s = np.atleast_1d(np.asarray(src, dtype=np.int64))
     d = np.atleast_1d(np.asarray(dst, dtype=np.int64))
-    if name == "ecmp":
-        ids = np.arange(len(s), dtype=np.int64) if flow_ids is None else np.asarray(flow_ids, dtype=np.int64)
+    multi_plane = topology.fabric.kind == "fat-tree" and topology.spec.planes > 1
+    may_ugal = getattr(topology.fabric.router, "minimal_counts", None) is not None  # a dragonfly's router
+    # the flow ids the hashes take (ECMP, UGAL, a dragonfly's per-flow samples); not made where unused
+    ids = np.zeros(0, dtype=np.int64) if name != "ecmp" and not may_ugal else \
+        np.arange(len(s), dtype=np.int64) if flow_ids is None else np.asarray(flow_ids, dtype=np.int64)
+    if name == "ecmp" and not multi_plane and not may_ugal:
         return _ecmp(topology, s, d, ids)
     if s.shape != d.shape:
         raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
     if len(s) and (min(s.min(), d.min()) < 0 or max(s.max(), d.max()) >= topology.num_gpus):
         raise SpecError(f"GPU rank out of range 0..{topology.num_gpus - 1}", field="src")
     counts = path_counts(topology, s, d)
-    k = np.minimum(counts, max(1, max_paths))
-    flow_of_path = np.repeat(np.arange(len(s), dtype=np.int64), k)
-    j = np.arange(len(flow_of_path), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
-    stride = np.maximum(counts // k, 1)[flow_of_path]
-    choice = (j * stride + j % stride) % counts[flow_of_path]
+    def size() -> FloatArray:  # made only where load steers (adaptive, UGAL)
+        out: FloatArray = np.ones(len(s)) if sizes is None else \
+            np.broadcast_to(np.asarray(sizes, dtype=np.float64), s.shape)
+        return out
+
+    base: IntArray | None = None  # the first choice of each flow's class (None: 0, every choice in it)
+    span = counts
+    minimal = _minimal_counts(topology, s, d, counts)
+    if minimal is not None:
+        base, span = ugal_classes(topology, s, d, ids, size(), counts, minimal,
+                                  lambda a, b, c: _route_choices(topology, a, b, c))
+    elif name == "ecmp" and not multi_plane:
+        return _ecmp(topology, s, d, ids)
+    if name == "ecmp":
+        k = _plane_ways(topology, s, d)
+        flow_of_path = np.repeat(np.arange(len(s), dtype=np.int64), k)
+        j = np.arange(len(flow_of_path), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
+        ways = k[flow_of_path]
+        sub = np.maximum(span[flow_of_path] // ways, 1).astype(np.uint64)
+        h = flow_hash(s[flow_of_path], d[flow_of_path], ids[flow_of_path] * ways + j)
+        # a multi-plane router's choice c takes plane c % planes and that plane's path c // planes
+        choice = j + ways * (h % sub).astype(np.int64)
+    else:
+        k = np.minimum(span, max(1, max_paths))
+        flow_of_path = np.repeat(np.arange(len(s), dtype=np.int64), k)
+        j = np.arange(len(flow_of_path), dtype=np.int64) - np.repeat(np.cumsum(k) - k, k)
+        stride = np.maximum(span // k, 1)[flow_of_path]
+        choice = j * stride + j % stride
+        if may_ugal and getattr(topology.fabric.router, "sample_per_flow", False):  # interchangeable: vary it
+            choice += (flow_hash(s, d, ids) % np.maximum(span, 1).astype(np.uint64)).astype(np.int64)[flow_of_path]
+        choice %= span[flow_of_path]
+    if base is not None:
+        choice += base[flow_of_path]
     paths = _route_choices(topology, s[flow_of_path], d[flow_of_path], choice)
+    if len(flow_of_path) == len(s):  # one path a flow (UGAL under ECMP): no weights, nothing to merge
+        return RoutedFlows(paths.indptr, paths.links.astype(index_dtype(topology.num_links)), np.zeros(0),
+                           _latency(topology, paths))
     share = 1.0 / k[flow_of_path]
+    if name == "ecmp":
+        share = _live_planes(topology, paths, flow_of_path, share)
     if name == "adaptive":
-        size = np.ones(len(s)) if sizes is None else np.broadcast_to(np.asarray(sizes, dtype=np.float64), s.shape)
-        share = _adaptive_split(topology, paths, flow_of_path, share, size)
+        share = _adaptive_split(topology, paths, flow_of_path, share, size())
     latency = np.zeros(len(s))
     np.maximum.at(latency, flow_of_path, _latency(topology, paths))
     return _merge(len(s), topology.num_links, paths, flow_of_path, share, latency)
@@ -113,6 +199,20 @@ def _ecmp(topology: Topology, s: IntArray, d: IntArray, ids: IntArray) -> Routed
     indptr = np.zeros(len(s) + 1, dtype=np.int64)
     np.cumsum(np.concatenate(lengths), out=indptr[1:])
     return RoutedFlows(indptr, np.concatenate(links), np.zeros(0), np.concatenate(latency))
+
+
+def _live_planes(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray) -> FloatArray:
+    """Shares of a flow's plane paths, none on a path with a dead (zero-capacity) link: a failed plane's share
+    moves to the others (a flow with every path dead keeps its split, and the simulator reports it stuck)."""
+    dead = np.zeros(len(paths), dtype=bool)
+    np.logical_or.at(dead, paths.flow_of_entry(), topology.link_capacity[paths.links] <= 0)
+    if not dead.any():
+        return share
+    live = np.where(dead, 0.0, share)
+    total = np.bincount(flow_of_path, weights=live)
+    keep = total[flow_of_path] > 0
+    out: FloatArray = np.where(keep, live / np.where(keep, total[flow_of_path], 1.0), share)
+    return out
 
 
 def _adaptive_split(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray,

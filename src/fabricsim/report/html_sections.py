@@ -97,7 +97,11 @@ def figure_card(source: Mapping[str, Any], key: str, name: str, *, main: bool = 
     value = source.get(key)
     if not is_num(value):
         return None
-    return Card(name, fmt(key, value), band_text(key, band_of(source, key)), main)
+    from fabricsim.validation import shown_figure
+
+    band = band_of(source, key)
+    assert isinstance(value, int | float)
+    return Card(name, fmt(key, shown_figure(float(value), band)), band_text(key, band), main)
 
 
 def answer_section(cards: Sequence[Card | None], *, bottleneck: object = None, verdicts: Sequence[str] = (),

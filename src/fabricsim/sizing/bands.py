@@ -55,7 +55,9 @@ def inference_ties(engine: str, model: ModelSpec, passed: list[dict[str, Any]], 
                      for e in passed],
         "gpus": [e["gpus"] for e in passed], "tp": [e["plan"]["tp"] for e in passed],
         "pp": [e["plan"]["pp"] for e in passed], "system": [e["system"] for e in passed]})
-    mask = tie_mask(frame, "cost", band.high if isinstance(band, ComparisonBand) else None)
+    # without comparable published pairs the model's comparison error is unknown: only plans as cheap as the
+    # cheapest (spread 0) are ties
+    mask = tie_mask(frame, "cost", band.high if isinstance(band, ComparisonBand) else 0.0)
     for e, tie in zip(passed, mask, strict=True):
         e["tie"] = bool(tie)
     nvlink = {s: catalog.system(str(s)).nvlink_domain_gpus for s in set(frame["system"])}

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from fabricsim.catalog import GPU, Catalog, default_catalog
+from fabricsim.catalog import GPU, Catalog
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
@@ -150,7 +150,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
                    catalog: Catalog | None = None, bound: Bound | None = None) -> ChunkResult:
     """All candidate plans of one cluster: pruned, timed, costed; with a `bound`, only those that can change the
     answer are timed (`fabricsim.sizing.bound`)."""
-    catalog = catalog or default_catalog()
+    catalog = catalog or spec.catalog()
     caches = caches or _Caches()
     model = spec_model(spec)
     system = catalog.system(choice.system)

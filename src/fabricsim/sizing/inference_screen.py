@@ -31,7 +31,7 @@ from fabricsim.serving import SchedulerConfig, engine_scheduler_config
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.economics import J_PER_KWH, Economics, economics
 from fabricsim.sizing.inference_spec import InferenceSizingSpec
-from fabricsim.sizing.space import ClusterChoice, priced_systems
+from fabricsim.sizing.space import ClusterChoice, priced_systems, search_system
 from fabricsim.sizing.spec import DEFAULT_FABRICS
 
 HOUR_S = 3600.0
@@ -191,10 +191,7 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog,
     for done, sid in enumerate(systems):
         if progress is not None:
             progress("screening", done, len(systems))
-        if sid not in catalog.systems:
-            raise SpecError(f"unknown system {sid!r}; allowed: {', '.join(sorted(catalog.systems))}",
-                            field="--systems")
-        system = catalog.system(sid)
+        system = search_system(catalog, sid)
         gpu = catalog.gpu(system.gpu)
         cfg = engine_scheduler(spec, gpu)
         for fabric, link in fabrics_for(spec, system, catalog):

@@ -188,10 +188,10 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None, catalo
             progress("confirming", confirmed, planned)
         best = min((e["usd_per_million_output_tokens"] for e in passed), default=math.inf)
         if confirmed >= max_confirm or (confirmed >= spec.confirm_top and
-                                         not row["usd_per_million_output_tokens"] < best):
-            break
+                                         not row["usd_per_million_output_tokens"] <= best):
+            break  # past the confirm_top cheapest, only plans as cheap as the best confirmed one (a tie) or cheaper
         assert trace is not None
-        plan = _plan_of(row)
+        plan = _plan_of(row, catalog)
         conf = confirm(spec, model, plan, int(row["replicas"]), trace, catalog)
         simulations += conf.runs
         confirmed += 1
@@ -225,7 +225,8 @@ def _disaggregated(spec: InferenceSizingSpec, model: ModelSpec, frame: pd.DataFr
     ``confirm_top`` cheapest confirmed by simulation; (layouts, cheapest simulated passing first; simulations)."""
     from fabricsim.sizing.inference_disagg import best_pools, confirm_pools
 
-    plans = list(dict.fromkeys(_plan_of({str(k): v for k, v in r.items()}) for r in frame.to_dict("records")))
+    plans = list(dict.fromkeys(_plan_of({str(k): v for k, v in r.items()}, catalog)
+                               for r in frame.to_dict("records")))
     trace = poisson_requests(spec.rate_per_s, spec.duration_s, seed=spec.seed, prompt=spec.prompt_tokens,
                              output=spec.output_tokens)
     schedulers = {p.system: engine_scheduler(spec, catalog.gpu(catalog.system(p.system).gpu)) for p in plans}
@@ -253,10 +254,9 @@ def _entry_key(e: dict[str, Any]) -> tuple[Any, ...]:
             p["kv"], e["system"], e["fabric"])
 
 
-def _plan_of(row: dict[str, Any]) -> ReplicaPlan:
+def _plan_of(row: dict[str, Any], catalog: Catalog) -> ReplicaPlan:
     from fabricsim.collectives import resolve_fabric_link
 
-    catalog = default_catalog()
     link = resolve_fabric_link(catalog, catalog.system(str(row["system"])), str(row["fabric"])).id
     return ReplicaPlan(str(row["system"]), str(row["fabric"]), link, int(row["tp"]), int(row["pp"]), int(row["ep"]),
                        str(row["weights"]), str(row["kv"]))
@@ -270,7 +270,7 @@ def _num(value: Any) -> Any:
 def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], catalog: Catalog,
            conf: Confirmation | None) -> dict[str, Any]:
     """One result as JSON: cluster, plan, replicas, latencies (simulated where confirmed), cost, energy, bottleneck."""
-    plan = _plan_of(row)
+    plan = _plan_of(row, catalog)
     system = catalog.system(plan.system)
     screen_figs = {"replicas": _num(row["replicas"]), "max_batch": _num(row["max_batch"]),
                    "capacity_rps_per_replica": _num(row["capacity_rps"]), "ttft_s": _num(row["screen_ttft_s"]),

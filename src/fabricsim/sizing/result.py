@@ -16,6 +16,8 @@ if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
 
+    from fabricsim.catalog import Catalog
+
 PLAN_FIELDS = ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "mbs", "recompute", "zero", "precision", "flash_attn", "gbs",
                "seq")
 METRICS = ("tokens_per_s", "time_to_train_s", "goodput", "cost_usd", "usd_per_million_tokens", "energy_mwh", "mfu",
@@ -54,13 +56,13 @@ def entries(frame: pd.DataFrame, limit: int | None = None,
     return [entry(r, known.get(str(r.get("chunk")), ())) for r in rows.to_dict("records")]
 
 
-def with_bands(rows: list[dict[str, Any]], moe: bool) -> list[dict[str, Any]]:
+def with_bands(rows: list[dict[str, Any]], moe: bool, catalog: Catalog | None = None) -> list[dict[str, Any]]:
     """Entries with the error bands of their time to train, throughput, cost and energy (cost and energy scale with
     the time): the band of a training step like each row's, from comparable published runs."""
     from fabricsim.catalog import default_catalog
     from fabricsim.validation import band_fields, bands, training_regime
 
-    catalog = default_catalog()
+    catalog = catalog or default_catalog()
     out = []
     for row in rows:
         gpu = catalog.gpu(catalog.system(str(row["system"])).gpu)
@@ -129,7 +131,7 @@ class SizingResult:
         moe = spec_model(spec).moe is not None if len(self.ranked) else False
 
         def banded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return with_bands(rows, moe)
+            return with_bands(rows, moe, spec.catalog())
 
         return {
             "model": spec.model if isinstance(spec.model, str) else spec.model.get("name", "model"),

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fabricsim.catalog import default_catalog
 from fabricsim.sizing.bound import Bound, tie_spread_bound
 from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
@@ -46,11 +45,12 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
 
     start = time.perf_counter()
     moe = spec_model(spec).moe is not None  # a bad model fails here, before any work
+    catalog = spec.catalog()
     for option in goodput_options(spec):  # and an unknown storage tier or server
-        default_catalog().storage_tier(option.storage)
-        default_catalog().storage_server(option.storage_server)
-    choices = clusters(spec, default_catalog())
-    bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, default_catalog()), spec.top)
+        catalog.storage_tier(option.storage)
+        catalog.storage_server(option.storage_server)
+    choices = clusters(spec, catalog)
+    bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, catalog), spec.top)
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
     counts: dict[str, dict[str, Any]] = {}  # chunk -> its counts and reasons (ChunkResult.meta)
@@ -99,7 +99,7 @@ def _result(spec: SizingSpec, choices: list[ClusterChoice], frame: pd.DataFrame,
     errors = {chunk: c["error"] for chunk, c in counts.items() if c["error"]}
     missing = {chunk: list(c.get("missing") or ()) for chunk, c in counts.items() if c.get("missing")}
     ranked = rank(frame, spec) if len(frame) else frame
-    found = candidates(spec, default_catalog(), choices, counts, frame, ranked)
+    found = candidates(spec, spec.catalog(), choices, counts, frame, ranked)
     if frame.empty:
         return SizingResult(spec, frame, frame, frame, frame, evaluated, pruned, wall_s, errors, no_plan_note(found),
                             candidates=found, missing=missing)
@@ -116,7 +116,7 @@ def ranking_ties(spec: SizingSpec, ranked: pd.DataFrame) -> Ties | None:
         return None
     from fabricsim.validation import ComparisonBand, comparison_band, published_residuals, training_regime
 
-    catalog = default_catalog()
+    catalog = spec.catalog()
     best = ranked.iloc[0]
     gpu = catalog.gpu(catalog.system(str(best["system"])).gpu)
     regime = training_regime(spec_model(spec).moe is not None, gpu, str(best["precision"]), int(best["gpus"]))

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from fabricsim.catalog import Catalog, System, partial_system_id, power_of_two_part, split_partial_id
 from fabricsim.collectives import resolve_fabric_link
-from fabricsim.errors import SpecError
+from fabricsim.errors import SpecError, cli_field
 from fabricsim.model import ModelSpec
 from fabricsim.sizing.spec import RECOMPUTE, SizingSpec
 from fabricsim.training import megatron_runs_interleaved
@@ -128,6 +128,15 @@ def _odd_part(n: int) -> int:
     return n
 
 
+def search_system(catalog: Catalog, system_id: str) -> System:
+    """A system ``--systems`` names, as every command reads a system id (`Catalog.system`: ``id``, ``id@D`` joined
+    racks, ``id/N`` partly used nodes); errors name ``--systems``."""
+    try:
+        return catalog.system(system_id)
+    except SpecError as exc:
+        raise cli_field(exc, {"system": "--systems"}) from None
+
+
 def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
     """Every candidate cluster, in a fixed order; unknown systems or fabrics are a SpecError. A rack-scale system
     whose nodes are not a power of two GPUs (NVL72) is also searched at a power of two GPUs per node (``/64``),
@@ -135,13 +144,10 @@ def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
     systems = spec.systems if spec.systems is not None else priced_systems(catalog)
     out = []
     for sid in systems:
-        base, used = split_partial_id(sid)
-        if base not in catalog.systems:
-            raise SpecError(f"unknown system {sid!r}; allowed: {', '.join(sorted(catalog.systems))}",
-                            field="--systems")
-        whole = catalog.system(base)
-        part = power_of_two_part(whole) if used is None else None
-        for system in (catalog.system(sid), *([catalog.system(partial_system_id(base, part))] if part else [])):
+        named = search_system(catalog, sid)
+        base, used = split_partial_id(sid.strip().lower())
+        part = power_of_two_part(named) if used is None else None
+        for system in (named, *([catalog.system(partial_system_id(base, part))] if part else [])):
             for fabric in spec.fabrics:
                 link = resolve_fabric_link(catalog, system, fabric).id
                 for kind in spec.fabric_kinds:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from functools import lru_cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from fabricsim import units
+from fabricsim.catalog import Catalog, default_catalog, load_catalog
 from fabricsim.errors import SpecError
 from fabricsim.sizing.defaults import YEAR_S
 from fabricsim.training import GoodputSpec
@@ -17,6 +19,12 @@ from fabricsim.training import GoodputSpec
 # Knob -> ParallelPlan field whose bounds it takes
 KNOB_PLAN_FIELDS = {"tp": "tp", "pp": "pp", "cp": "cp", "ep": "ep", "etp": "etp", "vpp": "virtual_stages", "mbs": "mbs",
                     "zero": "zero"}
+
+
+@lru_cache(maxsize=4)
+def overlay_catalog(paths: tuple[str, ...]) -> Catalog:
+    """The packaged catalog with these overlay files applied (cached per search: every cluster shares it)."""
+    return load_catalog(*paths) if paths else default_catalog()
 
 
 def check_plan_value(plan_field: str, value: Any, option: str) -> None:
@@ -128,13 +136,22 @@ class SizingSpec(BaseModel):
     goodput_variants: tuple[GoodputSpec, ...] = ()
     """goodput options to search per cluster (storage tiers x spare counts; `sizing.reliability`); empty: just
     ``goodput``"""
+    calibration: tuple[str, ...] = ()
+    """catalog overlay files applied on top of the packaged catalog (`--calibration`, as `train` takes them)"""
+
+    def catalog(self) -> Catalog:
+        """The catalog this search prices and times on: the packaged one with ``calibration`` applied."""
+        return overlay_catalog(self.calibration)
 
     def digest(self) -> str:
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""
         data = self.model_dump(mode="json", exclude={"top"})
-        for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", [])):
+        for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", []), ("calibration", [])):
             if data[name] == default:  # fields added later: a run that leaves them as they were keeps its digest
                 del data[name]
+        for option in [data["goodput"], *data.get("goodput_variants", [])]:
+            if isinstance(option, dict):  # whether separate was asked or the default: the same search
+                option.pop("storage_network_given", None)
         return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -169,8 +186,12 @@ def parse_list(text: str | None, field: str, kind: type = str) -> tuple[Any, ...
     """``'1,2'`` -> (1, 2) (or strings); None -> None; a list given empty (``''``) is a SpecError, not the default."""
     if text is None:
         return None
+    parts = [p.strip() for p in text.split(",")]
+    if any(parts) and not all(parts):  # '0,,5%' is a typo, not the list '0,5%'
+        raise SpecError(f"{text!r} has an empty element; give values separated by single commas (e.g. 1,2)",
+                        field=field)
     try:
-        values = tuple(kind(p.strip()) for p in text.split(",") if p.strip())
+        values = tuple(kind(p) for p in parts if p)
     except ValueError:
         raise SpecError(f"{text!r} is not a comma-separated list", field=field) from None
     if not values:

@@ -22,7 +22,14 @@ from fabricsim.topology.resolve import resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
 from fabricsim.topology.sketch import sketch, sketch_figure
 from fabricsim.topology.spec import FABRICS, ClusterSpec
-from fabricsim.topology.storage import StorageBill, check_reachable, storage_bill, tier_targets
+from fabricsim.topology.storage import (
+    StorageBill,
+    check_reachable,
+    converges_without_ports,
+    no_storage_ports_note,
+    storage_bill,
+    tier_targets,
+)
 from fabricsim.topology.storage_spec import (
     DEFAULT_STORAGE_SERVER,
     DEFAULT_STORAGE_TIER,
@@ -57,6 +64,7 @@ __all__ = [
     "cable_class",
     "check_buildable",
     "check_reachable",
+    "converges_without_ports",
     "dragonfly_group_nodes",
     "endpoint_kind_name",
     "flow_hash",
@@ -65,6 +73,7 @@ __all__ = [
     "link_kind_code",
     "link_kind_name",
     "near_cube",
+    "no_storage_ports_note",
     "nvl72_rack",
     "pcie_node",
     "plan_fat_tree",

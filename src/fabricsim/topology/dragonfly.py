@@ -14,8 +14,12 @@ Routing (``ClusterSpec.dragonfly_routing``):
 - valiant: between groups through an intermediate group I (Valiant's randomised routing): a global link A -> I, a
   bounce through one of I's leaves when the arriving and leaving spines differ, a global link I -> B; the choices
   enumerate (I, link to I, link from I, bounce leaf);
-- ugal: both sets (minimal first): with ``traffic --routing adaptive`` the simulator picks the least loaded, the
-  UGAL idea; with ECMP the hash spreads flows over both.
+- ugal: both sets (minimal first; `DragonflyRouter.minimal_counts` says how many are minimal). The flow simulator
+  (`fabricsim.network.ugal`) picks per flow, by load, between its minimal and a non-minimal path (UGAL: a flow
+  goes non-minimal only where that path is the less loaded), under every routing; ECMP, spray and adaptive then
+  spread the flow over the choices of the class it got. Alone (``Topology.route``) the hash spreads over both.
+The c global links of a group pair (and the Valiant choices) are interchangeable, so a sprayed or adaptive flow's
+sample of them starts at a per-flow offset (``sample_per_flow``): a fixed sample would load the same few links.
 Bisection (closed form, one direction): the lesser of the NICs' floor(N/2) x NICs x rate and the global links
 between two halves of the groups, floor(G/2) x ceil(G/2) x c x port rate.
 """
@@ -55,6 +59,20 @@ class DragonflyRouter:
         _, ks = self.ctx.own_nic(src_gpu)
         _, kd = self.ctx.own_nic(dst_gpu)
         return ks, kd, self.nic_leaf[ks], self.nic_leaf[kd]
+
+    sample_per_flow = True
+    """a spray/adaptive sample of the choices starts at a per-flow offset (see the module docstring)"""
+
+    def minimal_counts(self, src_gpu: IntArray, dst_gpu: IntArray) -> IntArray:
+        """Choices of each flow that are minimal paths (the first ones): all of them except under ugal, where a
+        flow between groups has c minimal choices before the Valiant ones."""
+        counts = self.counts(src_gpu, dst_gpu)
+        if self.mode != "ugal":
+            return counts
+        _, _, ls, ld = self._ends(src_gpu, dst_gpu)
+        leaves = self.nic_leaf_groups
+        out: IntArray = np.where(ls // leaves != ld // leaves, self.c, counts).astype(np.int64)
+        return out
 
     def _valiant(self) -> int:
         """Valiant choices between two groups: intermediate group x link to it x link from it x bounce leaf."""

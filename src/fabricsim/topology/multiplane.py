@@ -2,8 +2,10 @@
 NIC's bandwidth is split over ``planes`` ports, port p of every NIC on plane p, and every plane is a fat tree of its
 own built by the fat-tree rules (`topology.fattree`) at 1/planes of the NIC rate. A plane's switches run their ports
 split to that rate (an 800G port as 2 x 400G: twice the radix), which is what lets a plane stay at 2 tiers where one
-fabric of full-rate ports needs 3. A flow takes one plane and one of its paths (ECMP over planes x paths, as NCCL
-spreads channels over a NIC's ports); nothing joins the planes.
+fabric of full-rate ports needs 3. A path stays in one plane (nothing joins the planes): `Topology.route` hashes a
+flow onto one plane and one of its paths (ECMP over planes x paths), and the flow simulator stripes every flow
+between nodes over all the planes, its hashed path in each (`fabricsim.network.flowroute`), as NCCL spreads a
+NIC's channels over its ports: a flow can reach the NIC's full rate, the sum of its plane ports.
 
 Bisection: the planes' sum. A plane failure takes 1/planes of every NIC's bandwidth and of the bisection.
 """

@@ -2,7 +2,8 @@
 Performance)", arXiv:2307.12169, 2023): one network per rail and nothing between rails. NIC i of every node is on
 rail ``i % rails``; a rail whose NICs fit on one switch is that switch, a larger one is a non-blocking 2-tier Clos
 of its own (leaves with half their ports down, each leaf sending ``b`` cables to every spine of its rail); whole
-rails that fit on one switch together share it (``shared`` rails a switch, as the fat tree's leaves do). There is
+rails that fit on one switch together share it (``shared`` rails a switch, as the fat tree's leaves do), and
+spines that use part of a switch share it with other rails' spines (``per_switch``; routes stay on the rail). There is
 no spine or core joining rails: a flow between GPUs on different rails leaves its node by the NIC on the
 destination's rail, reached over NVLink to the GPU beside it (PXN; the node's GPU-to-NIC routes), so cross-rail
 traffic costs NVLink bandwidth and an extra hop inside the source node, not fabric.
@@ -24,14 +25,27 @@ from fabricsim.topology.routes import IntArray
 TIER_NAMES = ("leaf", "spine")
 
 
-def _spines(up: int, leaves: int, radix: int) -> tuple[int, int]:
-    """(spines per rail, cables from each leaf to each spine): the fewest spines whose ports take every leaf's
-    bundle, with bundles of equal size (ECMP spreads flows evenly over the spines)."""
+def _spines(up: int, leaves: int, radix: int, rails: int) -> tuple[int, int, int]:
+    """(spines per rail, cables from each leaf to each spine, spines per switch): bundles of equal size (ECMP
+    spreads flows evenly over a rail's spines), and the fewest spine switches for all ``rails`` (then the fewest
+    cables). A rail's spine that uses a part of a switch's ports shares the switch with spines of other rails, as
+    whole rails share a leaf that holds them: 72 DGX H100 nodes on radix-64 switches make rails of 3 leaves of 24
+    NICs, which need 2 spines of 36 ports each (16 switches for 8 rails) or 6 of 12 ports, 5 to a switch (10);
+    routes stay on their rail's links, so nothing joins rails."""
+    best: tuple[tuple[int, int, int], int, int, int] | None = None
     for spines in range(max(1, math.ceil(up * leaves / radix)), up + 1):
         bundle = math.ceil(up / spines)
-        if leaves * bundle <= radix:
-            return spines, bundle
-    raise SpecError(f"a rail of {leaves} leaves needs more than 2 tiers of radix-{radix} switches", field="nodes")
+        per_switch = radix // (leaves * bundle)
+        if per_switch < 1:
+            continue
+        per_switch = min(per_switch, rails * spines)
+        key = (math.ceil(rails * spines / per_switch), spines * bundle, spines)  # switches, then cables
+        if best is None or key < best[0]:
+            best = (key, spines, bundle, per_switch)
+    if best is None:
+        raise SpecError(f"a rail of {leaves} leaves needs more than 2 tiers of radix-{radix} switches",
+                        field="nodes")
+    return best[1], best[2], best[3]
 
 
 class RailOnlyRouter:
@@ -96,7 +110,7 @@ def build_rail_only(ctx: FabricContext) -> Fabric:
     leaves = 1 if one else math.ceil(ends / half)
     down_used = math.ceil(ends / leaves)
     up = 0 if one else math.ceil(down_used / spec.oversubscription)
-    spines, bundle = (0, 0) if one else _spines(up, leaves, radix)
+    spines, bundle, per_switch = (0, 0, 1) if one else _spines(up, leaves, radix, rails)
     ratio = 1.0 if one else max(1.0, down_used / (spines * bundle))
 
     k = np.arange(ctx.nodes * ctx.nics, dtype=np.int64)  # global NIC number: node * nics + local
@@ -110,7 +124,7 @@ def build_rail_only(ctx: FabricContext) -> Fabric:
 
     kind, hop, rate = ctx.resolved.link_kind, switch.latency_s, ctx.port_bytes_per_s
     first = ctx.endpoint_offset
-    n_leaves, n_spines = rails // shared * leaves, rails * spines
+    n_leaves, n_spines = rails // shared * leaves, math.ceil(rails * spines / per_switch)
     leaf_ep = first + np.arange(n_leaves, dtype=np.int64)
     spine_ep = first + n_leaves + np.arange(n_spines, dtype=np.int64)
     block = LinkBlock(ctx.link_offset)
@@ -121,14 +135,15 @@ def build_rail_only(ctx: FabricContext) -> Fabric:
     if spines:
         leaf = np.repeat(np.arange(n_leaves, dtype=np.int64), spines)
         j = np.tile(np.arange(spines, dtype=np.int64), n_leaves)
-        spine = (leaf // leaves) * spines + j  # the spines of the leaf's own rail
+        spine = ((leaf // leaves) * spines + j) // per_switch  # the switch of a spine of the leaf's own rail
         a, b = block.cables(leaf_ep[leaf], spine_ep[spine], bundle * rate, kind, hop, hop)
         ls_up, ls_down = a.reshape(n_leaves, spines), b.reshape(n_leaves, spines)
         cables.append(CableRun("leaf-spine", n_leaves * spines * bundle, rate, "optical"))
     tiers = 1 if one else 2
     switch_rail = np.concatenate([np.repeat(np.arange(rails, dtype=np.int64), leaves) if shared == 1 else
                                   np.full(n_leaves, -1, dtype=np.int64),
-                                  np.repeat(np.arange(rails, dtype=np.int64), spines)])
+                                  np.repeat(np.arange(rails, dtype=np.int64), spines) if per_switch == 1 else
+                                  np.full(n_spines, -1, dtype=np.int64)])
     notes: tuple[str, ...] = ("rail-only: no switch joins rails; traffic between rails crosses NVLink to the GPU "
                               "beside the destination rail's NIC (PXN)",)
     if spec.oversubscription != 1.0 and one:
@@ -138,7 +153,8 @@ def build_rail_only(ctx: FabricContext) -> Fabric:
         description=(f"rail-only, {rails} rails on {n_leaves} switch{'es' if n_leaves > 1 else ''} "
                      f"({shared} rails each)" if shared > 1 else
                      f"rail-only, {rails} rails of {'one switch' if one else f'{leaves} leaves + {spines} spines'}"
-                     " each") + f", {switch.id}" + (f", {ratio:.3g}:1 at the leaf" if ratio != 1 else ""),
+                     " each" + (f" ({per_switch} spines of rails to a switch, {n_spines} in all)" if per_switch > 1
+                                else "")) + f", {switch.id}" + (f", {ratio:.3g}:1 at the leaf" if ratio != 1 else ""),
         tiers=tiers,
         oversubscription=ratio,
         tier_names=TIER_NAMES,

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fabricsim.catalog import NIC, Catalog, LinkTech, Switch, System
-from fabricsim.errors import SpecError, unknown_name_error
+from fabricsim.catalog import NETWORK_KINDS, NIC, Catalog, LinkTech, Switch, System, network_id
+from fabricsim.errors import SpecError
 from fabricsim.topology.kinds import ETHERNET, INFINIBAND
 from fabricsim.topology.spec import ClusterSpec
 
-FABRIC_SWITCH_KINDS = ("infiniband", "ethernet")
+FABRIC_SWITCH_KINDS = NETWORK_KINDS
 
 
 @dataclass(frozen=True)
@@ -33,27 +33,18 @@ def fabric_switches(catalog: Catalog) -> dict[str, Switch]:
     return {k: s for k, s in catalog.switches.items() if s.kind in FABRIC_SWITCH_KINDS}
 
 
-def resolve_switch(name: str, catalog: Catalog) -> Switch:
-    """A fabric switch from a switch id or a link technology id (the largest-radix switch running that link)."""
+def resolve_switch(name: str, catalog: Catalog, field: str = "link") -> Switch:
+    """A fabric switch from any network name (`catalog.network_id`: ndr, ib-ndr, 400g, a switch id): a switch id is
+    that switch, a link the largest-radix switch running it."""
+    key = network_id(catalog, name, field=field, kind="fabric link or switch")
     switches = fabric_switches(catalog)
-    key = name.strip().lower()
     if key in switches:
         return switches[key]
-    if key in catalog.switches:
-        raise SpecError(f"{key!r} is a {catalog.switches[key].kind} switch, not a fabric switch; "
-                        f"fabric switches: {', '.join(sorted(switches))}", field="link")
-    if key in catalog.links:
-        link = catalog.links[key]
-        runs = sorted((s for s in switches.values() if s.link == key), key=lambda s: (-s.radix, s.id))
-        if runs:
-            return runs[0]
-        served = sorted({s.link for s in switches.values()})
-        if link.kind not in FABRIC_SWITCH_KINDS:
-            raise SpecError(f"{key!r} is a {link.kind} link, not a fabric link; fabric links: {', '.join(served)}",
-                            field="link")
-        raise SpecError(f"no catalog switch runs {key!r}; links with a switch: {', '.join(served)}", field="link")
-    allowed = sorted({s.link for s in switches.values()} | set(switches))
-    raise unknown_name_error("fabric link or switch", name, allowed, field="link")
+    runs = sorted((s for s in switches.values() if s.link == key), key=lambda s: (-s.radix, s.id))
+    if runs:
+        return runs[0]
+    served = sorted({s.link for s in switches.values()})
+    raise SpecError(f"no catalog switch runs {key!r}; links with a switch: {', '.join(served)}", field=field)
 
 
 def resolve_nic(spec: ClusterSpec, system: System, switch: Switch, catalog: Catalog) -> NIC:

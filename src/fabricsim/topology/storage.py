@@ -58,6 +58,8 @@ class StorageBill(BaseModel):
     """ports the servers take on the compute fabric's leaves (converged; 0 when separate)"""
     items: list[LineItem]
     notes: list[str]
+    fallback: str | None = None
+    """why the network is not the one the options name (a system without storage ports converged), else None"""
 
 
 def tier_targets(tier: StorageTier, gpus: int, write_bytes_per_s: float | None = None,
@@ -90,6 +92,11 @@ def _server_count(spec: StorageNetworkSpec, server: StorageServer, read: float, 
     return max(server.min_servers, math.ceil(need * (1 - 1e-9)))
 
 
+def fat_tree_ports(radix: int) -> int:
+    """The most ports a 3-tier non-blocking fat tree of radix-``radix`` switches gives its endpoints."""
+    return radix * (radix // 2) ** 2
+
+
 def _fat_tree(endpoints: int, radix: int) -> dict[str, int]:
     """Switches by tier of a non-blocking fat tree over ``endpoints`` ports: leaves with half their ports down,
     as many uplinks as used downlinks, spines (and cores) enough for them."""
@@ -98,11 +105,23 @@ def _fat_tree(endpoints: int, radix: int) -> dict[str, int]:
         return {"storage leaf": 1}
     if endpoints <= radix * half:
         return {"storage leaf": math.ceil(endpoints / half), "storage spine": math.ceil(endpoints / radix)}
-    if endpoints <= radix * half * half:
+    if endpoints <= fat_tree_ports(radix):
         return {"storage leaf": math.ceil(endpoints / half), "storage spine": math.ceil(endpoints / half),
                 "storage core": math.ceil(endpoints / radix)}
     raise SpecError(f"a storage fabric of {endpoints} ports needs more than 3 tiers of radix-{radix} switches",
                     field="--storage-network")
+
+
+def no_storage_ports_note(system: System) -> str:
+    """The note of a system without storage ports whose default separate storage network converged."""
+    return (f"system {system.id} has no storage ports (storage_nic / storage_ports in its catalog entry): storage "
+            "converged on the compute fabric")
+
+
+def converges_without_ports(system: System, spec: StorageNetworkSpec | None) -> bool:
+    """Whether ``spec`` (None: no network billed) converges on ``system`` for want of storage ports."""
+    return (spec is not None and spec.network == "separate" and spec.converge_without_ports
+            and (system.storage_nic is None or system.storage_ports == 0))
 
 
 def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, compute_switch: Switch | None,
@@ -118,14 +137,22 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
              f"{count} x {server.id} as asked"]
     switches: dict[str, int] = {}
     nics = compute_ports = 0
-    if spec.network == "separate":
+    network = spec.network
+    fallback = None
+    if network == "separate" and (system.storage_nic is None or system.storage_ports == 0):
+        if not spec.converge_without_ports:
+            raise SpecError(f"separate needs storage ports on the nodes, and system {system.id} has none "
+                            "(storage_nic / storage_ports in its catalog entry); give converged or none (the "
+                            "default, separate, converges on such systems)", field="--storage-network")
+        network = "converged"
+        fallback = no_storage_ports_note(system)
+        notes.append(fallback)
+    if network == "separate":
         switch = resolve_switch(spec.switch, catalog) if spec.switch is not None else compute_switch
         if switch is None:
             raise SpecError("this compute fabric has no switch to copy: name the storage switch",
                             field="--storage-switch")
-        if system.storage_nic is None or system.storage_ports == 0:
-            raise SpecError(f"system {system.id} has no storage ports (storage_nic / storage_ports): use a "
-                            "converged storage network", field="--storage-network")
+        assert system.storage_nic is not None
         nic = catalog.nic(system.storage_nic)
         node_port = min(nic.port_bytes_per_s, switch.port_bytes_per_s)
         node_ports = nodes * system.storage_ports
@@ -134,6 +161,11 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
         node_side = node_ports * node_port
         check_reachable(target_write, nodes, node_side, "their storage ports")
         server_port = min(server.port_bytes_per_s, switch.port_bytes_per_s)
+        most = (fat_tree_ports(switch.radix) - node_ports) // server.ports
+        if spec.servers is not None and count > most:  # the count asked for is what overflows: name it
+            raise SpecError(f"at most {max(most, 0)} x {server.id} ({server.ports} ports each) fit beside the nodes' "
+                            f"{node_ports} storage ports on a 3-tier storage fabric of radix-{switch.radix} switches "
+                            f"(asked for {count})", field="--storage-servers")
         switches = _fat_tree(node_ports + count * server.ports, switch.radix)
         items += [line_item(switch, "switch", tier_name, n) for tier_name, n in switches.items()]
         runs = [("storage node-leaf", node_ports, node_port, spec.node_cable),
@@ -172,13 +204,13 @@ def storage_bill(catalog: Catalog, system: System, nodes: int, gpus: int, comput
     servers_read = count * min(server.read_bytes_per_s, server.ports * server_port)
     servers_write = count * min(server.write_bytes_per_s, server.ports * server_port)
     return StorageBill(
-        network=spec.network, tier=tier.id, server=server.id, servers=count,
+        network=network, tier=tier.id, server=server.id, servers=count,
         capacity_bytes=count * server.capacity_bytes,
         target_read_bytes_per_s=target_read, target_write_bytes_per_s=target_write,
         read_bytes_per_s=min(servers_read, node_side), write_bytes_per_s=min(servers_write, node_side),
         servers_write_bytes_per_s=servers_write, node_bytes_per_s=node_side,
         switch=switch.id, switches=switches, nics=nics, cables=cables, compute_ports=compute_ports,
-        items=items, notes=notes)
+        items=items, notes=notes, fallback=fallback)
 
 
 def units_text(read: float, write: float) -> str:

@@ -31,3 +31,6 @@ class StorageNetworkSpec(BaseModel):
                                "fabric's switch")
     node_cable: Literal["optical", "copper"] = Field("optical", description="cables from nodes and servers to "
                                                      "their leaves")
+    converge_without_ports: bool = Field(False, description="separate by default, not asked for: a system without "
+                                         "storage ports (a catalog entry written before storage_nic and "
+                                         "storage_ports) converges on the compute fabric, with a note")

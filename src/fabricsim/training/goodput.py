@@ -62,6 +62,8 @@ class GoodputSpec(BaseModel):
     storage_network: StorageNetworkChoice = Field(
         "separate", description="storage servers sized to the tier on a separate storage fabric (billed), converged "
         "on the compute fabric (billed), or none (the tier's rates, not billed)")
+    storage_network_given: bool = Field(True, description="False: storage_network is the default, separate, which "
+                                        "converges (with a note) on a system without storage ports")
     storage_server: str = Field(DEFAULT_STORAGE_SERVER, description="catalog storage server id")
     storage_servers: int | None = Field(None, ge=1, description="None: the fewest that meet the tier")
     spares: int | None = Field(None, ge=0, description="hot spare units (nodes, or a rack's compute trays); None: "
@@ -75,7 +77,8 @@ class GoodputSpec(BaseModel):
             return None
         return StorageNetworkSpec(network=self.storage_network, tier=self.storage, server=self.storage_server,
                                   servers=self.storage_servers, write_bytes_per_s=self.storage_write_bytes_per_s,
-                                  scale=self.storage_scale)
+                                  scale=self.storage_scale,
+                                  converge_without_ports=not self.storage_network_given)
 
     def spare_units(self, units: int) -> int:
         """Hot spare units kept beside a job of ``units`` replaceable units (nodes, or a rack's compute trays; at

@@ -44,7 +44,7 @@ from collections.abc import Hashable
 from functools import lru_cache
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fabricsim.caching import ByIdentity
 from fabricsim.errors import SpecError, spec_error
@@ -137,14 +137,24 @@ class ParallelPlan(BaseModel):
     moe_dispatcher: MoEDispatcher = Field(
         "alltoall", description="token dispatch: alltoall (NCCL all-to-all, a copy per routed expert) or deepep "
         "(DeepEP/HybridEP: a copy per destination node over the network, fanned out over NVLink)")
-    capacity_factor: float | None = Field(None, gt=0, le=MAX_COUNT, description="expert capacity as a multiple of the "
-                                          "mean load; tokens beyond it are dropped (default: dropless)")
+    capacity_factor: float | None = Field(None, gt=0, le=MAX_COUNT, allow_inf_nan=False,
+                                          description="expert capacity as a multiple of the mean load; tokens beyond "
+                                          "it are dropped (default: dropless)")
     ep_comm_overlap: bool = Field(False, description="overlap the MoE all-to-all of one micro-batch with another's "
                                   "compute (Megatron-Core --overlap-moe-expert-parallel-comm)")
     shared_expert_overlap: bool = Field(False, description="run the shared experts beside the same micro-batch's "
                                         "dispatch and combine (Megatron-Core --moe-shared-expert-overlap)")
     pp_layout: tuple[int, ...] | None = Field(None, description="layers per pipeline stage (sums to the layers)")
     order: str = Field(DEFAULT_ORDER, description="rank order, innermost first, as Megatron-Core's --order")
+
+    @field_validator("capacity_factor", mode="before")
+    @classmethod
+    def _capacity_factor(cls, value: Any) -> Any:
+        """One message for every bound (NaN is neither above 0 nor below the cap)."""
+        if isinstance(value, int | float) and not isinstance(value, bool) and not 0 < value <= MAX_COUNT:
+            raise ValueError(f"must be a finite number > 0 and <= {MAX_COUNT} (a multiple of the mean expert load; "
+                             f"leave it out for dropless routing), got {value}")
+        return value
 
     @model_validator(mode="before")
     @classmethod

@@ -31,6 +31,7 @@ from fabricsim.validation.errors import (
     Residual,
     comparison_band,
     minimum_cases,
+    shown_figure,
     source_key,
 )
 from fabricsim.validation.regimes import (
@@ -116,6 +117,7 @@ __all__ = [
     "run_validation",
     "served_values",
     "shared_validation_dir",
+    "shown_figure",
     "source_key",
     "static_inference_values",
     "summarise_held_out",
