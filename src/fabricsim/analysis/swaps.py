@@ -33,6 +33,11 @@ class Swap:
     def label(self) -> str:
         return f"{self.key}={self.value}"
 
+    @property
+    def changes_goodput_only(self) -> bool:
+        """True for a swap of the goodput options (storage, checkpoint, mtbf, spares), not of the cluster's parts."""
+        return self.key in GOODPUT_KEYS
+
 
 def parse_swap(text: str) -> Swap:
     """``'ib=xdr'`` -> Swap('ib', 'xdr'); anything else is a SpecError naming the allowed keys."""

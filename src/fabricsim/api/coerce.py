@@ -119,13 +119,46 @@ def coerce_arguments(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> dic
     return {k: coerce(k, v, params[k].annotation) if k in params else v for k, v in kwargs.items()}
 
 
+def run_file_arguments(func: Callable[..., Any], path: str | Path) -> dict[str, Any]:
+    """The keyword arguments of a run file (``config=``: the CLI's ``--config`` file, YAML or JSON, or a ``--json``
+    document, whose ``inputs`` are read): keys are keyword names (``gpus-per-node`` spelt with dashes is taken too);
+    a key ``func`` does not take is a SpecError, unless its value is null (a command-line-only option such as
+    ``plot`` left unset in a ``--dump-config`` file)."""
+    import difflib
+
+    from fabricsim.inputs import load_spec_file
+
+    data = load_spec_file(path, "run file")
+    if isinstance(data, dict) and isinstance(data.get("inputs"), dict):
+        data = data["inputs"]
+    if not isinstance(data, dict):
+        raise SpecError("a run file is a mapping of keyword names to values", field="config", source=str(path))
+    params = inspect.signature(func).parameters
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        if name in params and name != "config":
+            out[name] = value
+        elif value is not None:
+            close = difflib.get_close_matches(name, list(params), n=3, cutoff=0.6)
+            hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+            raise SpecError(f"unknown keyword {key!r} of {func.__name__}(){hint}", field="config", source=str(path))
+    return out
+
+
 def api_call(renames: Renames | None = None) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """Wrap an API function: old keyword names mapped by ``renames``, then every argument coerced."""
+    """Wrap an API function: a run file's keywords under the call's (``config="run.yaml"``), old keyword names
+    mapped by ``renames``, then every argument coerced."""
 
     def wrap(func: Callable[P, R]) -> Callable[P, R]:
         @functools.wraps(func)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
             given = dict(kwargs)
+            config = given.pop("config", None) if "config" not in inspect.signature(func).parameters else None
+            if config is not None:
+                if not isinstance(config, str | Path):
+                    raise SpecError(f"expected the path of a run file, got {config!r}", field="config")
+                given = {**run_file_arguments(func, config), **given}
             if renames is not None:
                 given = renames(given)
             return func(*args, **coerce_arguments(func, given))

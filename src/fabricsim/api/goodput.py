@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from fabricsim import units
 
@@ -13,6 +13,8 @@ if TYPE_CHECKING:
     from fabricsim.comm import Cluster
     from fabricsim.model import ModelSpec
     from fabricsim.training import Goodput, GoodputSpec, TrainingPrediction
+
+T = TypeVar("T")
 
 # GoodputSpec fields whose option is named otherwise
 GOODPUT_OPTIONS = {"storage_write_bytes_per_s": "--storage-bw", "interval_s": "--checkpoint-interval",
@@ -53,6 +55,38 @@ def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, opt
 
     return predict_goodput(spec, cluster, job_parts(cluster, pred.gpus), pred.step_time_s, pred.tokens_per_s,
                            options)
+
+
+GOODPUT_ARGUMENTS = ("storage", "storage_bw", "storage_network", "storage_server", "storage_servers", "spares",
+                     "checkpoint_mode", "checkpoint_interval", "mtbf_scale", "restart")
+"""The keyword arguments of `train` and `whatif` (and their options) that set the goodput add-on."""
+
+
+def goodput_given(func: Callable[..., Any], inputs: dict[str, Any]) -> bool:
+    """True when a call of ``func`` gave any goodput argument a value other than its default: then a SpecError of
+    the add-on answers what the user asked and fails the command (`guarded_goodput`)."""
+    import inspect
+
+    params = inspect.signature(func).parameters
+    return any(name in params and inputs.get(name, params[name].default) != params[name].default
+               for name in GOODPUT_ARGUMENTS)
+
+
+def guarded_goodput(compute: Callable[[], T], given: bool) -> tuple[T | None, str | None]:
+    """Run the goodput add-on so that it never refuses the main answer: its result and None, or None and the one
+    line ``goodput: not computed: <reason>`` when it fails. A SpecError still fails the command when the user gave a
+    goodput option (``given``): it answers what they asked, e.g. ``--storage-network separate`` on a system
+    without storage ports."""
+    from fabricsim.errors import SpecError
+
+    try:
+        return compute(), None
+    except SpecError as exc:
+        if given:
+            raise
+        return None, f"goodput: not computed: {exc}"
+    except Exception as exc:  # a defect of the add-on must not cost the step time it adds to
+        return None, f"goodput: not computed: {type(exc).__name__}: {exc}"
 
 
 def goodput_json(g: Goodput) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim.api.coerce import api_call, fabric_alias
-from fabricsim.api.goodput import goodput_json, goodput_spec, run_goodput
+from fabricsim.api.goodput import goodput_given, goodput_json, goodput_spec, guarded_goodput, run_goodput
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.topology import check_design
 from fabricsim.errors import SpecError, cli_field
@@ -298,16 +298,20 @@ def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
           jobs: str | Path | None = None, cluster_nodes: int | None = None, storage: str = "superpod-better",
           storage_bw: str | None = None, storage_network: str | None = None, storage_server: str | None = None,
           storage_servers: int | None = None, spares: str | None = None, checkpoint_mode: str = "sync",
-          checkpoint_interval: str | None = None, mtbf_scale: float = 1.0, restart: str | None = None) -> TrainResult:
+          checkpoint_interval: str | None = None, mtbf_scale: float = 1.0, restart: str | None = None,
+          goodput: bool = True) -> TrainResult:
     """Predict one training step (the options and defaults of `fabricsim train`): knobs left None (mbs, vpp,
     recompute, zero) are chosen as the fastest setting that fits. ``ib`` is the network between nodes as --ib
     names it (ndr, ib-ndr, 400g, a switch id), as in `topology`; ``fabric=`` for it is a deprecated alias
     (``fabric=`` naming a design, e.g. rail-only, sets ``fabric_kind``). Values are taken in their natural types
-    (``gpus="16"``, ``tp=8.0``); bad input raises ``fabricsim.SpecError``."""
+    (``gpus="16"``, ``tp=8.0``); bad input raises ``fabricsim.SpecError``. ``goodput=False`` skips the goodput
+    add-on (``goodput`` None; the step is the same); a failure of the add-on leaves it None with a
+    ``goodput_note``, unless a goodput option the caller gave is refused."""
     inputs = dict(locals())
     calibration = list(calibration or [])
     options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
-                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares)
+                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares) \
+        if goodput else None
     with flow_bar(sim):
         run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
                           gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,
@@ -325,9 +329,12 @@ def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
 
     pred = run.prediction
     found = training_bands(run, calibration)
-    good = run_goodput(run.spec, run.cluster, pred, options)
+    good, note = (None, None) if options is None else guarded_goodput(
+        lambda: run_goodput(run.spec, run.cluster, pred, options), goodput_given(train, inputs))
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json(),
-            "goodput": goodput_json(good), **model_import_fields(run.imported)}
+            "goodput": None if good is None else goodput_json(good), **model_import_fields(run.imported)}
+    if note is not None:
+        data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
     return TrainResult(inputs, data, rows=rows, run=run, bands=found, goodput=good)

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from fabricsim.api.coerce import api_call, whatif_fabric_alias
-from fabricsim.api.goodput import goodput_spec, storage_fallbacks
+from fabricsim.api.goodput import goodput_given, goodput_spec, guarded_goodput, storage_fallbacks
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.train import Run, plan_json, prepare_run, training_bands
 
 if TYPE_CHECKING:
     from fabricsim.analysis import WhatIf
+    from fabricsim.training import GoodputSpec
     from fabricsim.validation import BandResult
 
 
@@ -78,9 +79,20 @@ def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | N
                       capacity_factor=capacity_factor, moe_dispatcher=moe_dispatcher, fabric=ib,
                       oversubscription=oversubscription, calibration=calibration, grad_dtype=grad_dtype, etp=etp,
                       gpus_per_node=gpus_per_node)
-    scenario = Scenario(run.system, run.plan.world_size, run.fabric, oversubscription, run.cluster.catalog,
-                        goodput=options)
-    result = what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration))
+
+    def analyse(good: GoodputSpec | None) -> WhatIf:
+        scenario = Scenario(run.system, run.plan.world_size, run.fabric, oversubscription, run.cluster.catalog,
+                            goodput=good)
+        return what_if(run.spec, run.plan, scenario, factor, swaps, tuple(calibration))
+
+    # the goodput add-on never refuses the answer: failed, the swaps are priced on a healthy cluster, with a note
+    # (its SpecErrors still fail where the user gave a goodput option; a goodput swap makes it the answer asked for)
+    note: str | None = None
+    if options is None or any(s.changes_goodput_only for s in swaps):
+        result = analyse(options)
+    else:
+        found_result, note = guarded_goodput(lambda: analyse(options), goodput_given(whatif, inputs))
+        result = analyse(None) if found_result is None else found_result
     found = training_bands(run, calibration)
     data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}), "plan": plan_json(run.plan),
             "chosen": run.choice.to_json(), **model_import_fields(run.imported)}
@@ -89,6 +101,8 @@ def whatif(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | N
                                   options)
     if fallbacks:
         data["storage_fallbacks"] = fallbacks
+    if note is not None:
+        data["goodput_note"] = note
     rows = [{"kind": "layer", **d} for d in data.get("layers", [])] + \
         [{"kind": "swap", **d} for d in data.get("swaps", [])]
     return WhatIfResult(inputs, data, rows=rows, run=run, analysis=result, bands=found)

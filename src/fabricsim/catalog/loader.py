@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
+from fabricsim.catalog.schema import SCHEMA_FILE, catalog_schema, fill_added_fields
 from fabricsim.errors import SpecError
 from fabricsim.inputs import load_packaged_yaml, load_spec_file, load_yaml, read_text
 
@@ -93,13 +95,19 @@ def parse_entries(model: type[M], items: Any, source: str, category: str,
     return out
 
 
-NOT_CATALOG_KEYS = frozenset({"measurements"})
+NOT_CATALOG_KEYS = frozenset({"measurements", "schema"})
 """Keys an overlay may carry beside catalog entries: ``measurements``, the runs a calibration was fitted on (the
-error model reads them to narrow its bands; the catalog ignores them)."""
+error model reads them to narrow its bands; the catalog ignores them), and ``schema``, the catalog schema version
+it is written in (`catalog.schema`)."""
 
 
-def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None) -> Catalog:
-    """Build a catalog from parsed YAML documents; entries in later documents replace earlier ones by id."""
+def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None, *,
+                   default_schema: str | None = None, filled: list[str] | None = None) -> Catalog:
+    """Build a catalog from parsed YAML documents; entries in later documents replace earlier ones by id. A
+    document in an older schema than the current one (its ``schema:`` key; without one ``default_schema``, else
+    the oldest) has the fields added since given to its entries of new ids (`catalog.schema`); those that took a
+    value other than their stated default are appended to ``filled`` as ``source: category.id.field = value``."""
+    schema = catalog_schema()
     merged: dict[str, dict[str, Any]] = {c: {} for c in CATEGORY_MODELS}
     if base is not None:
         for category in CATEGORY_MODELS:
@@ -109,12 +117,17 @@ def load_documents(documents: list[tuple[str, Any]], base: Catalog | None = None
             continue
         if not isinstance(doc, dict):
             raise SpecError("expected a mapping of categories", source=source)
+        version = schema.check(doc.get("schema", default_schema or schema.oldest), source)
         for category, items in doc.items():
             if category in NOT_CATALOG_KEYS:
                 continue
             if category not in CATEGORY_MODELS:
                 allowed = ", ".join(CATEGORY_MODELS)
                 raise SpecError(f"unknown category; allowed: {allowed}", field=str(category), source=source)
+            if version != schema.current:
+                items, names = fill_added_fields(category, items, version, merged[category], merged)
+                if filled is not None:
+                    filled.extend(f"{source}: {name}" for name in names)
             merged[category].update(parse_entries(CATEGORY_MODELS[category], items, source, category,
                                                   existing=merged[category]))
     catalog = Catalog(**merged)
@@ -127,22 +140,49 @@ def packaged_documents() -> list[tuple[str, Any]]:
     data = resources.files(DATA_PACKAGE)
     docs = []
     for item in sorted(data.iterdir(), key=lambda p: p.name):
-        if item.name.endswith(".yaml"):
+        if item.name.endswith(".yaml") and item.name != SCHEMA_FILE:
             docs.append((item.name, load_packaged_yaml(item.read_text(encoding="utf-8"), item.name)))
     return docs
 
 
 @lru_cache(maxsize=1)
 def default_catalog() -> Catalog:
-    """The packaged catalog (cached: it is immutable)."""
-    return load_documents(packaged_documents())
+    """The packaged catalog (cached: it is immutable), in the current schema."""
+    return load_documents(packaged_documents(), default_schema=catalog_schema().current)
+
+
+SCHEMA_NOTES_SHOWN: set[str] = set()
+"""The older-schema notes already written on stderr in this process (a run loads its overlays more than once)."""
 
 
 def load_catalog(*overlays: str | Path) -> Catalog:
-    """The packaged catalog with overlay YAML files applied on top (entries replaced by id)."""
+    """The packaged catalog with overlay YAML files applied on top (entries replaced by id). An overlay in an
+    older schema whose new entries lack fields added since is completed from ``schema.yaml``; where that took a
+    value other than a field's stated default (a lookup's find) it says so in one ``note:`` line on stderr, once
+    per overlay and process."""
     if not overlays:
         return default_catalog()
     docs = []
     for path in overlays:
         docs.append((str(path), load_yaml(read_text(path), str(path))))
-    return load_documents(docs, base=default_catalog())
+    filled: list[str] = []
+    catalog = load_documents(docs, base=default_catalog(), filled=filled)
+    for source, doc in docs:
+        names = [f.removeprefix(f"{source}: ") for f in filled if f.startswith(f"{source}: ")]
+        if names:
+            note = schema_note(source, doc, names)
+            if note not in SCHEMA_NOTES_SHOWN:
+                SCHEMA_NOTES_SHOWN.add(note)
+                sys.stderr.write(f"note: {note}\n")
+    return catalog
+
+
+def schema_note(source: str, doc: Any, names: list[str]) -> str:
+    """One line: which older schema ``source`` is written in and the values its new entries took for fields
+    added since (``category.id.field = value``, from ``schema.yaml``)."""
+    schema = catalog_schema()
+    given = isinstance(doc, dict) and "schema" in doc
+    version = schema.check(doc["schema"], source) if given else schema.oldest
+    return (f"{source}: catalog schema {version}{'' if given else ' (no schema: key)'}, older than "
+            f"{schema.current}: its new entries take the fields added since as catalog/data/schema.yaml says: "
+            f"{'; '.join(names)}")

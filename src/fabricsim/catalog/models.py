@@ -179,7 +179,9 @@ class Cable(Priced):
     """A cable class for the bill of materials; price includes both transceivers for optical cables."""
 
     medium: Literal["copper", "optical"]
-    bytes_per_s: BytesPerS = Field(description="data rate per direction the cable class carries (its port speed)")
+    bytes_per_s: BytesPerS | None = Field(None, description="data rate per direction the cable class carries (its"
+                                          " port speed); None (a schema 0.1 entry): never chosen by the bill of"
+                                          " materials")
     max_length_m: float = Field(gt=0)
     transceivers: int = Field(0, ge=0, description="transceivers per cable (counted in the BOM)")
 

@@ -17,6 +17,7 @@ from fabricsim.cli.catalog_cmd import catalog_command
 from fabricsim.cli.collective_cmd import collective_command
 from fabricsim.cli.infer_cmd import infer_command
 from fabricsim.cli.output import console
+from fabricsim.cli.run_config import run_config
 from fabricsim.cli.size_cmd import size_command
 from fabricsim.cli.topo_cmd import topo_command
 from fabricsim.cli.trace_cmd import trace_app
@@ -57,13 +58,13 @@ def _root(
 
 
 app.command("catalog")(catalog_command)
-app.command("collective")(collective_command)
-app.command("topo")(topo_command)
-app.command("traffic")(traffic_command)
-app.command("train")(train_command)
-app.command("whatif")(whatif_command)
-app.command("infer")(infer_command)
-app.command("size")(size_command)
+app.command("collective")(run_config("collective")(collective_command))
+app.command("topo")(run_config("topo")(topo_command))
+app.command("traffic")(run_config("traffic")(traffic_command))
+app.command("train")(run_config("train")(train_command))
+app.command("whatif")(run_config("whatif")(whatif_command))
+app.command("infer")(run_config("infer")(infer_command))
+app.command("size")(run_config("size")(size_command))
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
 app.command("calibrate")(calibrate_command)

@@ -74,7 +74,8 @@ def _storage_line(g: Goodput) -> str:
 
 def storage_fallback_notes(data: object) -> None:
     """One ``note:`` line on stderr per storage network that is not the one asked for (a system without storage
-    ports converged); the JSON carries the same text as ``storage_bill.fallback``."""
+    ports converged), and for a goodput add-on that failed (``goodput: not computed: ...``); the JSON carries the
+    same text as ``storage_bill.fallback`` and ``goodput_note``."""
     import sys
 
     seen: list[str] = []
@@ -83,7 +84,7 @@ def storage_fallback_notes(data: object) -> None:
         if isinstance(value, dict):
             found = value.get("storage_fallbacks") or []
             note = value.get("fallback") if "servers_write_bytes_per_s" in value else None
-            for text in [*found, note]:
+            for text in [*found, note, value.get("goodput_note")]:
                 if isinstance(text, str) and text not in seen:
                     seen.append(text)
             for v in value.values():

@@ -11,6 +11,7 @@ from fabricsim import units
 from fabricsim.cli.goodput_options import (
     CheckpointInterval,
     CheckpointMode,
+    GoodputOpt,
     MtbfScale,
     Restart,
     Spares,
@@ -255,6 +256,7 @@ def train_command(
     checkpoint_interval: CheckpointInterval = None,
     mtbf_scale: MtbfScale = 1.0,
     restart: Restart = None,
+    goodput: GoodputOpt = True,
     report: ReportOpt = None,
 ) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
@@ -268,7 +270,7 @@ def train_command(
     report = check_output_path(report, "--report", REPORT_SUFFIXES)
     result = train(**api_arguments(train, inputs))
     run, pred = result.run, result.prediction
-    assert run is not None and result.goodput is not None
+    assert run is not None
     if plot is not None:
         from fabricsim.report import plot_breakdown
 
@@ -280,5 +282,6 @@ def train_command(
         return
     console.print(render_training(pred, run_title(run)))
     console.print(choice_line(run.choice))
-    for line in summary_lines(pred, result.bands) + goodput_lines(result.goodput):
+    good = [] if result.goodput is None else goodput_lines(result.goodput)
+    for line in summary_lines(pred, result.bands) + good:
         console.print(line)

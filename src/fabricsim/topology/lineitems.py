@@ -35,11 +35,13 @@ class LineItem(BaseModel):
 
 def cable_class(catalog: Catalog, medium: str, bytes_per_s: float) -> Cable:
     """The slowest catalog cable of a medium at least as fast as the link (then the cheapest, then by id)."""
-    fits = [c for c in catalog.cables.values() if c.medium == medium and c.bytes_per_s >= bytes_per_s * (1 - 1e-9)]
+    fits = [c for c in catalog.cables.values()
+            if c.medium == medium and c.bytes_per_s is not None and c.bytes_per_s >= bytes_per_s * (1 - 1e-9)]
     if not fits:
         raise SpecError(f"no catalog {medium} cable carries {units.format_rate(bytes_per_s, bits=True)}; "
                         f"cables: {', '.join(sorted(catalog.cables))}", field="node_cable")
-    return min(fits, key=lambda c: (c.bytes_per_s, c.price_usd if c.price_usd is not None else float("inf"), c.id))
+    return min(fits, key=lambda c: (c.bytes_per_s or 0.0, c.price_usd if c.price_usd is not None else float("inf"),
+                                    c.id))
 
 
 def line_item(entry: Priced, category: str, role: str, count: int) -> LineItem:

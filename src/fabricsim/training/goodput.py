@@ -26,14 +26,16 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Literal
+from typing import Any, Literal
 
-import yaml
+import numpy as np
+import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricsim.catalog import Catalog, System
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
+from fabricsim.inputs import load_packaged_yaml
 from fabricsim.model import ModelSpec
 from fabricsim.topology import DEFAULT_STORAGE_SERVER, DEFAULT_STORAGE_TIER, StorageBill, StorageNetworkSpec
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates
@@ -151,11 +153,17 @@ def spare_fields(text: str | None, field: str) -> dict[str, float | int]:
                         field=field) from None
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=1)
+def _recovery_table() -> dict[str, Any]:
+    """data/recovery.yaml's ``recovery`` table, parsed once (libyaml's parser where PyYAML has it)."""
+    text = resources.files("fabricsim.training").joinpath("data/recovery.yaml").read_text()
+    table: dict[str, Any] = load_packaged_yaml(text, "recovery.yaml")["recovery"]
+    return table
+
+
 def recovery_default(name: str) -> float:
     """A packaged recovery parameter (data/recovery.yaml): restart_s, repair_s, spare_fraction."""
-    text = resources.files("fabricsim.training").joinpath("data/recovery.yaml").read_text()
-    return float(yaml.safe_load(text)["recovery"][name]["value"])
+    return float(_recovery_table()[name]["value"])
 
 
 def restart_default_s() -> float:
@@ -196,11 +204,42 @@ def spare_wait_s(node_loss_per_s: float, spares: int, repair_s: float) -> float:
     m = node_loss_per_s * repair_s
     if m <= 0.0:
         return repair_s if spares == 0 else 0.0
-    import numpy as np
-    from scipy.stats import poisson
-
     k = np.arange(spares, spares + math.ceil(m + 12.0 * math.sqrt(m) + 30.0))
-    return float(np.sum(poisson.pmf(k, m) * repair_s / (k + 1)))
+    return float(np.sum(poisson_pmf(k, m) * repair_s / (k + 1)))
+
+
+# ln Gamma(x) for x >= 13 by Stirling's series as Cephes' lgam (S. L. Moshier; scipy.special.gammaln runs it):
+# (x - 1/2) ln x - x + ln sqrt(2 pi) + A(1/x^2) / x, A Cephes' minimax fit of the series 1/12 - 1/(360 x^2) + ...
+# (below x = 1000), the series' own first three terms from there. The same operations give the same doubles,
+# so the Poisson sum below prints what scipy.stats printed (tests/test_startup.py compares them).
+_LN_SQRT_2PI = 0.91893853320467274178
+_STIRLING_FIT = (8.11614167470508450300e-4, -5.95061904284301438324e-4, 7.93650340457716943945e-4,
+                 -2.77777777730099687205e-3, 8.33333333333331927722e-2)
+
+
+def log_factorial(k: int) -> float:
+    """ln(k!) for an integer k >= 0: the log of the exact integer below 12! (as Cephes' recurrence there),
+    Stirling's series beyond (see above); within a few ulps of the true value."""
+    if k < 12:
+        return math.log(math.factorial(k))
+    x = k + 1.0
+    q = (x - 0.5) * math.log(x) - x + _LN_SQRT_2PI
+    if x > 1.0e8:
+        return q
+    p = 1.0 / (x * x)
+    if x >= 1000.0:
+        return q + ((p * (1.0 / 1260.0) - 1.0 / 360.0) * p + 1.0 / 12.0) / x
+    a = _STIRLING_FIT[0]
+    for c in _STIRLING_FIT[1:]:
+        a = a * p + c
+    return q + a / x
+
+
+def poisson_pmf(k: npt.NDArray[np.int64], mu: float) -> npt.NDArray[np.float64]:
+    """P(X = k) for X Poisson with mean ``mu`` > 0, k >= 0: exp(k ln mu - ln k! - mu), scipy.stats.poisson.pmf's
+    formula without importing scipy.stats (half a second of start-up for this one sum)."""
+    log_k_factorial = np.array([log_factorial(int(i)) for i in k], dtype=np.float64)
+    return np.exp(k * math.log(mu) - log_k_factorial - mu)
 
 
 def predict_goodput(model: ModelSpec, cluster: Cluster, parts: JobParts, step_time_s: float, tokens_per_s: float,
