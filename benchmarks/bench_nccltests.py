@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from fabricsim.bench import parse_nccl_tests
+from fabricsim.nccltests import parse_nccl_tests
 
 SAMPLE = Path(__file__).resolve().parents[1] / "tests" / "data" / "nccl-tests" / "h100-2node-16gpu-all_reduce.log"
 LOG = "\n".join([SAMPLE.read_text()] * 64)

@@ -27,7 +27,7 @@ SMALL = FULL.model_copy(update={"gpus": (4096,), "systems": ("dgx-h100",), "fabr
 
 
 def test_sizing_search(benchmark: object) -> None:
-    benchmark(size, SMALL, engine="serial")  # type: ignore[operator]
+    benchmark(size, SMALL, executor="serial")  # type: ignore[operator]
 
 
 def peak_mb() -> tuple[float, float]:
@@ -40,7 +40,7 @@ def peak_mb() -> tuple[float, float]:
 if __name__ == "__main__":
     workers = int(sys.argv[1]) if len(sys.argv) > 1 else 2
     start = time.perf_counter()
-    result = size(FULL, engine="local", workers=workers)
+    result = size(FULL, executor="local", workers=workers)
     wall = time.perf_counter() - start
     plans = result.plans_evaluated + result.plans_pruned
     parent, child = peak_mb()

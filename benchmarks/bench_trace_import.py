@@ -58,7 +58,7 @@ def write_trace(path: Path, steps: int) -> int:
 
 def measure(path: Path) -> dict[str, float]:
     """Import the trace in this process; seconds, steps and peak RSS."""
-    from fabricsim.bench import import_trace
+    from fabricsim.traces import import_trace
 
     start = time.perf_counter()
     summary = import_trace(path)

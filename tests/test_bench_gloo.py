@@ -17,21 +17,12 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fabricsim.bench import (
-    FAULT_ENV,
-    BenchError,
-    BenchResult,
-    BenchRow,
-    CollectiveConfig,
-    TableStream,
-    format_many,
-    parse_nccl_tests,
-    run_collective_bench,
-)
+from fabricsim.bench import FAULT_ENV, BenchError, CollectiveConfig, run_collective_bench
 from fabricsim.bench.faults import DIE_EXIT_CODE
 from fabricsim.cli import app
 from fabricsim.collectives import OPS, busbw_factor
 from fabricsim.errors import SpecError
+from fabricsim.nccltests import BenchResult, BenchRow, TableStream, format_many, parse_nccl_tests
 
 pytest.importorskip("torch")
 pytestmark = pytest.mark.slow

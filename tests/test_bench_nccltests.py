@@ -10,7 +10,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fabricsim.bench import (
+from fabricsim.cli import app
+from fabricsim.collectives import busbw_factor
+from fabricsim.errors import SpecError
+from fabricsim.nccltests import (
     BenchResult,
     BenchRow,
     DeviceInfo,
@@ -21,10 +24,7 @@ from fabricsim.bench import (
     parse_nccl_tests_file,
     parse_nccl_tests_log,
 )
-from fabricsim.bench.nccltests_format import table_layout
-from fabricsim.cli import app
-from fabricsim.collectives import busbw_factor
-from fabricsim.errors import SpecError
+from fabricsim.nccltests.format import table_layout
 
 DATA = Path(__file__).parent / "data" / "nccl-tests"
 SAMPLE_NAME = "h100-2node-16gpu-all_reduce.log"

@@ -19,10 +19,10 @@ from fabricsim.bench.config import phase_name, plan
 from fabricsim.bench.faults import FAULT_ENV, Fault, fault_from_env
 from fabricsim.bench.launch import _exit_text, _failure_message, _stall_message
 from fabricsim.bench.memory import summarize, sweep
-from fabricsim.bench.rows import canonical_dtype, dtype_size, nccl_tests_dtype
 from fabricsim.cli import app
 from fabricsim.collectives import OPS, busbw_factor
 from fabricsim.errors import SpecError
+from fabricsim.nccltests.rows import canonical_dtype, dtype_size, nccl_tests_dtype
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from fabricsim.bench.calibration import (
+from fabricsim.calibration.fit import (
     RESIDUAL_WARN,
     Measurement,
     apply_parameters,
@@ -17,12 +17,12 @@ from fabricsim.bench.calibration import (
     device_matches,
     predict_times,
 )
-from fabricsim.bench.measurements import to_measurements
-from fabricsim.bench.nccltests import parse_nccl_tests_file
-from fabricsim.bench.rows import BenchResult, BenchRow, DeviceInfo
+from fabricsim.calibration.measurements import to_measurements
 from fabricsim.catalog import default_catalog, load_catalog
 from fabricsim.collectives import CollectiveModel, group_shape, size_sweep
 from fabricsim.errors import SpecError
+from fabricsim.nccltests.parse import parse_nccl_tests_file
+from fabricsim.nccltests.rows import BenchResult, BenchRow, DeviceInfo
 
 TRUTH = {"intra_efficiency": 0.6, "net_efficiency": 0.7, "latency_scale": 1.5}
 
@@ -193,7 +193,7 @@ def test_a_fit_worse_than_the_catalog_is_never_kept(monkeypatch: pytest.MonkeyPa
     """Whatever the optimizer returns, parameters that fit worse than the catalog's are replaced by the catalog's."""
     import numpy as np
 
-    import fabricsim.bench.calibration as calibration
+    import fabricsim.calibration.fit as calibration
 
     class Bad:
         def __init__(self, x0: np.ndarray) -> None:

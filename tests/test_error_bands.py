@@ -23,7 +23,7 @@ from fabricsim.validation import (
     published_residuals,
     source_key,
 )
-from fabricsim.validation.errors import band, conformal_interval
+from fabricsim.validation.error_model import band, conformal_interval
 
 REGIME = Regime("training", "step", (("model", "dense"), ("gpu", "hopper")), essential=1)
 

@@ -20,11 +20,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fabricsim.bench import GemmStat, gemm_efficiency, import_trace, read_trace
-from fabricsim.bench.trace_scan import DepthScan
+from fabricsim.calibration import gemm_efficiency
 from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
+from fabricsim.traces import GemmStat, import_trace, read_trace
+from fabricsim.traces.scan import DepthScan
 from test_trace_import import _x, gpu_trace, nsys_file, write
 
 US = 1e-6

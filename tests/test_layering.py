@@ -34,13 +34,15 @@ ALLOWED: dict[str, frozenset[str]] = {
     "validation": frozenset({"training", "serving"}),
     "analysis": frozenset({"training", "serving", "validation"}),
     "sizing": frozenset({"analysis"}),
-    "bench": frozenset({"collectives"}),
-    "report": frozenset({"analysis", "sizing", "bench"}),
-    "api": frozenset({"report", "sizing", "analysis", "validation", "bench", "traffic", "training", "inference",
-                      "serving"}),
-    "cli": frozenset({"api", "report", "sizing", "analysis", "validation", "bench", "traffic", "training",
+    "nccltests": frozenset({"collectives"}),
+    "bench": frozenset({"nccltests"}),
+    "traces": frozenset({"nccltests"}),
+    "calibration": frozenset({"bench", "traces"}),
+    "report": frozenset({"analysis", "sizing", "calibration"}),
+    "api": frozenset({"report", "sizing", "analysis", "validation", "calibration", "traffic", "training",
                       "inference", "serving"}),
-    "workload": frozenset({"training", "model"}),  # the deprecated re-export of the old package
+    "cli": frozenset({"api", "report", "sizing", "analysis", "validation", "calibration", "traffic", "training",
+                      "inference", "serving"}),
 }
 ENTRY = frozenset({"__init__", "__main__"})  # the top-level package and ``python -m fabricsim``
 
@@ -196,7 +198,7 @@ def test_the_readme_table_is_the_rule() -> None:
             deps = cells[2]
             for name in (n.strip(" `") for n in cells[0].split(",")):
                 rows[name] = deps
-    documented = set(ALLOWED) - {"workload"}
+    documented = set(ALLOWED)
     assert documented | BASE <= set(rows), f"undocumented: {sorted(documented | BASE - set(rows))}"
     for name in documented:
         listed = frozenset() if rows[name] == "-" else frozenset(d.strip() for d in rows[name].split(","))
@@ -213,7 +215,8 @@ def test_importing_the_model_packages_loads_no_plotting_or_fitting_library() -> 
     """Package re-exports stay light: plots, fits and frames load on first use (``fabricsim.lazy``), not when a
     benchmark rank or a CLI command imports the package."""
     code = ("import sys\nimport fabricsim.topology, fabricsim.comm, fabricsim.training, fabricsim.inference, "
-            "fabricsim.serving, fabricsim.bench, fabricsim.validation\n"
+            "fabricsim.serving, fabricsim.bench, fabricsim.nccltests, fabricsim.traces, fabricsim.calibration, "
+            "fabricsim.validation\n"
             f"print('LOADED', sorted(m for m in {HEAVY!r} if m in sys.modules))")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=120,
                           env=dict(os.environ, PYTHONPATH=str(SRC.parent)))
@@ -221,10 +224,10 @@ def test_importing_the_model_packages_loads_no_plotting_or_fitting_library() -> 
 
 
 def test_a_lazy_export_resolves_on_first_use() -> None:
-    import fabricsim.bench as bench
-    from fabricsim.bench.calibration import calibrate
-    from fabricsim.bench.measurements import load_results
+    import fabricsim.calibration as calibration
+    from fabricsim.calibration.fit import calibrate
+    from fabricsim.calibration.measurements import load_results
 
-    assert bench.calibrate is calibrate and bench.load_results is load_results
+    assert calibration.calibrate is calibrate and calibration.load_results is load_results
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        _ = bench.nothing
+        _ = calibration.nothing

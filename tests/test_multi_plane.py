@@ -111,7 +111,7 @@ def test_size_searches_two_planes_beside_the_fat_tree() -> None:
 
     spec = SizingSpec(model="llama3-8b", tokens=1e11, gpus=(4096,), systems=("dgx-h100",), fabrics=("ndr",),
                       oversubscription=(1.0,), fabric_kinds=("fat-tree", "2-plane"), knobs={"tp": (8,), "pp": (1,)})
-    frame = size(spec, engine="serial").frame
+    frame = size(spec, executor="serial").frame
     one, two = frame[frame["fabric"] == "ndr"], frame[frame["fabric"] == "ndr 2-plane"]
     assert len(one) and len(two)
     assert one["step_time_s"].min() == pytest.approx(two["step_time_s"].min())

@@ -151,7 +151,7 @@ def test_size_searches_rail_only_beside_the_fat_tree() -> None:
 
     spec = SizingSpec(model="llama3-8b", tokens=1e11, gpus=(512,), systems=("dgx-h100",), fabrics=("ndr",),
                       oversubscription=(1.0,), fabric_kinds=("fat-tree", "rail-only"))
-    frame = size(spec, engine="serial", exhaustive=True).frame
+    frame = size(spec, executor="serial", exhaustive=True).frame
     ft, ro = frame[frame["fabric"] == "ndr"], frame[frame["fabric"] == "ndr rail-only"]
     assert len(ft) and len(ft) == len(ro)
     from fabricsim.sizing.space import Shape

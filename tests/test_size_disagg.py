@@ -13,8 +13,8 @@ from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
 from fabricsim.model import load_model
 from fabricsim.sizing import InferenceSizingSpec
-from fabricsim.sizing.inference_disagg import decode_member
-from fabricsim.sizing.inference_screen import ReplicaPlan, replica_step_cost
+from fabricsim.sizing.inference.disagg import decode_member
+from fabricsim.sizing.inference.screen import ReplicaPlan, replica_step_cost
 
 ARGS = ["size", "--inference", "--model", "llama3-8b", "--rate", "10", "--slo-ttft", "1s", "--slo-tpot", "40ms",
         "--systems", "dgx-h100", "--engine", "sglang", "--json"]

@@ -68,7 +68,7 @@ def test_gpus_and_nodes_together_are_refused() -> None:
 # ---- 1b: every candidate has a best plan or reasons (must hold) ---------------------------------------------------
 
 def test_gb200_found_at_whole_racks_and_every_candidate_answered() -> None:
-    result = size(_spec(fabrics=("ndr", "xdr")), engine="serial")
+    result = size(_spec(fabrics=("ndr", "xdr")), executor="serial")
     gb = result.ranked[result.ranked["system"] == "gb200-nvl72"]
     assert len(gb) > 0
     assert ((gb["gpus"] % 72 == 0) & (gb["gpus"] >= 1024) & (gb["gpus"] <= 4096)).all()
@@ -117,7 +117,7 @@ def test_best_table_shows_gpus_and_says_when_sizes_differ() -> None:
 
 def test_unpriced_part_is_named() -> None:
     """A system the catalog has no price for (hgx-h800: no sourced price or power) is named, never costed."""
-    result = size(_spec(fabrics=("ndr",), systems=("hgx-h800",), deadline_s=None), engine="serial")
+    result = size(_spec(fabrics=("ndr",), systems=("hgx-h800",), deadline_s=None), executor="serial")
     data = result.to_json()
     cand = data["candidates"][0]
     assert cand["best"]["cost_usd"] is None and "hgx-h800 price" in cand["unpriced"]

@@ -57,7 +57,7 @@ def test_vectorised_equals_predict_training(spec_kw: dict[str, Any], seed: int) 
 
 
 def test_pareto_is_non_dominated_and_complete() -> None:
-    result = size(_spec(systems=("dgx-h100", "dgx-b200")), engine="serial")
+    result = size(_spec(systems=("dgx-h100", "dgx-b200")), executor="serial")
     front = result.pareto
     assert len(front) >= 1
     t, c = result.ranked["time_to_train_s"].to_numpy(), result.ranked["cost_usd"].to_numpy()
@@ -70,8 +70,8 @@ def test_pareto_is_non_dominated_and_complete() -> None:
 @pytest.mark.parametrize("objective", ["cost", "time", "energy"])
 def test_adding_a_candidate_never_makes_the_best_worse(objective: str) -> None:
     column = {"cost": "cost_usd", "time": "time_to_train_s", "energy": "energy_mwh"}[objective]
-    small = size(_spec(objective=objective), engine="serial")
-    large = size(_spec(objective=objective, systems=("dgx-h100", "dgx-b200")), engine="serial")
+    small = size(_spec(objective=objective), executor="serial")
+    large = size(_spec(objective=objective, systems=("dgx-h100", "dgx-b200")), executor="serial")
     assert large.ranked[column].iloc[0] <= small.ranked[column].iloc[0]
 
 
@@ -83,13 +83,13 @@ def _json(result: Any) -> dict[str, Any]:
 
 def test_resume_after_interrupt_equals_an_uninterrupted_run(tmp_path: Any) -> None:
     spec = _spec(systems=("dgx-h100", "dgx-b200"))
-    whole = size(spec, engine="serial", out=tmp_path / "whole.parquet")
+    whole = size(spec, executor="serial", out=tmp_path / "whole.parquet")
     out = tmp_path / "resumed.parquet"
-    stopped = size(spec, engine="serial", out=out, stop_after=2)
+    stopped = size(spec, executor="serial", out=out, stop_after=2)
     assert not stopped.complete
     parts = sorted(p.name for p in (tmp_path / "resumed.parquet.parts").glob("*.json"))
     assert len(parts) == 1 + 2  # manifest + two finished chunks
-    resumed = size(spec, engine="serial", out=out, resume=True)
+    resumed = size(spec, executor="serial", out=out, resume=True)
     assert _json(resumed) == _json(whole)
     import pandas as pd
 
@@ -101,18 +101,18 @@ def test_resume_refuses_a_different_search(tmp_path: Any) -> None:
     from fabricsim.errors import SpecError
 
     out = tmp_path / "r.parquet"
-    size(_spec(), engine="serial", out=out, stop_after=1)
+    size(_spec(), executor="serial", out=out, stop_after=1)
     with pytest.raises(SpecError, match="different search"):
-        size(_spec(seq=4096), engine="serial", out=out, resume=True)
+        size(_spec(seq=4096), executor="serial", out=out, resume=True)
 
 
 def test_local_pool_equals_serial() -> None:
     spec = _spec(systems=("dgx-h100", "dgx-b200"))
-    assert _json(size(spec, engine="local", workers=2)) == _json(size(spec, engine="serial"))
+    assert _json(size(spec, executor="local", workers=2)) == _json(size(spec, executor="serial"))
 
 
 def test_best_by_system_fabric_covers_each_pair_once() -> None:
-    result = size(_spec(systems=("dgx-h100", "dgx-b200"), fabrics=("hdr", "ndr")), engine="serial")
+    result = size(_spec(systems=("dgx-h100", "dgx-b200"), fabrics=("hdr", "ndr")), executor="serial")
     pairs = list(zip(result.best_by_system_fabric["system"], result.best_by_system_fabric["fabric"], strict=True))
     assert sorted(pairs) == sorted({(s, f) for s in ("dgx-h100", "dgx-b200") for f in ("hdr", "ndr")})
 
@@ -171,8 +171,8 @@ def test_cli_bad_input_is_one_error_line(args: tuple[str, ...], needle: str) -> 
 
 
 def test_rental_and_energy_arithmetic() -> None:
-    owned = size(_spec(), engine="serial")
-    rented = size(_spec(gpu_hour_usd=2.5), engine="serial")
+    owned = size(_spec(), executor="serial")
+    rented = size(_spec(gpu_hour_usd=2.5), executor="serial")
     row = rented.frame.iloc[0]
     billed = row["gpus"] + row["spare_gpus"]  # the hot spares' GPU-hours are rented too
     assert row["spare_gpus"] >= 8

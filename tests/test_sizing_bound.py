@@ -21,7 +21,7 @@ COUNTS = ("plans_evaluated", "plans_pruned", "plans_feasible", "wall_s")
 
 
 def _answer(spec: SizingSpec, exhaustive: bool) -> dict[str, Any]:
-    data = size(spec, engine="serial", exhaustive=exhaustive).to_json()
+    data = size(spec, executor="serial", exhaustive=exhaustive).to_json()
     for key in COUNTS:
         data.pop(key)
     out: dict[str, Any] = json.loads(json.dumps(data, sort_keys=True, default=str))
@@ -61,8 +61,8 @@ def test_bounded_search_equals_exhaustive(spec: SizingSpec) -> None:
 def test_bounded_search_times_fewer_plans() -> None:
     spec = SizingSpec(model="llama3-70b", tokens=15e12, gpus=(512, 1024), systems=("dgx-h100",),
                       fabrics=("ndr", "eth-400g"), knobs=Knobs(mbs=(1, 2), precision=("bf16",)))
-    bounded = size(spec, engine="serial")
-    exhaustive = size(spec, engine="serial", exhaustive=True)
+    bounded = size(spec, executor="serial")
+    exhaustive = size(spec, executor="serial", exhaustive=True)
     assert bounded.plans_evaluated < exhaustive.plans_evaluated / 2
     assert bounded.plans_evaluated + bounded.plans_pruned == exhaustive.plans_evaluated + exhaustive.plans_pruned
 
@@ -75,7 +75,7 @@ def test_the_bound_never_exceeds_a_step() -> None:
     for model_id, system in (("llama3-70b", "dgx-h100"), ("mixtral-8x7b", "dgx-b200")):
         spec = SizingSpec(model=model_id, tokens=1e12, gpus=(256,), systems=(system,), fabrics=("ndr",),
                           knobs=Knobs(mbs=(1, 2), precision=("bf16", "fp8")))
-        frame = size(spec, engine="serial", exhaustive=True).frame
+        frame = size(spec, executor="serial", exhaustive=True).frame
         model = spec_model(spec)
         choice = clusters(spec, default_catalog())[0]
         cluster = Cluster(default_catalog().system(system), fabric=choice.link, catalog=default_catalog())

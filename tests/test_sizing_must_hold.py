@@ -32,7 +32,7 @@ def _sc21_search(case: dict[str, Any]) -> tuple[Any, int | None, float]:
     spec = SizingSpec(model=case["model"], tokens=1e12, seq=run["seq"], gbs=(run["gbs"],), gpus=(run["gpus"],),
                       systems=(case["system"],), fabrics=("hdr",), oversubscription=(1.0,), objective="time",
                       knobs=SC21_KNOBS, fixed=fixed)
-    ranked = size(spec, engine="serial", exhaustive=True).ranked  # the published plan's rank among every plan
+    ranked = size(spec, executor="serial", exhaustive=True).ranked  # the published plan's rank among every plan
     mbs = int(extra[extra.index("--mbs") + 1]) if "--mbs" in extra else 1
     vpp = int(extra[extra.index("--vpp") + 1]) if "--vpp" in extra else 1
     published = ((ranked.tp == run["tp"]) & (ranked.pp == run["pp"]) & (ranked.dp == run["dp"])
@@ -103,7 +103,7 @@ def test_sc21_published_plan_rank_never_worsens(case: dict[str, Any]) -> None:
 def test_llama3_405b_on_16k_h100_keeps_tp_inside_nvlink() -> None:
     spec = SizingSpec(model="llama3-405b", tokens=15e12, seq=8192, gbs=(2048,), gpus=(16384,), systems=("dgx-h100",),
                       fabrics=("ndr",), oversubscription=(1.0,), objective="time", knobs=Knobs(precision=("bf16",)))
-    ranked = size(spec, engine="serial", exhaustive=True).ranked
+    ranked = size(spec, executor="serial", exhaustive=True).ranked
     assert (ranked.tp > 16).sum() == 0 and (ranked.tp > 8).sum() > 0  # cross-node TP was a candidate
     assert (ranked.head(20).tp <= 8).all()
 
@@ -113,7 +113,7 @@ def test_moe_prefers_an_nvl72_rack_when_not_priced_out() -> None:
     spec = SizingSpec(model="deepseek-v3", tokens=15e12, seq=4096, gbs=(4096,), gpus=(2048,),
                       systems=("dgx-b200", "gb200-nvl72"), fabrics=("ndr",), oversubscription=(1.0,),
                       knobs=Knobs(precision=("bf16",), cp=(1,), mbs=(1, 2), recompute=("none", "selective")))
-    result = size(spec, engine="local", workers=2)
+    result = size(spec, executor="local", workers=2)
     assert str(result.ranked["system"].iloc[0]).startswith("gb200-nvl72")  # whole racks or 64 GPUs of each
     best = result.best_by_system_fabric.set_index("system")
     rack = best.loc[[s for s in best.index if s.startswith("gb200-nvl72")], "cost_usd"].min()

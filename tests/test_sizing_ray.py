@@ -22,8 +22,8 @@ def local_ray() -> Any:
 def test_ray_engine_equals_serial(local_ray: Any) -> None:
     spec = SizingSpec(model="llama3-8b", tokens=1e12, gpus=(64,), systems=("dgx-h100", "dgx-b200"), fabrics=("ndr",),
                       oversubscription=(1.0, 2.0), gbs=(256,), knobs=Knobs(pp=(1, 2), mbs=(1, 2)))
-    by_ray = size(spec, engine="ray").to_json()
-    serial = size(spec, engine="serial").to_json()
+    by_ray = size(spec, executor="ray").to_json()
+    serial = size(spec, executor="serial").to_json()
     by_ray.pop("wall_s")
     serial.pop("wall_s")
     assert by_ray == serial

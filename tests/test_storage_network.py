@@ -221,8 +221,8 @@ def test_size_picks_the_cheapest_storage_and_spares_per_cluster() -> None:
     options = [GoodputSpec(storage_write_bytes_per_s=w, spares=s) for w in (5e10, 4e11) for s in (0, 8)]
     best = {}
     for option in options:
-        frame = size(SizingSpec(**base, goodput=option), engine="serial").frame
+        frame = size(SizingSpec(**base, goodput=option), executor="serial").frame
         best[(option.storage_write_bytes_per_s, option.spares)] = float(frame["cost_usd"].min())
-    searched = size(SizingSpec(**base, goodput=options[0], goodput_variants=tuple(options)), engine="serial").frame
+    searched = size(SizingSpec(**base, goodput=options[0], goodput_variants=tuple(options)), executor="serial").frame
     assert float(searched["cost_usd"].min()) == pytest.approx(min(best.values()), rel=1e-9)
     assert best[(5e10, 0)] > best[(5e10, 8)]  # no spare: every lost node waits for its repair

@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from fabricsim.bench import calibrate_trace, import_trace, read_trace
-from fabricsim.bench.trace_classify import classify, collective_op
-from fabricsim.bench.trace_intervals import clip, coverage, union
+from fabricsim.calibration import calibrate_trace
 from fabricsim.catalog import default_catalog
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
+from fabricsim.traces import import_trace, read_trace
+from fabricsim.traces.classify import classify, collective_op
+from fabricsim.traces.intervals import clip, coverage, union
 
 DATA = Path(__file__).resolve().parent / "data"
 US = 1e-6
@@ -313,7 +314,7 @@ def test_cli_trace_import_json_and_plan(tmp_path: Path) -> None:
 
 def test_compare_refuses_logs_that_cannot_belong_to_the_system(tmp_path: Path) -> None:
     """`compare` applies calibrate's checks: an H100 log against dgx-a100, a CPU gloo result against dgx-h100."""
-    from fabricsim.bench import BenchResult, BenchRow, DeviceInfo
+    from fabricsim.nccltests import BenchResult, BenchRow, DeviceInfo
 
     devices = [DeviceInfo(rank=r, host="vm", device=-1, bus_id="cpu", name="x86_64") for r in range(2)]
     row = BenchRow(op="all_reduce", size_bytes=1024, count=256, dtype="float32", in_place=False, time_s=1e-4,

@@ -4,15 +4,13 @@ profiler trace) against the prediction."""
 
 from fabricsim.analysis.deltas import LayerDelta, SwapDelta
 from fabricsim.analysis.scenario import Capex, Scenario
-from fabricsim.analysis.swaps import SWAP_KEYS, Swap, apply_swap, parse_swap
+from fabricsim.analysis.swaps import Swap, apply_swap, parse_swap
 from fabricsim.analysis.trace_compare import CompareRow, MeasuredCollective, MeasuredStep, compare_step
-from fabricsim.analysis.variants import VARIED_LAYERS, faster_catalog
+from fabricsim.analysis.variants import faster_catalog
 from fabricsim.analysis.verdict import Verdict, trade_phrase, verdict
-from fabricsim.analysis.whatif import WhatIf, layer_deltas, swap_delta, varied_layers, what_if
+from fabricsim.analysis.whatif import WhatIf, what_if
 
 __all__ = [
-    "SWAP_KEYS",
-    "VARIED_LAYERS",
     "Capex",
     "CompareRow",
     "LayerDelta",
@@ -26,11 +24,8 @@ __all__ = [
     "apply_swap",
     "compare_step",
     "faster_catalog",
-    "layer_deltas",
     "parse_swap",
-    "swap_delta",
     "trade_phrase",
-    "varied_layers",
     "verdict",
     "what_if",
 ]

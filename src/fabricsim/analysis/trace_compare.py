@@ -18,7 +18,7 @@ COMPUTE_LAYERS = ("compute", "hbm")
 
 
 class MeasuredCollective(Protocol):
-    """One collective group of a measured step (``fabricsim.bench.CollectiveStat``)."""
+    """One collective group of a measured step (``fabricsim.traces.CollectiveStat``)."""
 
     @property
     def op(self) -> str: ...
@@ -33,7 +33,7 @@ class MeasuredCollective(Protocol):
 
 
 class MeasuredStep(Protocol):
-    """What a measured step must say, seconds per step (``fabricsim.bench.DeviceSummary``)."""
+    """What a measured step must say, seconds per step (``fabricsim.traces.DeviceSummary``)."""
 
     @property
     def step_time_s(self) -> float: ...

@@ -1,6 +1,6 @@
 """`fabricsim.size`: the cheapest (or fastest, or least-energy) cluster and plan to train a model on a token budget
 under a deadline, budget and power cap; with ``inference=True``, the cheapest system, serving plan and replica count
-meeting TTFT/TPOT SLOs at a request rate. The engine of `fabricsim size`."""
+meeting TTFT/TPOT SLOs at a request rate. What `fabricsim size` runs."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
         check_moe_options(resolve_model(model)[0], moe)
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
                                                                         "checkpoint")})
-    result = search(spec, engine=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
+    result = search(spec, executor=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
     from fabricsim.api.goodput import storage_fallbacks

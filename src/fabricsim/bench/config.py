@@ -10,9 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from fabricsim.bench.rows import canonical_dtype, dtype_size
 from fabricsim.collectives import OPS, check_op, parse_op
 from fabricsim.errors import SpecError
+from fabricsim.nccltests import canonical_dtype, dtype_size
 from fabricsim.units import format_size
 
 BACKENDS = ("gloo", "nccl")

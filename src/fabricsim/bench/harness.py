@@ -24,9 +24,9 @@ import torch.distributed as dist
 
 from fabricsim.bench.config import CollectiveConfig, Step, plan
 from fabricsim.bench.faults import Fault, fault_from_env
-from fabricsim.bench.rows import BenchListener, BenchResult, BenchRow, DeviceInfo, average_busbw
 from fabricsim.bench.torchops import NOTES, TORCH_DTYPES, Buffers, count_wrong, make_step
 from fabricsim.collectives import busbw_factor
+from fabricsim.nccltests import BenchListener, BenchResult, BenchRow, DeviceInfo, average_busbw
 
 Mark = Callable[[int], None]
 

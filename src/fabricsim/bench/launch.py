@@ -35,8 +35,8 @@ from fabricsim.bench._torch import require_torch
 from fabricsim.bench.config import CollectiveConfig, phase_name, plan
 from fabricsim.bench.errors import BenchError
 from fabricsim.bench.faults import fault_from_env
-from fabricsim.bench.rows import BenchListener, BenchResult, BenchRow
 from fabricsim.errors import SpecError
+from fabricsim.nccltests import BenchListener, BenchResult, BenchRow
 
 _PEER_ERRORS = ("closed by peer", "reset by peer", "broken pipe", "connection refused", "timed out")
 _GRACE_S = 1.0  # after a rank fails, how long to wait for the others to report what they saw

@@ -30,7 +30,8 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.bench import BenchResult, MemoryResult
+    from fabricsim.bench import MemoryResult
+    from fabricsim.nccltests import BenchResult
 
 bench_app = typer.Typer(
     name="bench",
@@ -96,8 +97,9 @@ def collective_command(
     """
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)
-    from fabricsim.bench import BenchError, CollectiveConfig, canonical_dtype, parse_ops, run_collective_bench
+    from fabricsim.bench import BenchError, CollectiveConfig, parse_ops, run_collective_bench
     from fabricsim.inputs import parse_buffer_size
+    from fabricsim.nccltests import canonical_dtype
 
     config = CollectiveConfig(
         ops=parse_ops(op),
@@ -116,7 +118,7 @@ def collective_command(
     )
     stream = None
     if form == "table":  # the table streams: header first, each size's line once measured, then the footer
-        from fabricsim.bench import TableStream
+        from fabricsim.nccltests import TableStream
 
         stream = TableStream(_write_now)
     try:
@@ -128,7 +130,7 @@ def collective_command(
         return  # a torchrun rank other than 0: rank 0 prints
     dumped = [r.model_dump(mode="json") for r in results]
     if stream is not None:
-        from fabricsim.bench import format_many
+        from fabricsim.nccltests import format_many
 
         _write_now(stream.remainder(format_many(results)))
     else:
@@ -212,7 +214,8 @@ def parse_command(
 ) -> None:
     """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw); JSON:
     {"inputs": ..., "results": [one object per results table]}."""
-    from fabricsim.bench import parse_nccl_tests_file, parse_ops
+    from fabricsim.bench import parse_ops
+    from fabricsim.nccltests import parse_nccl_tests_file
 
     inputs = command_inputs(locals())
     form = output_format(fmt, as_json)

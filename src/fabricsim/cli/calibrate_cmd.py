@@ -26,7 +26,7 @@ from fabricsim.cli.output import (
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from fabricsim.bench import CalibrationResult, Measurement
+    from fabricsim.calibration import CalibrationResult, Measurement
     from fabricsim.catalog import Catalog
 
 
@@ -35,7 +35,7 @@ def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | 
     """Measurements of every log, each tagged with its file, after checking the log can belong to the system (its
     backend and devices, and bus bandwidths the system's links can carry); returns them with the warnings of the
     checks. `calibrate`, `compare` and `trace calibrate` refuse alike."""
-    from fabricsim.bench import check_bandwidths, check_results, load_results, to_measurements
+    from fabricsim.calibration import check_bandwidths, check_results, load_results, to_measurements
 
     sysm = catalog.system(system)
     measurements: list[Measurement] = []
@@ -88,7 +88,7 @@ def calibrate_command(
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
     written, and when `--out` asked for one the command says "no overlay written" and exits 1."""
-    from fabricsim.bench import calibrate
+    from fabricsim.calibration import calibrate
     from fabricsim.catalog import load_catalog
 
     inputs = command_inputs(locals())
@@ -135,7 +135,7 @@ def compare_command(
 ) -> None:
     """Measured against predicted bus bandwidth, per size. A log that cannot belong to the system is refused, as
     calibrate refuses it."""
-    from fabricsim.bench import predict_times
+    from fabricsim.calibration import predict_times
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import busbw_factor
 

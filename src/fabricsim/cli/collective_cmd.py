@@ -29,8 +29,8 @@ from fabricsim.cli.topo_options import DragonflyRouting, Planes
 
 if TYPE_CHECKING:
 
-    from fabricsim.bench import BenchResult
     from fabricsim.collectives import Prediction
+    from fabricsim.nccltests import BenchResult
 
 
 class CollectiveFormat(StrEnum):
@@ -45,7 +45,7 @@ class CollectiveFormat(StrEnum):
 def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_node: int,
                  system: str) -> BenchResult:
     """The prediction as a benchmark result (both column groups equal), for nccl-tests' layout."""
-    from fabricsim.bench import BenchResult, BenchRow, DeviceInfo
+    from fabricsim.nccltests import BenchResult, BenchRow, DeviceInfo
 
     rows = [BenchRow(op=op, size_bytes=r.size_bytes, count=r.count, dtype=r.dtype, in_place=place,
                      redop="sum" if op in ("all_reduce", "reduce", "reduce_scatter") else None,
@@ -117,7 +117,7 @@ def collective_command(
     write_command_report(report, result, inputs)
     data = result.data
     if form == "nccl-tests":
-        from fabricsim.bench import format_nccl_tests
+        from fabricsim.nccltests import format_nccl_tests
 
         bench = bench_result(prediction, name, ngpus, nodes, result.per_node, result.system)
         typer.echo(format_nccl_tests(bench), nl=False)

@@ -45,8 +45,9 @@ if TYPE_CHECKING:
     from rich.table import Table
 
     from fabricsim.analysis import CompareRow
-    from fabricsim.bench import DeviceSummary, GemmEfficiency, TraceSummary
+    from fabricsim.calibration import GemmEfficiency
     from fabricsim.catalog import Catalog
+    from fabricsim.traces import DeviceSummary, TraceSummary
 
 trace_app = typer.Typer(
     name="trace",
@@ -82,7 +83,7 @@ def _progress() -> tuple[Any, Any]:
 
 def load_summary(path: Path, rank: int | None, max_events: int | None) -> TraceSummary:
     """Read and summarise a trace with a progress bar on a terminal."""
-    from fabricsim.bench import MAX_EVENTS, import_trace
+    from fabricsim.traces import MAX_EVENTS, import_trace
 
     if max_events is not None and max_events < 1:
         from fabricsim.errors import SpecError
@@ -97,7 +98,7 @@ def load_summary(path: Path, rank: int | None, max_events: int | None) -> TraceS
 
 def _gpu_for(summary: TraceSummary, device: DeviceSummary, catalog: Catalog, system: str | None) -> Any:
     """The catalog GPU the GEMMs ran on: the system's, else the one the trace's device name matches."""
-    from fabricsim.bench import device_matches
+    from fabricsim.calibration import device_matches
 
     if system is not None:
         return catalog.gpu(catalog.system(system).gpu)
@@ -109,7 +110,7 @@ def _gpu_for(summary: TraceSummary, device: DeviceSummary, catalog: Catalog, sys
 
 def _efficiency(summary: TraceSummary, device: DeviceSummary, catalog: Catalog,
                 system: str | None) -> GemmEfficiency | None:
-    from fabricsim.bench import gemm_efficiency
+    from fabricsim.calibration import gemm_efficiency
 
     gpu = _gpu_for(summary, device, catalog, system)
     if device.gemm is None or gpu is None or device.kind != "gpu":
@@ -132,7 +133,7 @@ def _gemm_note(device: DeviceSummary, eff: GemmEfficiency | None) -> str | None:
 def check_system(summary: TraceSummary, device: DeviceSummary, system: str, catalog: Catalog) -> list[str]:
     """Refuse a GPU trace that cannot have run on ``--system`` (another GPU), with or without --model; a profile
     without GPU kernels has nothing to check here (--model checks it, since the plan is priced on the system)."""
-    from fabricsim.bench import check_trace
+    from fabricsim.calibration import check_trace
 
     if device.kind != "gpu":
         return []
@@ -265,7 +266,7 @@ def import_command(
     if model is not None:
         from fabricsim.analysis import compare_step
         from fabricsim.api import prepare_run
-        from fabricsim.bench import check_trace
+        from fabricsim.calibration import check_trace
         from fabricsim.cli.train_cmd import run_title
 
         summary.warnings.extend(check_trace(summary, device, catalog.system(system or "dgx-h100"), catalog))
@@ -315,7 +316,7 @@ def calibrate_command(
     """Fit link efficiencies and latencies to the trace's collectives, with the checks nccl-tests logs get (a CPU or
     gloo run, devices that are not the system's GPU, bus bandwidth above its links are refused); GEMM efficiency
     is reported, not written (the overlay holds link and latency parameters only)."""
-    from fabricsim.bench import calibrate_trace
+    from fabricsim.calibration import calibrate_trace
     from fabricsim.catalog import load_catalog
     from fabricsim.inputs import check_output_path
 

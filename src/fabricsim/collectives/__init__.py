@@ -4,7 +4,6 @@ from typing import TYPE_CHECKING
 
 from fabricsim.collectives.algorithms import ALGORITHMS, Algorithm
 from fabricsim.collectives.conventions import (
-    OP_SPELLINGS,
     OPS,
     busbw_factor,
     check_op,
@@ -38,7 +37,6 @@ __getattr__ = lazy_exports(__name__, dict.fromkeys(("concurrent_groups_time", "p
 __all__ = [
     "ALGORITHMS",
     "OPS",
-    "OP_SPELLINGS",
     "SWITCH",
     "Algorithm",
     "Choice",

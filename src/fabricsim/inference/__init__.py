@@ -2,7 +2,7 @@
 the serving simulator prices its batches with.
 """
 
-from fabricsim.inference.engines import DEFAULT_ENGINE, MODERN_KERNELS, EngineProfile, engine_profile, known_engines
+from fabricsim.inference.engines import DEFAULT_ENGINE, MODERN_KERNELS, EngineProfile, engine_profile
 from fabricsim.inference.engines import engines as serving_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
 from fabricsim.inference.launch import LaunchSettings, launch_json, launch_settings
@@ -12,7 +12,6 @@ from fabricsim.inference.memory import (
     host_link_bytes_per_s,
     inference_memory,
     kv_bytes_per_token_gpu,
-    kv_cache_table,
     max_batch,
     max_context,
     weight_bytes_per_gpu,
@@ -39,9 +38,7 @@ __all__ = [
     "host_link_bytes_per_s",
     "inference_defaults",
     "inference_memory",
-    "known_engines",
     "kv_bytes_per_token_gpu",
-    "kv_cache_table",
     "launch_json",
     "launch_settings",
     "max_batch",

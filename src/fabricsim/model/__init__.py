@@ -39,8 +39,8 @@ from fabricsim.model.formats import (
     kv_bytes_per_token_model,
     kv_heads_per_gpu,
 )
-from fabricsim.model.hf_config import HFImport, import_hf_config, import_hf_data, is_hf_config, known_architectures
-from fabricsim.model.hf_files import ShippedConfig, hub_cache, shipped_configs
+from fabricsim.model.hf.config import HFImport, import_hf_config, import_hf_data, known_architectures
+from fabricsim.model.hf.files import ShippedConfig, shipped_configs
 from fabricsim.model.presets import (
     Preset,
     list_presets,
@@ -83,10 +83,8 @@ __all__ = [
     "grouped_gemm_efficiency",
     "hbm_efficiency",
     "hbm_time",
-    "hub_cache",
     "import_hf_config",
     "import_hf_data",
-    "is_hf_config",
     "k_efficiency",
     "kernel_gap_s",
     "known_architectures",

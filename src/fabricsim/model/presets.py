@@ -11,8 +11,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricsim.catalog import read_packaged_yaml, read_spec_file
 from fabricsim.errors import SpecError, spec_error, unknown_name_error
-from fabricsim.model.hf_config import HFImport, default_name, import_hf_config, import_hf_data, is_hf_config
-from fabricsim.model.hf_files import locate
+from fabricsim.model.hf.config import HFImport, default_name, import_hf_config, import_hf_data, is_hf_config
+from fabricsim.model.hf.files import locate
 from fabricsim.model.spec import ModelSpec
 
 DATA_PACKAGE = "fabricsim.model.data"

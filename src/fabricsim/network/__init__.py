@@ -4,7 +4,6 @@ schedules on them."""
 
 from fabricsim.network.budget import (
     FlowEstimate,
-    available_memory_bytes,
     check_memory,
     estimate_flow_run,
     flow_count_bound,
@@ -35,7 +34,6 @@ __all__ = [
     "NetworkModel",
     "PhaseLike",
     "PhaseTiming",
-    "available_memory_bytes",
     "check_memory",
     "check_routing",
     "estimate_flow_run",

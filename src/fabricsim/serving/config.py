@@ -1,5 +1,5 @@
 """Serving inputs: the step-cost protocol a model prices iterations with, the vLLM scheduler knobs and their
-defaults, and the replica layout; kept apart so callers can build them without the simulation engine.
+defaults, and the replica layout; kept apart so callers can build them without the simulator (``discrete_event``).
 """
 
 from __future__ import annotations

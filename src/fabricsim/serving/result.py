@@ -1,5 +1,5 @@
 """Serving outputs: per-request latencies, their percentiles and the run's throughput, goodput and overload
-verdict; the result types live apart from the engine that fills them.
+verdict; the result types live apart from the simulator that fills them.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The serving entry point: validate the inputs, run the engine over a request trace and turn its raw state into
+"""The serving entry point: validate the inputs, run the simulator over a request trace and turn its raw state into
 a :class:`ServingResult` (latencies, SLO goodput and the overload verdict).
 """
 
@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
 from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
-from fabricsim.serving.engine import _Sim
+from fabricsim.serving.discrete_event import _Sim
 from fabricsim.serving.requests import RequestTrace
 from fabricsim.serving.result import LatencyStats, ServingResult
 

@@ -11,8 +11,8 @@ cluster lacks a price or power for). Serving (``size --inference``): ``Inference
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.explain import unpriced_note
-from fabricsim.sizing.inference_search import InferenceSizingResult, size_inference
-from fabricsim.sizing.inference_spec import InferenceSizingSpec
+from fabricsim.sizing.inference.search import InferenceSizingResult, size_inference
+from fabricsim.sizing.inference.spec import InferenceSizingSpec
 from fabricsim.sizing.plot import plot_pareto
 from fabricsim.sizing.rank import pareto, rank
 from fabricsim.sizing.result import SizingResult, entries

@@ -1,4 +1,4 @@
-"""`size` end to end: enumerate candidate clusters, evaluate their plans on an engine (streaming to Parquet,
+"""`size` end to end: enumerate candidate clusters, evaluate their plans on an executor (streaming to Parquet,
 resumable), then rank under the constraints, find the Pareto frontier and the best plan per system x fabric."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fabricsim.sizing.bound import Bound, tie_spread_bound
-from fabricsim.sizing.engine import Engine, Task, run_tasks
 from fabricsim.sizing.evaluate import ChunkResult, spec_model
+from fabricsim.sizing.executor import Executor, Task, run_tasks
 from fabricsim.sizing.explain import candidates, no_plan_note
 from fabricsim.sizing.rank import best_by_system_fabric, binding_note, pareto, rank, tie_mask, tie_winner
 from fabricsim.sizing.reliability import goodput_options
@@ -33,7 +33,7 @@ def tasks_of(choices: list[ClusterChoice]) -> list[Task]:
     return list(groups.values())
 
 
-def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = None, ray_address: str | None = None,
+def size(spec: SizingSpec, *, executor: Executor = "local", workers: int | None = None, ray_address: str | None = None,
          out: Path | None = None, resume: bool = False, progress: Progress | None = None,
          stop_after: int | None = None, exhaustive: bool = False) -> SizingResult:
     """Search every candidate cluster and plan; ``stop_after`` chunks ends the run early (tests of --resume).
@@ -75,7 +75,7 @@ def size(spec: SizingSpec, *, engine: Engine = "local", workers: int | None = No
     if progress is not None:
         progress(len(counts), len(order), plans)
     try:
-        run_tasks(spec, tasks_of(choices), frozenset(counts), on_result, engine=engine, workers=workers,
+        run_tasks(spec, tasks_of(choices), frozenset(counts), on_result, executor=executor, workers=workers,
                   ray_address=ray_address, bound=bound)
     except _Stopped:
         return SizingResult.interrupted(spec)

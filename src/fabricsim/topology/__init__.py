@@ -16,7 +16,7 @@ from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
 from fabricsim.topology.fabric import CableRun, Fabric
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
-from fabricsim.topology.lineitems import LineItem, cable_class, line_item
+from fabricsim.topology.lineitems import LineItem, cable_class
 from fabricsim.topology.nodes import NodeTemplate, build_node, hgx_node, nvl72_rack, pcie_node
 from fabricsim.topology.resolve import resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
@@ -37,7 +37,6 @@ from fabricsim.topology.storage_spec import (
     StorageNetworkSpec,
 )
 from fabricsim.topology.topology import Topology
-from fabricsim.topology.torus import near_cube
 
 __all__ = [
     "DEFAULT_STORAGE_SERVER",
@@ -69,10 +68,8 @@ __all__ = [
     "endpoint_kind_name",
     "flow_hash",
     "hgx_node",
-    "line_item",
     "link_kind_code",
     "link_kind_name",
-    "near_cube",
     "no_storage_ports_note",
     "nvl72_rack",
     "pcie_node",

@@ -5,7 +5,7 @@ restarts).
 
 from fabricsim.training.auto import AutoChoice, search_knobs
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts, parts_of
-from fabricsim.training.flops import MFU_DEFINITION, StepFlops, mfu_peak, stage_microbatch_flops, step_flops
+from fabricsim.training.flops import StepFlops, mfu_peak, stage_microbatch_flops, step_flops
 from fabricsim.training.goodput import (
     Goodput,
     GoodputSpec,
@@ -36,7 +36,6 @@ from fabricsim.training.step import microbatch_floor, plan_memory, predict_train
 __all__ = [
     "DEFAULT_MBS",
     "LAYERS",
-    "MFU_DEFINITION",
     "AutoChoice",
     "Breakdown",
     "Goodput",

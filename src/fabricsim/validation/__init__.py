@@ -14,17 +14,7 @@ from fabricsim.validation.bands import (
     static_inference_values,
     unvalidated_band,
 )
-from fabricsim.validation.error_table import (
-    Coverage,
-    HeldOut,
-    coverage,
-    held_out,
-    published_residuals,
-    residuals_of,
-    summarise_held_out,
-)
-from fabricsim.validation.errors import (
-    LEVEL,
+from fabricsim.validation.error_model import (
     Band,
     ComparisonBand,
     NoBand,
@@ -34,11 +24,19 @@ from fabricsim.validation.errors import (
     shown_figure,
     source_key,
 )
+from fabricsim.validation.error_table import (
+    Coverage,
+    HeldOut,
+    coverage,
+    held_out,
+    published_residuals,
+    residuals_of,
+    summarise_held_out,
+)
 from fabricsim.validation.regimes import (
     DECODE,
     Regime,
     collective_regime,
-    inference_family,
     inference_regime,
     training_regime,
 )
@@ -75,7 +73,6 @@ __all__ = [
     "DECODE",
     "GROUPS",
     "INFERENCE_REASON",
-    "LEVEL",
     "TRAINING_TOLERANCE",
     "Band",
     "BandResult",
@@ -103,7 +100,6 @@ __all__ = [
     "group_summaries",
     "held_out",
     "inference_bands",
-    "inference_family",
     "inference_regime",
     "load_cases",
     "load_settings",

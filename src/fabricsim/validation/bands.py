@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from fabricsim.catalog import GPU
+from fabricsim.validation.error_model import LEVEL, Band, NoBand, band
 from fabricsim.validation.error_table import published_residuals
-from fabricsim.validation.errors import LEVEL, Band, NoBand, band
 from fabricsim.validation.regimes import DECODE, TTFT, Regime, inference_regime
 
 BandResult = Band | NoBand

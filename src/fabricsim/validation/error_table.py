@@ -20,7 +20,7 @@ from typing import Any
 
 from fabricsim.catalog import Catalog
 from fabricsim.errors import SpecError
-from fabricsim.validation.errors import LEVEL, Residual, comparable, conformal_interval, log_ratio, source_key
+from fabricsim.validation.error_model import LEVEL, Residual, comparable, conformal_interval, log_ratio, source_key
 from fabricsim.validation.regimes import Regime, collective_regime
 
 CACHE_ENV = "FABRICSIM_CACHE_DIR"

@@ -5,7 +5,7 @@ same way, so the error model can compare like with like.
 A regime is a kind (collective, training, inference), a family within it (the quantity: a collective's time, a
 training step, an inference TTFT or decode rate) and features ordered from most to least telling. The first
 ``essential`` features must match for a case to be comparable at all; the others are dropped, last first, until
-enough comparable cases remain (``fabricsim.validation.errors``).
+enough comparable cases remain (``fabricsim.validation.error_model``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,1 @@
+"""Sizing for serving: the spec, the per-replica screen, disaggregated prefill/decode pools and the search."""
