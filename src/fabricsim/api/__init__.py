@@ -15,7 +15,7 @@ from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult, size
-from fabricsim.api.topology import TopologyResult, cluster_spec, topology
+from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names, topology
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run, train
 from fabricsim.api.whatif import WhatIfResult, whatif
 
@@ -40,6 +40,7 @@ __all__ = [
     "prediction_bands",
     "prepare_run",
     "progress_bar",
+    "resolved_names",
     "run_goodput",
     "size",
     "topo",

@@ -65,7 +65,7 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
         raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
                         "routes)", field="--routing")
     catalog = load_catalog(*calibration)
-    sysm = catalog.system(system)
+    sysm = catalog.system(system, field="--system")
     if nodes < 1:
         raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
     per_node = sysm.gpus_per_node if ranks_per_node is None else ranks_per_node
@@ -180,7 +180,7 @@ def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str
     from fabricsim.collectives import predict_on_flow, resolve_fabric_link
     from fabricsim.topology import build_cluster
 
-    sysm = catalog.system(system)
+    sysm = catalog.system(system, field="--system")
     link = resolve_fabric_link(catalog, sysm, fabric).id
     topology = build_cluster(system, nodes=nodes, link=link, oversubscription=oversubscription, catalog=catalog,
                              **(design or {"fabric": "fat-tree"}))

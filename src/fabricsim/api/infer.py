@@ -83,7 +83,7 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
 
     profile = engine_profile(engine)  # an unknown engine is a one-line error naming the known ones
     catalog = load_catalog(*(calibration or []))
-    gpu = catalog.gpu(catalog.system(system).gpu)
+    gpu = catalog.gpu(catalog.system(system, field="--system").gpu)
     serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
                           disagg=disagg, replicas=replicas, max_seqs=max_seqs,
                           max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed,

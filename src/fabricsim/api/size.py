@@ -15,6 +15,7 @@ from fabricsim.api.size_spec import EXECUTORS, MAX_SEQ, MOE_FIXED, TRAINING_ONLY
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.catalog import Catalog
     from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, SizingResult, SizingSpec
 
 
@@ -128,6 +129,7 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
         check_moe_options(resolve_model(model)[0], moe)
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
                                                                         "checkpoint")})
+    check_fabrics(spec.catalog(), spec.fabrics)
     result = search(spec, executor=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
@@ -139,6 +141,15 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
         data["storage_fallbacks"] = fallbacks
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
+
+
+def check_fabrics(catalog: Catalog, fabrics: Sequence[str] | None) -> None:
+    """Each --fabrics name checked at the edge by the one network resolver, so an error names --fabrics (the rows
+    keep the name as typed: the search resolves it again for each system)."""
+    from fabricsim.catalog import network_id
+
+    for name in fabrics or ():
+        network_id(catalog, name, field="--fabrics")
 
 
 def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable[..., None] | None) -> SizeResult:
@@ -157,7 +168,9 @@ def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable
     spec = inference_spec({**inputs, "out": out})
     from fabricsim.catalog import load_catalog
 
-    result = size_inference(spec, out=out, progress=progress, catalog=load_catalog(*inputs.get("calibration") or ()))
+    catalog = load_catalog(*inputs.get("calibration") or ())
+    check_fabrics(catalog, spec.fabrics)
+    result = size_inference(spec, out=out, progress=progress, catalog=catalog)
     data = result.to_json()
     imported = load_model_import(inputs["model"])
     payload = {**{k: v for k, v in data.items() if k != "inputs"}, **model_import_fields(imported)}

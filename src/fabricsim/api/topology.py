@@ -14,6 +14,7 @@ from fabricsim.api.result import Result
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.catalog import Catalog
     from fabricsim.topology import BillOfMaterials, ClusterSpec, StorageNetworkSpec, Topology
 
 
@@ -87,14 +88,14 @@ def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | No
     for flag, value in (("--ib", ib), ("--eth", eth), ("--switch", switch)):
         if value is not None and not value.strip():
             raise SpecError("empty; name a network (e.g. ndr, 400g) or leave the option out", field=flag)
-    given = [v for v in (ib, eth, switch) if v]
+    given = [flag for flag, v in (("--ib", ib), ("--eth", eth), ("--switch", switch)) if v]
     if len(given) > 1:
-        raise SpecError("--ib, --eth and --switch are alternatives; give one", field="link")
+        raise SpecError("--ib, --eth and --switch are alternatives; give one", field=", ".join(given))
     if switch:
         return switch
-    if eth:
+    if eth:  # a rate (400, 400g, eth-400g); anything else goes to the resolver as typed, which names --eth
         rate = eth.strip().lower().removeprefix("eth-")
-        return f"eth-{rate if rate.endswith('g') else rate + 'g'}"
+        return f"eth-{rate.removesuffix('g')}g" if rate.removesuffix("g").isdigit() else eth.strip().lower()
     if ib:  # any network name: the build resolves it (`catalog.network_id`)
         return ib.strip().lower()
     return None
@@ -171,6 +172,26 @@ def cluster_spec(system: str, nodes: int, fabric: str, ib: str | None, eth: str 
     })
 
 
+def resolved_names(spec: ClusterSpec, catalog: Catalog, *, system: str, nvlink_domain: int | None = None,
+                   eth: str | None = None, switch: str | None = None) -> ClusterSpec:
+    """``spec`` with its names resolved once, at the edge, each error naming the option typed: the system
+    (``--system``, then ``--nvlink-domain`` for the joined id) and the network (``--ib``, ``--eth`` or ``--switch``:
+    ``ndr`` and ``ib-ndr`` build, and print, the same cluster). `topo` and `traffic` share it."""
+    from fabricsim.catalog import network_id
+
+    catalog.system(system, field="--system")
+    if nvlink_domain is not None:
+        catalog.system(spec.system, field="--nvlink-domain")
+    if spec.link is None:
+        return spec
+    flag = "--switch" if switch else "--eth" if eth else "--ib"
+    link = network_id(catalog, spec.link, field=flag, kind="fabric link or switch")
+    kind = catalog.switches[link].kind if link in catalog.switches else catalog.link(link).kind
+    if eth and kind != "ethernet":
+        raise SpecError(f"{eth.strip()!r} is {kind}, not Ethernet: give it as --ib {eth.strip()}", field="--eth")
+    return spec.model_copy(update={"link": link})
+
+
 @dataclass(frozen=True, repr=False)
 class TopologyResult(Result):
     """A built cluster: ``topology`` (links, router) and its ``bom`` (switches by tier, cables, cost, power,
@@ -201,7 +222,7 @@ def topology(*, system: str = "dgx-h100", nodes: int = 1, fabric: str = "fat-tre
              calibration: Sequence[str] = ()) -> TopologyResult:
     """Build a cluster topology and its bill of materials (the options and defaults of `fabricsim topo`)."""
     inputs = dict(locals())
-    from fabricsim.catalog import load_catalog, network_id
+    from fabricsim.catalog import load_catalog
     from fabricsim.topology import build_topology
 
     spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
@@ -213,9 +234,7 @@ def topology(*, system: str = "dgx-h100", nodes: int = 1, fabric: str = "fat-tre
     if network is not None:
         spec = spec.model_copy(update={"storage": network})
     catalog = load_catalog(*calibration)
-    if spec.link is not None:  # resolved once here: --ib ndr and --ib ib-ndr build (and print) the same cluster
-        spec = spec.model_copy(update={"link": network_id(catalog, spec.link, field="link",
-                                                          kind="fabric link or switch")})
+    spec = resolved_names(spec, catalog, system=system, nvlink_domain=nvlink_domain, eth=eth, switch=switch)
     topo = build_topology(spec, catalog)
     bom = topo.bom()
     data = topo_json(topo, bom)

@@ -84,6 +84,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
 
     oversubscription = checked_oversubscription(oversubscription)
     catalog = load_catalog(*(calibration or []))
+    catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
     if fabric is not None:  # resolved once here: every layer below gets the catalog's link id
         fabric = network_link_id(catalog, fabric, field="--ib")
     if gpus_per_node is not None:  # checked here so the error names the option

@@ -25,12 +25,12 @@ class Catalog(BaseModel):
     storage: dict[str, StorageTier]
     storage_servers: dict[str, StorageServer]
 
-    def _get(self, category: str, kind: str, entry_id: str) -> Any:
+    def _get(self, category: str, kind: str, entry_id: str, field: str | None = None) -> Any:
         table: dict[str, Any] = getattr(self, category)
         key = entry_id.strip().lower()
         if key in table:
             return table[key]
-        raise unknown_name_error(kind, entry_id, table)
+        raise unknown_name_error(kind, entry_id, table, field=field)
 
     def gpu(self, gpu_id: str) -> GPU:
         result: GPU = self._get("gpus", "gpu", gpu_id)
@@ -52,20 +52,21 @@ class Catalog(BaseModel):
         result: Cable = self._get("cables", "cable", cable_id)
         return result
 
-    def system(self, system_id: str) -> System:
+    def system(self, system_id: str, *, field: str = "system") -> System:
         """A system by id; ``id@D`` is that rack-scale system's racks joined into NVLink domains of D GPUs
-        (`joined_racks`), ``id/N`` that system with N GPUs of each node used (`partly_used`)."""
+        (`joined_racks`), ``id/N`` that system with N GPUs of each node used (`partly_used`). The one resolver of
+        system names: an error names ``field`` (the option the user typed, e.g. ``--system``)."""
         from fabricsim.catalog.nvlink_domain import joined_racks, split_joined_id
         from fabricsim.catalog.partial import partly_used, split_partial_id
 
         base, used = split_partial_id(system_id.strip().lower())
         base, domain = split_joined_id(base)
-        result: System = self._get("systems", "system", base)
+        result: System = self._get("systems", "system", base, field)
         if domain is not None:
             gpu = self.gpu(result.gpu)
             result = joined_racks(result, domain, gpu, self.switch(result.nvswitch) if result.nvswitch else None,
-                                  self.link(gpu.nvlink) if gpu.nvlink else None, field="system")
-        return result if used is None else partly_used(result, used, field="system")
+                                  self.link(gpu.nvlink) if gpu.nvlink else None, field=field)
+        return result if used is None else partly_used(result, used, field=field)
 
     def why_not_joinable(self, system: System) -> str | None:
         """Why ``system``'s racks cannot be joined into one larger NVLink domain (``id@D``); None when they can."""

@@ -8,23 +8,12 @@ from __future__ import annotations
 
 import sys
 from enum import StrEnum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.output import (
-    FormatOpt,
-    JsonOpt,
-    command_inputs,
-    console,
-    emit,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-)
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -62,7 +51,7 @@ def _write_now(text: str) -> None:
 
 
 @bench_app.command("collective")
-@spec_errors
+@ui.spec_errors
 def collective_command(
     op: list[str] = typer.Option(["all_reduce"], "--op", help="operation(s): repeat, comma-separate, or 'all'"),
     backend: Backend = typer.Option(Backend.gloo, "--backend", help="gloo (CPU) or nccl (GPUs)"),
@@ -83,8 +72,8 @@ def collective_command(
     check: bool = typer.Option(True, "--check/--no-check", help="check every result element (nccl-tests -c)"),
     master_addr: str = typer.Option("127.0.0.1", "--master-addr", help="rendezvous address for spawned ranks"),
     master_port: int = typer.Option(0, "--master-port", "--port", help="rendezvous port (0 picks a free one)"),
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
 ) -> None:
     """Benchmark collectives over torch.distributed and print nccl-tests' table (or JSON).
 
@@ -95,8 +84,8 @@ def collective_command(
     when a rank dies or stops, or when any result element is wrong (the table is printed first).
     JSON: {"inputs": ..., "results": [one object per operation]}, a list even for one --op.
     """
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     from fabricsim.bench import BenchError, CollectiveConfig, parse_ops, run_collective_bench
     from fabricsim.inputs import parse_buffer_size
     from fabricsim.nccltests import canonical_dtype
@@ -134,7 +123,7 @@ def collective_command(
 
         _write_now(stream.remainder(format_many(results)))
     else:
-        emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]])
+        ui.emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]])
     wrong = sum(r.wrong_total for r in results)
     if wrong:
         rows = sum(1 for r in results for row in r.rows if row.wrong)
@@ -143,7 +132,8 @@ def collective_command(
 
 def _memory_table(result: MemoryResult) -> Table:
     """One row per copy kind and size: time, GB/s and the HBM traffic it implies."""
-    table = new_table(title=f"GPU memory bandwidth: {result.device} (GPU {result.device_index})", header_style="bold")
+    table = ui.new_table(title=f"GPU memory bandwidth: {result.device} (GPU {result.device_index})",
+                         header_style="bold")
     for header in ("copy", "size", "time", "GB/s", "HBM traffic GB/s"):
         table.add_column(header)
     for row in result.rows:
@@ -154,7 +144,7 @@ def _memory_table(result: MemoryResult) -> Table:
 
 
 @bench_app.command("memory")
-@spec_errors
+@ui.spec_errors
 def memory_command(
     device: int = typer.Option(0, "--device", help="CUDA device index"),
     min_size: str = typer.Option("1M", "--min", help="smallest copy"),
@@ -162,14 +152,14 @@ def memory_command(
     step_factor: int = typer.Option(4, "--step-factor", help="multiply the copy size by this each step"),
     warmup: int = typer.Option(3, "--warmup", help="untimed copies before each measurement"),
     iters: int = typer.Option(10, "--iters", help="timed copies per measurement"),
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
 ) -> None:
     """HBM copy and host<->device (pinned, pageable) bandwidth of one CUDA GPU; without CUDA: no rows, exit 0."""
     from fabricsim.bench import MemoryConfig, run_memory_bench
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     from fabricsim.inputs import parse_buffer_size
 
     config = MemoryConfig(device=device, min_bytes=parse_buffer_size(min_size, "min"),
@@ -177,13 +167,13 @@ def memory_command(
                           warmup=warmup, iters=iters)
     result = run_memory_bench(config)
     data = result.model_dump(mode="json", exclude_none=result.reason is not None)
-    if emit(form, data, inputs, data.get("rows", [])):
+    if ui.emit(form, data, inputs, data.get("rows", [])):
         return
     if result.reason:
-        console.print(f"bench memory: {result.reason}")
+        ui.console.print(f"bench memory: {result.reason}")
         return
-    console.print(_memory_table(result))
-    console.print(f"HBM copy {result.hbm_copy_GBps:.1f} GB/s (traffic {result.hbm_traffic_GBps:.1f} GB/s); "
+    ui.console.print(_memory_table(result))
+    ui.console.print(f"HBM copy {result.hbm_copy_GBps:.1f} GB/s (traffic {result.hbm_traffic_GBps:.1f} GB/s); "
                   f"PCIe h2d {result.pcie_h2d_GBps:.1f} GB/s, d2h {result.pcie_d2h_GBps:.1f} GB/s; "
                   f"PCIe figure for the model: {result.pcie_GBps:.1f} GB/s per direction")
 
@@ -191,12 +181,12 @@ def memory_command(
 def _parsed_table(result: BenchResult) -> Table:
     """One parsed nccl-tests table: size, count, placement, time, algbw, busbw and wrong elements per row."""
     where = f"{result.world_size or '?'} ranks" + (f" on {', '.join(result.hosts)}" if result.hosts else "")
-    table = new_table(title=f"{result.op} ({result.tool}, {where})", header_style="bold")
+    table = ui.new_table(title=f"{result.op} ({result.tool}, {where})", header_style="bold")
     for header in ("size", "count", "type", "placement", "time", "algbw GB/s", "busbw GB/s", "#wrong"):
         if header in ("type", "placement"):
-            text_column(table, header)
+            ui.text_column(table, header)
         else:
-            num_column(table, header)
+            ui.num_column(table, header)
     for row in result.rows:
         table.add_row(units.format_size(row.size_bytes), str(row.count), row.dtype,
                       "in-place" if row.in_place else "out-of-place", units.format_duration(row.time_s),
@@ -204,29 +194,33 @@ def _parsed_table(result: BenchResult) -> Table:
     return table
 
 
+# `bench parse` and `compare` read one log: the collective when it does not say.
+LogOp = Annotated[str | None, typer.Option("--op", help="the collective, when the log does not say")]
+
+
 @bench_app.command("parse")
-@spec_errors
+@ui.spec_errors
 def parse_command(
     log: str = typer.Argument(..., help="nccl-tests output (any *_perf binary, any launcher)"),
-    op: str | None = typer.Option(None, "--op", help="the collective, when the log does not say"),
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    op: LogOp = None,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
 ) -> None:
     """Read an nccl-tests log into fabricsim's row schema (rows, devices, hosts, average busbw); JSON:
     {"inputs": ..., "results": [one object per results table]}."""
     from fabricsim.bench import parse_ops
     from fabricsim.nccltests import parse_nccl_tests_file
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     ops = parse_ops([op]) if op else None
     if ops is not None and len(ops) != 1:
         raise SpecError("give one operation (every table of the log is taken to be that one)", field="op")
     results = parse_nccl_tests_file(log, op=ops[0] if ops else None)
     dumped = [r.model_dump(mode="json") for r in results]
-    if emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]]):
+    if ui.emit(form, {"results": dumped}, inputs, [row for r in dumped for row in r["rows"]]):
         return
     for result in results:
-        console.print(_parsed_table(result))
+        ui.console.print(_parsed_table(result))
         if result.avg_busbw_GBps is not None:
-            console.print(f"Avg bus bandwidth: {result.avg_busbw_GBps:g} GB/s")
+            ui.console.print(f"Avg bus bandwidth: {result.avg_busbw_GBps:g} GB/s")

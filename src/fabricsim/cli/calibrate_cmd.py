@@ -5,23 +5,14 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.output import (
-    FormatOpt,
-    JsonOpt,
-    command_inputs,
-    console,
-    emit,
-    fabric_help,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-)
+from fabricsim.cli.bench_cmd import LogOp
+from fabricsim.cli.topo_options import Ib
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -51,20 +42,20 @@ def load_measurements(logs: list[str], system: str, catalog: Catalog, op: str | 
 
 def calibration_tables(result: CalibrationResult, count: int) -> list[Table]:
     """Parameters, per-log errors and per-size errors, before and after."""
-    params = new_table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
+    params = ui.new_table(title=f"calibration of {result.system} on {count} measurements", header_style="bold")
     for header in ("parameter", "before", "after", "fitted"):
         params.add_column(header)
     for name in result.before:
         fitted = ("no (kept the catalog's)" if result.kept_catalog else "yes") if name in result.fitted \
             else "no (not exercised)"
         params.add_row(name, f"{result.before[name]:.4g}", f"{result.after[name]:.4g}", fitted)
-    logs = new_table(title="error per log (|busbw error|)", header_style="bold")
+    logs = ui.new_table(title="error per log (|busbw error|)", header_style="bold")
     for header in ("log", "points", "mean before", "max before", "mean after", "max after"):
         logs.add_column(header, justify="right")
     for e in result.logs:
         logs.add_row(e.log, str(e.points), f"{e.before_mean_abs_error:.1%}", f"{e.before_max_abs_error:.1%}",
                      f"{e.after_mean_abs_error:.1%}", f"{e.after_max_abs_error:.1%}")
-    rows = new_table(header_style="bold")
+    rows = ui.new_table(header_style="bold")
     for header in ("op", "ranks", "size", "measured busbw", "before", "error", "after", "error"):
         rows.add_column(header, justify="right")
     for r in result.rows:
@@ -74,16 +65,21 @@ def calibration_tables(result: CalibrationResult, count: int) -> list[Table]:
     return [params, logs, rows]
 
 
-@spec_errors
+# The options `calibrate` shares with `trace calibrate` (the overlay it writes and starts from), declared once.
+OverlayOut = Annotated[Path | None, typer.Option("--out", help="write the calibration overlay YAML here")]
+StartOverlay = Annotated[list[str], typer.Option("--calibration", help="start from this overlay")]
+
+
+@ui.spec_errors
 def calibrate_command(
     logs: list[str] = typer.Argument(..., help="nccl-tests logs or fabricsim bench JSON files"),
     system: str = typer.Option(..., "--system", help="system preset the measurements ran on"),
-    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
+    fabric: Ib = None,
     op: str | None = typer.Option(None, "--op", help="the collective, when a log does not say"),
-    out: Path | None = typer.Option(None, "--out", help="write the calibration overlay YAML here"),
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
-    calibration: list[str] = typer.Option([], "--calibration", help="start from this overlay"),
+    out: OverlayOut = None,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
+    calibration: StartOverlay = [],  # noqa: B006
 ) -> None:
     """Fit link efficiencies and latencies to measured collectives; print the error per log and per size before and
     after. Logs that cannot belong to the system are refused; an overlay that fits worse than the catalog is never
@@ -91,8 +87,8 @@ def calibrate_command(
     from fabricsim.calibration import calibrate
     from fabricsim.catalog import load_catalog
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     from fabricsim.inputs import check_output_path
 
     out = check_output_path(out, "--out")
@@ -104,12 +100,12 @@ def calibrate_command(
     if written is not None:
         result.write(written)
     data = result.model_dump(mode="json") | {"overlay_file": str(written) if written else None}
-    if not emit(form, data, inputs, data["rows"]):  # JSON: the warnings are in the document
+    if not ui.emit(form, data, inputs, data["rows"]):  # JSON: the warnings are in the document
         for table in calibration_tables(result, len(measurements)):
-            console.print(table)
+            ui.console.print(table)
         stderr_warnings(result.warnings)
         if written is not None:
-            console.print(f"overlay written to {written}; use it with --calibration {written}")
+            ui.console.print(f"overlay written to {written}; use it with --calibration {written}")
     if out is not None and written is None:  # asked for an overlay and got none: a script must not go on
         sys.stderr.write(f"no overlay written: {out} was not created, the fit does not beat the catalog on these "
                          "measurements (the warnings say where); exit 1\n")
@@ -122,15 +118,15 @@ def stderr_warnings(warnings: list[str]) -> None:
         sys.stderr.write(f"warning: {w}\n")
 
 
-@spec_errors
+@ui.spec_errors
 def compare_command(
     log: str = typer.Argument(..., help="nccl-tests log or fabricsim bench JSON"),
     system: str = typer.Option(..., "--system", help="system preset the measurement ran on"),
-    fabric: str | None = typer.Option(None, "--ib", help=fabric_help),
-    op: str | None = typer.Option(None, "--op", help="the collective, when the log does not say"),
+    fabric: Ib = None,
+    op: LogOp = None,
     plot: Path | None = typer.Option(None, "--plot", help="write measured and predicted busbw to this PNG"),
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
 ) -> None:
     """Measured against predicted bus bandwidth, per size. A log that cannot belong to the system is refused, as
@@ -139,8 +135,8 @@ def compare_command(
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import busbw_factor
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
     plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
@@ -158,13 +154,13 @@ def compare_command(
         from fabricsim.report import plot_compare
 
         plot_compare(rows, f"{log} vs fabricsim ({system})", plot)
-    if emit(form, {"rows": rows, "system": system, "calibration": calibration, "warnings": warnings}, inputs, rows):
+    if ui.emit(form, {"rows": rows, "system": system, "calibration": calibration, "warnings": warnings}, inputs, rows):
         return
-    table = new_table(title=f"{log}: measured vs predicted ({system})", header_style="bold")
+    table = ui.new_table(title=f"{log}: measured vs predicted ({system})", header_style="bold")
     for header in ("op", "ranks", "size", "measured busbw", "predicted busbw", "error"):
-        num_column(table, header)
+        ui.num_column(table, header)
     for r in rows:
         table.add_row(str(r["op"]), str(r["ranks"]), units.format_size(int(r["size_bytes"])),
                       f"{r['measured_busbw_GBps']:.2f}", f"{r['predicted_busbw_GBps']:.2f}", f"{r['error']:+.1%}")
-    console.print(table)
+    ui.console.print(table)
     stderr_warnings(warnings)

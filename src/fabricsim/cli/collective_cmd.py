@@ -4,28 +4,23 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    JsonOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    fabric_help,
-    narrow,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
+import fabricsim.cli.output as ui
+from fabricsim.api import collective as collective_api
+from fabricsim.cli.options import (
+    CALIBRATION_LIST,
+    CLUSTER,
+    PRINT,
+    REPORT,
+    TOPOLOGY,
+    Decl,
+    declared,
+    from_api,
+    run_options,
 )
-from fabricsim.cli.topo_options import DragonflyRouting, Planes
 
 if TYPE_CHECKING:
 
@@ -61,60 +56,57 @@ def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_no
                        notes=["predicted by fabricsim's collective model"])
 
 
-@spec_errors
-def collective_command(
-    system: str = typer.Option("dgx-h100", "--system", help="system preset (see `fabricsim catalog systems`)"),
-    nodes: int = typer.Option(1, "--nodes", help="nodes in the job"),
-    gpus: int | None = typer.Option(None, "--gpus", help="first N GPUs of the nodes (default: all)"),
-    ranks_per_node: int | None = typer.Option(None, "--ranks-per-node",
-                                              help="spread the group: N GPUs per node (1 = one rail across nodes)"),
-    op: str = typer.Option("all_reduce", "--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
-                           "all_to_all, send_recv (also allreduce, alltoall_perf, bcast: as `bench collective`)"),
-    min_size: str = typer.Option("8", "--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M"),
-    max_size: str = typer.Option("8G", "--max", help="largest size (nccl-tests -e)"),
-    step_factor: float = typer.Option(2.0, "--step-factor", help="size multiplier between rows (nccl-tests -f)"),
-    algo: str = typer.Option("auto", "--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
-                             "halving_doubling, direct"),
-    proto: str = typer.Option("auto", "--proto", help="auto, LL, LL128, Simple"),
-    ib: str | None = typer.Option(None, "--ib", help=fabric_help),
-    fabric_kind: str = typer.Option("fat-tree", "--fabric", help="the scale-out design: fat-tree, rail-only, "
-                                    "dragonfly or slim-fly (built by --sim flow; the analytical model prices a "
-                                    "rail-optimized fat tree, tapered to a dragonfly's or Slim Fly's bisection)"),
-    planes: Planes = 1,
-    dragonfly_routing: DragonflyRouting = "minimal",
-    dtype: str = typer.Option("float", "--dtype", help="element type for the count column"),
-    sim: str = typer.Option("analytical", "--sim", help="analytical (NCCL-style closed forms) or flow (the "
-                            "algorithm's schedule on the built fat tree, max-min flow simulation)"),
-    routing: str | None = typer.Option(None, "--routing", help="needs --sim flow: ecmp (default), adaptive or "
-                                       "spray"),
-    oversubscription: float = typer.Option(1.0, "--oversubscription", help="leaf ports : uplinks; slows bytes that "
-                                           "leave a leaf (analytical: the network share divided by it, as `train`; "
-                                           "flow: the built fat tree)"),
-    fmt: CollectiveFormat | None = typer.Option(None, "--format", help="table (default), json (SI units), csv, or "
-                                                "nccl-tests (nccl-tests' own layout, read back by `bench parse`)"),
-    as_json: JsonOpt = False,
-    plot: Path | None = typer.Option(None, "--plot", help="write busbw vs size to this PNG"),
-    calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
-    report: ReportOpt = None,
-) -> None:
+COLLECTIVE_OWN: dict[str, Decl] = from_api(collective_api, {
+    "gpus": Annotated[int | None, typer.Option("--gpus", help="first N GPUs of the nodes (default: all)")],
+    "ranks_per_node": Annotated[int | None, typer.Option(
+        "--ranks-per-node", help="spread the group: N GPUs per node (1 = one rail across nodes)")],
+    "op": Annotated[str, typer.Option("--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
+                                       "all_to_all, send_recv (also allreduce, alltoall_perf, bcast: as `bench "
+                                       "collective`)")],
+    "min_size": Annotated[str, typer.Option("--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M")],
+    "max_size": Annotated[str, typer.Option("--max", help="largest size (nccl-tests -e)")],
+    "step_factor": Annotated[float, typer.Option("--step-factor", help="size multiplier between rows (nccl-tests "
+                                                  "-f)")],
+    "algo": Annotated[str, typer.Option("--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
+                                         "halving_doubling, direct")],
+    "proto": Annotated[str, typer.Option("--proto", help="auto, LL, LL128, Simple")],
+    "ib": CLUSTER["ib"],
+    "fabric_kind": TOPOLOGY["fabric_kind"],
+    "planes": CLUSTER["planes"],
+    "dragonfly_routing": CLUSTER["dragonfly_routing"],
+    "dtype": Annotated[str, typer.Option("--dtype", help="element type for the count column")],
+    "sim": Annotated[str, typer.Option("--sim", help="analytical (NCCL-style closed forms) or flow (the algorithm's "
+                                        "schedule on the built fat tree, max-min flow simulation)")],
+    "routing": Annotated[str | None, typer.Option("--routing", help="needs --sim flow: ecmp (default), adaptive or "
+                                                   "spray")],
+    "oversubscription": CLUSTER["oversubscription"],
+    "fmt": (Annotated[CollectiveFormat | None, typer.Option(
+        "--format", help="table (default), json (SI units), csv, or nccl-tests (nccl-tests' own layout, read back by "
+        "`bench parse`)")], None),
+    "as_json": PRINT["as_json"],
+    "plot": (Annotated[Path | None, typer.Option("--plot", help="write busbw vs size to this PNG")], None),
+    "calibration": CALIBRATION_LIST,
+})
+COLLECTIVE = ({"system": CLUSTER["system"], "nodes": CLUSTER["nodes"]}, COLLECTIVE_OWN, REPORT)
+
+
+@declared(*COLLECTIVE)
+@ui.spec_errors
+def collective_command(**options: Any) -> None:
     """Predict what nccl-tests would measure for one collective across message sizes."""
     from fabricsim.api import collective
     from fabricsim.validation import band_note, band_text
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
-
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    result = collective(**api_arguments(collective, inputs))
+    inputs, form, plot, report = run_options(COLLECTIVE, options)
+    nodes = options["nodes"]
+    result = collective(**ui.api_arguments(collective, inputs))
     prediction, row_bands, name, ngpus = result.prediction, result.row_bands, result.op, result.ranks
     assert prediction is not None and result.model is not None
     if plot is not None:
         from fabricsim.report import plot_collective_sweep
 
         plot_collective_sweep(result.model, name, prediction, plot)
-    write_command_report(report, result, inputs)
+    ui.write_command_report(report, result, inputs)
     data = result.data
     if form == "nccl-tests":
         from fabricsim.nccltests import format_nccl_tests
@@ -122,19 +114,19 @@ def collective_command(
         bench = bench_result(prediction, name, ngpus, nodes, result.per_node, result.system)
         typer.echo(format_nccl_tests(bench), nl=False)
         return
-    if emit(form, data, inputs, data["rows"]):
+    if ui.emit(form, data, inputs, data["rows"]):
         return
-    table = new_table(title=f"{name}: {ngpus} GPUs on {nodes} x {result.system}", header_style="bold")
-    secondary = ("count", "type", "protocol") if narrow() else ()
+    table = ui.new_table(title=f"{name}: {ngpus} GPUs on {nodes} x {result.system}", header_style="bold")
+    secondary = ("count", "type", "protocol") if ui.narrow() else ()
     flow = any(r.congestion_s is not None for r in prediction.rows)
     for header in ("size (B)", "count", "type", "time (us)", "algbw (GB/s)", "busbw (GB/s)", "busbw 80% band",
                    "congestion", "algorithm", "protocol", "bound"):
         if header in secondary or (header == "congestion" and not flow):
             continue
         if header.startswith(("size", "count", "time", "algbw", "busbw")):
-            num_column(table, header)
+            ui.num_column(table, header)
         else:
-            text_column(table, header)
+            ui.text_column(table, header)
     for r, found in zip(prediction.rows, row_bands, strict=True):
         cells = {"size (B)": str(r.size_bytes), "count": str(r.count), "type": r.dtype,
                  "time (us)": f"{r.time_s * 1e6:.2f}", "algbw (GB/s)": f"{r.algbw_GBps:.2f}",
@@ -142,12 +134,12 @@ def collective_command(
                  "congestion": "" if r.congestion_s is None else f"{r.congestion_s / r.time_s:.1%}",
                  "algorithm": r.algorithm, "protocol": r.protocol, "bound": r.bound}
         table.add_row(*(v for k, v in cells.items() if k not in secondary and (flow or k != "congestion")))
-    console.print(table)
-    console.print(data["regime"])
+    ui.console.print(table)
+    ui.console.print(data["regime"])
     if flow:
-        console.print("congestion: the share of the time beyond the same algorithm and protocol alone on the fabric "
+        ui.console.print("congestion: the share of the time beyond the same algorithm and protocol alone on the fabric "
                       "(the flow run uses the analytical model's link rates and step latencies)")
     for note in dict.fromkeys(band_note({"busbw": found["busbw_bytes_per_s"]}) for found in row_bands):
-        console.print(note)
+        ui.console.print(note)
     if plot is not None:
-        console.print(f"plot written to {plot}")
+        ui.console.print(f"plot written to {plot}")

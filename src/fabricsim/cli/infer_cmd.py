@@ -5,50 +5,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import fabricsim.cli.options as opts
+import fabricsim.cli.output as ui
 from fabricsim import units
+from fabricsim.api import infer as infer_api
 from fabricsim.cli.launch_view import Checkpoint, launch_lines
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    FormatOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    model_import_note,
-    narrow,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
-)
-from fabricsim.cli.serve_options import (
-    ChunkedPrefill,
-    DecodeDp,
-    DecodeEp,
-    DecodeSystem,
-    DecodeTp,
-    Disagg,
-    Duration,
-    MaxBatchedTokens,
-    MaxSeqs,
-    PrefixHit,
-    PrefixHost,
-    Rate,
-    Replicas,
-    Seed,
-    SloTpot,
-    SloTtft,
-    Trace,
-)
-from fabricsim.cli.train_cmd import AsJson, Calibration, Ep, Fabric, Model, Oversubscription, Pp, SystemOpt, Tp
+from fabricsim.cli.serve_options import DECODE, PREFIX, SERVE
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -65,7 +31,6 @@ Prompt = Annotated[int, typer.Option("--prompt", help="prompt tokens per sequenc
 Output = Annotated[int, typer.Option("--output", help="output tokens per sequence")]
 Weights = Annotated[str, typer.Option("--weights", help="weight format: bf16, fp8, int4 (W4A16) or fp4 (NVFP4)")]
 Kv = Annotated[str, typer.Option("--kv", help="KV-cache format: bf16 or fp8")]
-Plot = Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")]
 DraftTokens = Annotated[int, typer.Option("--draft-tokens", help="speculative decoding: draft tokens per sequence and "
                                           "step from the model's MTP module (one layer + shared head); 0: none")]
 EngineOpt = Annotated[str, typer.Option("--engine", help="serving engine as NAME[@VERSION]: trtllm, vllm or sglang "
@@ -80,18 +45,18 @@ def render_inference(pred: InferencePrediction, title: str) -> Table:
     """Prefill and one decode step per layer kind, and the whole batch's share."""
     from fabricsim.inference import LAYERS
 
-    table = new_table(title)
-    text_column(table, "layer")
+    table = ui.new_table(title)
+    ui.text_column(table, "layer")
     for header in ("prefill (s)", "decode step (s)", "whole batch (s)", "share"):
-        num_column(table, header)
-    text_column(table, "")
+        ui.num_column(table, header)
+    ui.text_column(table, "")
     total = sum(pred.breakdown_s.values())
     for kind in LAYERS:
         whole = pred.breakdown_s[kind]
         if whole == 0:
             continue
         share = whole / total
-        bar = "█" * round(share * (16 if narrow() else 40))
+        bar = "█" * round(share * (16 if ui.narrow() else 40))
         style = "bold red" if kind == pred.bottleneck else ""
         table.add_row(kind, f"{pred.prefill_s[kind]:.4g}", f"{pred.decode_step_s[kind]:.4g}", f"{whole:.4g}",
                       f"{share:6.1%}", f"[{style}]{bar}[/]" if style else bar)
@@ -189,86 +154,67 @@ def _served(found: dict[str, BandResult] | None, prefix: str, stats: Any) -> str
             f"{band.bias:+.0%})")
 
 
-@spec_errors
-def infer_command(
-    model: Model = "llama3-70b",
-    system: SystemOpt = "dgx-h100",
-    gpus: Gpus = None,
-    tp: Tp = 1,
-    pp: Pp = 1,
-    ep: Ep = 1,
-    dp: Dp = 1,
-    batch: Batch = 1,
-    prompt: Prompt = 2048,
-    output: Output = 256,
-    weights: Weights = "bf16",
-    kv: Kv = "bf16",
-    draft_tokens: DraftTokens = 0,
-    acceptance: Acceptance = None,
-    fabric: Fabric = None,
-    oversubscription: Oversubscription = 1.0,
-    fmt: FormatOpt = None,
-    as_json: AsJson = False,
-    plot: Plot = None,
-    calibration: Calibration = None,
-    rate: Rate = None,
-    duration: Duration = None,
-    trace: Trace = None,
-    slo_ttft: SloTtft = None,
-    slo_tpot: SloTpot = None,
-    disagg: Disagg = None,
-    replicas: Replicas = None,
-    max_seqs: MaxSeqs = None,
-    max_batched_tokens: MaxBatchedTokens = None,
-    chunked_prefill: ChunkedPrefill = None,
-    seed: Seed = None,
-    engine: EngineOpt = "trtllm",
-    prefix_hit: PrefixHit = 0.0,
-    prefix_host: PrefixHost = 0.0,
-    decode_tp: DecodeTp = None,
-    decode_ep: DecodeEp = None,
-    decode_dp: DecodeDp = None,
-    decode_system: DecodeSystem = None,
-    checkpoint: Checkpoint = None,
-    report: ReportOpt = None,
-) -> None:
+INFER_PLAN = opts.from_api(infer_api, {
+    "model": opts.PLAN["model"][0],
+    "system": opts.PLAN["system"][0],
+    "gpus": Gpus,
+    "tp": opts.PLAN["tp"][0],
+    "pp": opts.PLAN["pp"][0],
+    "ep": opts.PLAN["ep"][0],
+    "dp": Dp,
+    "batch": Batch,
+    "prompt": Prompt,
+    "output": Output,
+    "weights": Weights,
+    "kv": Kv,
+    "draft_tokens": DraftTokens,
+    "acceptance": Acceptance,
+    "fabric": opts.PLAN["ib"][0],
+    "oversubscription": opts.PLAN["oversubscription"][0],
+})
+INFER = (INFER_PLAN, opts.PRINT, opts.BREAKDOWN_PLOT, opts.CALIBRATION, SERVE,
+         opts.from_api(infer_api, {"engine": EngineOpt}), PREFIX, DECODE,
+         opts.from_api(infer_api, {"checkpoint": Checkpoint}), opts.REPORT)
+
+
+@opts.declared(*INFER)
+@ui.spec_errors
+def infer_command(**options: Any) -> None:
     """Predict serving one static batch: TTFT, TPOT, throughput, memory per GPU and the bounding layer; with
     --rate (or --trace), also serve requests on continuous-batching replicas: latency percentiles, goodput."""
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs, form, plot, report = opts.run_options(INFER, options)
     from fabricsim.api import infer
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    result = infer(**api_arguments(infer, inputs))
+    o = options
+    result = infer(**ui.api_arguments(infer, inputs))
     pred, plan, served, serve, decode = result.prediction, result.plan, result.served, result.serve, result.decode
     assert pred is not None and plan is not None and serve is not None
     if plot is not None:
         from fabricsim.report import plot_bars
 
-        plot_bars(pred.breakdown_s, f"{result.model_name}: {plan.gpus} GPUs on {system}", "seconds (whole batch)",
+        plot_bars(pred.breakdown_s, f"{result.model_name}: {plan.gpus} GPUs on {o['system']}", "seconds (whole batch)",
                   plot)
-    write_command_report(report, result, inputs)
-    model_import_note(result)
+    ui.write_command_report(report, result, inputs)
+    ui.model_import_note(result)
     found, served_found, launch = result.bands, result.served_bands, result.data["launch"]
-    if emit(form, result.data, inputs):
+    if ui.emit(form, result.data, inputs):
         return
-    title = (f"{result.model_name} on {plan.gpus} x {system} GPUs: tp={tp} pp={pp} ep={ep} dp={dp}, batch {batch}, "
-             f"prompt {prompt}, output {output}, weights {plan.weights}, KV {plan.kv}, engine "
+    title = (f"{result.model_name} on {plan.gpus} x {o['system']} GPUs: tp={o['tp']} pp={o['pp']} ep={o['ep']} "
+             f"dp={o['dp']}, batch {o['batch']}, prompt {o['prompt']}, output {o['output']}, weights {plan.weights}, "
+             f"KV {plan.kv}, engine "
              f"{plan.engine_profile.label}")
-    console.print(render_inference(pred, title))
+    ui.console.print(render_inference(pred, title))
     for line in summary_lines(pred, plan, found):
-        console.print(line)
+        ui.console.print(line)
     if served is not None:
         for line in serving_lines(served, serve, "" if decode is None else (
                 f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})"),
                 served_found):
-            console.print(line)
+            ui.console.print(line)
     for line in band_legend(found, served_found):
-        console.print(line)
+        ui.console.print(line)
     for line in launch_lines(launch):
-        console.print(line, soft_wrap=True)
+        ui.console.print(line, soft_wrap=True)
 
 
 def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "",

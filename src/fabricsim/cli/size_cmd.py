@@ -9,37 +9,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.goodput_options import (
-    CheckpointInterval,
-    CheckpointMode,
-    GoodputOpt,
-    MtbfScale,
-    Restart,
-    StorageNetwork,
-    StorageServer,
-    StorageServers,
-    storage_fallback_notes,
+from fabricsim.api import size as size_api
+from fabricsim.cli.goodput_options import storage_fallback_notes
+from fabricsim.cli.infer_cmd import INFER_PLAN
+from fabricsim.cli.launch_view import Checkpoint
+from fabricsim.cli.options import (
+    CALIBRATION,
+    CLUSTER,
+    GOODPUT,
+    GOODPUT_SWITCH,
+    PLAN,
+    PRINT,
+    REPORT,
+    declared,
+    from_api,
+    given,
 )
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    FormatOpt,
-    JsonOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    fail,
-    model_import_note,
-    narrow,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
-)
+from fabricsim.cli.serve_options import SERVE
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -77,14 +65,14 @@ def ranked_table(rows: list[dict[str, Any]], title: str, pick: dict[str, Any] | 
     recommended among ties) is marked 'pick', and added as the last row when the top rows leave it out."""
     if pick is not None and not any(_same_plan(e, pick) for e in rows):
         rows = [*rows, {**pick, "tie": True}]
-    table = new_table(title=title, header_style="bold", title_justify="left")
+    table = ui.new_table(title=title, header_style="bold", title_justify="left")
     headers = [h for h in ("#", "cluster", "plan", "days (80% band)", "cost", "$/Mtok", "MFU", "bound")
-               if not (narrow() and h in ("$/Mtok", "MFU"))]
+               if not (ui.narrow() and h in ("$/Mtok", "MFU"))]
     for header in headers:
         if header in ("#", "days (80% band)", "cost", "$/Mtok", "MFU"):
-            num_column(table, header)
+            ui.num_column(table, header)
         else:
-            text_column(table, header)
+            ui.text_column(table, header)
     for i, e in enumerate(rows, 1):
         per = e["usd_per_million_tokens"]
         mark = "pick" if pick is not None and _same_plan(e, pick) else ("tie" if e.get("tie") else str(i))
@@ -129,16 +117,16 @@ def matrix_table(result: SizingResult) -> Table:
     sizes = sorted({e["gpus"] for e in best})
     caption = (f"GPU counts differ between rows ({', '.join(f'{g:,}' for g in sizes)}): each row is its pair's "
                "best cluster size" if len(sizes) > 1 else None)
-    table = new_table(title="best per system x fabric", header_style="bold", title_justify="left",
+    table = ui.new_table(title="best per system x fabric", header_style="bold", title_justify="left",
                       caption=caption, caption_justify="left")
     goodput = result.spec.goodput is not None
     headers = ("system", "fabric", "GPUs", "days", "cost", "plan") + (("goodput", "storage / spares") if goodput
                                                                        else ())
     for header in headers:
         if header in ("GPUs", "days", "cost", "goodput"):
-            num_column(table, header)
+            ui.num_column(table, header)
         else:
-            text_column(table, header)
+            ui.text_column(table, header)
     for e in best:
         cost = units.format_usd(e["cost_usd"]) if e["cost_usd"] is not None else "? (unpriced)"
         extra = (f"{e['goodput']:.1%}", f"{e.get('storage', '-')} x{e.get('storage_servers', 0)} / "
@@ -184,128 +172,129 @@ class _Bar:
         self.progress.update(self.task, completed=done, total=total, plans=plans, rate=plans / elapsed)
 
 
-@spec_errors
-def size_command(
-    model: Annotated[str, _opt("model preset or YAML file", "--model")] = "llama3-70b",
-    tokens: Annotated[str | None, _opt("training tokens, e.g. 2T [default: 15T]", "--tokens")] = None,
-    deadline: Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")] = None,
-    budget: Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")] = None,
-    power_cap: Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")] = None,
-    gpus: Annotated[str | None, _opt("GPU counts: 1024..16384 (powers of two), a list or one", "--gpus")] = None,
-    nodes: Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")] = None,
-    systems: Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")] = None,
-    fabrics: Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")] = None,
-    fabric_kinds: Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per rail), "
-                                             "2-plane (a fat tree of 2 planes): the same step, each its own bill "
-                                             "[default: fat-tree]",
-                                             "--fabric-kinds")] = None,
-    oversubscription: Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")] = "1,2",
-    rail_optimized: Annotated[bool, _opt("rail-optimized fat tree", "--rail-optimized/--no-rail-optimized")] = True,
-    seq: Annotated[int, _opt("sequence length", "--seq")] = 8192,
-    gbs: Annotated[str, _opt("global batch: fixed, list or range (512..4096)", "--gbs")] = "1024",
-    tp: Annotated[str | None, _opt("tensor parallel sizes to try", "--tp")] = None,
-    pp: Annotated[str | None, _opt("pipeline sizes to try", "--pp")] = None,
-    cp: Annotated[str | None, _opt("context parallel sizes to try", "--cp")] = None,
-    ep: Annotated[str | None, _opt("expert parallel sizes to try", "--ep")] = None,
-    etp: Annotated[str | None, _opt("expert tensor-parallel sizes to try (default tp and 1)", "--etp")] = None,
-    vpp: Annotated[str | None, _opt("virtual stages to try", "--vpp")] = None,
-    mbs: Annotated[str | None, _opt("micro-batch sizes to try", "--mbs")] = None,
-    recompute: Annotated[str | None, _opt("recompute modes to try", "--recompute")] = None,
-    zero: Annotated[str | None, _opt("ZeRO stages to try", "--zero")] = None,
-    precision: Annotated[str | None, _opt("precisions to try (bf16,fp8)", "--precision")] = None,
-    flash_attn: Annotated[bool, _opt("fused attention", "--flash-attn/--no-flash-attn")] = True,
-    overlap: Annotated[bool, _opt("overlap gradient reduce / param gather", "--overlap/--no-overlap")] = True,
-    dropout: Annotated[bool | None, _opt("hidden dropout masks [default: on]", "--dropout/--no-dropout")] = None,
-    ep_comm_overlap: Annotated[bool | None, _opt("overlap the MoE all-to-all with compute [default: off]",
-                                                 "--ep-comm-overlap/--no-ep-comm-overlap")] = None,
-    shared_expert_overlap: Annotated[bool | None, _opt("run shared experts beside the all-to-all [default: off]",
-                                                       "--shared-expert-overlap/--no-shared-expert-overlap")] = None,
-    moe_balance: Annotated[str | None, _opt("expert load: forced, random or skewed [default: random]",
-                                            "--moe-balance")] = None,
-    moe_dispatcher: Annotated[str | None, _opt("token dispatch: alltoall or deepep [default: alltoall]",
-                                               "--moe-dispatcher")] = None,
-    capacity_factor: Annotated[float | None, _opt("expert capacity x mean load [default: dropless]",
-                                                  "--capacity-factor")] = None,
-    objective: Annotated[str, _opt("rank by time, cost or energy", "--objective")] = "cost",
-    amortize: Annotated[str | None, _opt("capex amortisation period [default: 4y]", "--amortize")] = None,
-    gpu_hour: Annotated[str | None, _opt("rent at this USD per GPU-hour instead", "--gpu-hour")] = None,
-    pue: Annotated[float | None, _opt("power usage effectiveness [default: 1.3]", "--pue")] = None,
-    kwh: Annotated[float | None, _opt("electricity USD per kWh [default: 0.08]", "--kwh")] = None,
-    top: Annotated[int, _opt("rows in the ranked table", "--top")] = 10,
-    executor: Annotated[str | None, _opt("where the training search runs: local (process pool), ray or serial "
-                                         "[default: local]", "--executor")] = None,
-    engine: Annotated[str | None, _opt("with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or "
+SIZE = from_api(size_api, {
+    "model": PLAN["model"][0],
+    "tokens": Annotated[str | None, _opt("training tokens, e.g. 2T [default: 15T]", "--tokens")],
+    "deadline": Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")],
+    "budget": Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")],
+    "power_cap": Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")],
+    "gpus": Annotated[str | None, _opt("GPU counts: 1024..16384 (powers of two), a list or one", "--gpus")],
+    "nodes": Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")],
+    "systems": Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")],
+    "fabrics": Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")],
+    "fabric_kinds": Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per "
+                                                "rail), 2-plane (a fat tree of 2 planes): the same step, each its own "
+                                                "bill [default: fat-tree]",
+                                             "--fabric-kinds")],
+    "oversubscription": Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")],
+    "rail_optimized": CLUSTER["rail_optimized"][0],
+    "seq": Annotated[int, _opt("sequence length", "--seq")],
+    "gbs": Annotated[str, _opt("global batch: fixed, list or range (512..4096)", "--gbs")],
+    "tp": Annotated[str | None, _opt("tensor parallel sizes to try", "--tp")],
+    "pp": Annotated[str | None, _opt("pipeline sizes to try", "--pp")],
+    "cp": Annotated[str | None, _opt("context parallel sizes to try", "--cp")],
+    "ep": Annotated[str | None, _opt("expert parallel sizes to try", "--ep")],
+    "etp": Annotated[str | None, _opt("expert tensor-parallel sizes to try (default tp and 1)", "--etp")],
+    "vpp": Annotated[str | None, _opt("virtual stages to try", "--vpp")],
+    "mbs": Annotated[str | None, _opt("micro-batch sizes to try", "--mbs")],
+    "recompute": Annotated[str | None, _opt("recompute modes to try", "--recompute")],
+    "zero": Annotated[str | None, _opt("ZeRO stages to try", "--zero")],
+    "precision": Annotated[str | None, _opt("precisions to try (bf16,fp8)", "--precision")],
+    "flash_attn": PLAN["flash_attn"][0],
+    "overlap": Annotated[bool, _opt("overlap gradient reduce / param gather", "--overlap/--no-overlap")],
+    "dropout": Annotated[bool | None, _opt("hidden dropout masks [default: on]", "--dropout/--no-dropout")],
+    "ep_comm_overlap": Annotated[bool | None, _opt("overlap the MoE all-to-all with compute [default: off]",
+                                                 "--ep-comm-overlap/--no-ep-comm-overlap")],
+    "shared_expert_overlap": Annotated[bool | None, _opt("run shared experts beside the all-to-all [default: off]",
+                                                       "--shared-expert-overlap/--no-shared-expert-overlap")],
+    "moe_balance": Annotated[str | None, _opt("expert load: forced, random or skewed [default: random]",
+                                            "--moe-balance")],
+    "moe_dispatcher": Annotated[str | None, _opt("token dispatch: alltoall or deepep [default: alltoall]",
+                                               "--moe-dispatcher")],
+    "capacity_factor": PLAN["capacity_factor"][0],
+    "objective": Annotated[str, _opt("rank by time, cost or energy", "--objective")],
+    "amortize": Annotated[str | None, _opt("capex amortisation period [default: 4y]", "--amortize")],
+    "gpu_hour": Annotated[str | None, _opt("rent at this USD per GPU-hour instead", "--gpu-hour")],
+    "pue": Annotated[float | None, _opt("power usage effectiveness [default: 1.3]", "--pue")],
+    "kwh": Annotated[float | None, _opt("electricity USD per kWh [default: 0.08]", "--kwh")],
+    "top": Annotated[int, _opt("rows in the ranked table", "--top")],
+    "executor": Annotated[str | None, _opt("where the training search runs: local (process pool), ray or serial "
+                                         "[default: local]", "--executor")],
+    "engine": Annotated[str | None, _opt("with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or "
                                        "sglang [default: trtllm]; for training, local, ray or serial are still "
-                                       "taken as --executor", "--engine")] = None,
-    workers: Annotated[int | None, _opt("processes [default: all cores]", "--workers")] = None,
-    ray_address: Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
-                                            "--ray-address")] = None,
-    out: Annotated[Path | None, _opt("stream results to this Parquet file", "--out")] = None,
-    resume: Annotated[bool, _opt("continue an interrupted --out search", "--resume")] = False,
-    exhaustive: Annotated[bool, _opt("time every plan that fits (for an --out file of all of them); by default "
+                                       "taken as --executor", "--engine")],
+    "workers": Annotated[int | None, _opt("processes [default: all cores]", "--workers")],
+    "ray_address": Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
+                                            "--ray-address")],
+    "out": Annotated[Path | None, _opt("stream results to this Parquet file", "--out")],
+    "resume": Annotated[bool, _opt("continue an interrupted --out search", "--resume")],
+    "exhaustive": Annotated[bool, _opt("time every plan that fits (for an --out file of all of them); by default "
                                      "each cluster times only the plans that can change the answer (same "
-                                     "results)", "--exhaustive/--no-exhaustive")] = False,
-    plot: Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")] = None,
-    inference: Annotated[bool, _opt("size serving instead of training (cheapest system, plan and replicas "
-                                    "meeting TTFT/TPOT SLOs at --rate)", "--inference/--no-inference")] = False,
-    rate: Annotated[str | None, _opt("inference: requests per second, e.g. 20", "--rate")] = None,
-    slo_ttft: Annotated[str | None, _opt("inference: time-to-first-token SLO, e.g. 2s", "--slo-ttft")] = None,
-    slo_tpot: Annotated[str | None, _opt("inference: time-per-output-token SLO, e.g. 50ms", "--slo-tpot")] = None,
-    prompt: Annotated[int, _opt("inference: prompt tokens per request", "--prompt")] = 2048,
-    output: Annotated[int, _opt("inference: output tokens per request", "--output")] = 256,
-    weights: Annotated[str | None, _opt("inference: weight formats [default: bf16,fp8,int4]", "--weights")] = None,
-    kv: Annotated[str | None, _opt("inference: KV-cache formats [default: bf16,fp8]", "--kv")] = None,
-    duration: Annotated[str | None, _opt("inference: simulated arrival window [default: 120s]", "--duration")] = None,
-    seed: Annotated[int, _opt("inference: seed of the simulated arrivals", "--seed")] = 0,
-    max_gpus: Annotated[int | None, _opt("inference: at most this many GPUs in all", "--max-gpus")] = None,
-    slo_percentile: Annotated[int | None, _opt("inference: SLO percentile 50, 90 or 99 [default: 90]",
-                                               "--slo-percentile")] = None,
-    utilization: Annotated[float | None, _opt("inference: target utilisation of a replica's capacity "
-                                              "[default: 0.8]", "--utilization")] = None,
-    confirm: Annotated[int | None, _opt("inference: candidates confirmed by simulation [default: 5]",
-                                        "--confirm")] = None,
-    whole_nodes: Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
-                                      "--whole-nodes/--no-whole-nodes")] = False,
-    disagg: Annotated[bool, _opt("inference: also search disaggregated prefill and decode pools (each pool's plan "
-                                 "and the P:D ratio), simulated", "--disagg/--no-disagg")] = False,
-    checkpoint: Annotated[str | None, _opt("inference: checkpoint path or hub id the printed engine launch commands "
-                                           "name (default: the model's name)", "--checkpoint")] = None,
-    goodput: GoodputOpt = True,
-    storage: Annotated[str, _opt("storage tiers to search, comma-separated (fabricsim catalog storage); each "
+                                     "results)", "--exhaustive/--no-exhaustive")],
+    "plot": (Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")], None),
+    "inference": Annotated[bool, _opt("size serving instead of training (cheapest system, plan and replicas "
+                                    "meeting TTFT/TPOT SLOs at --rate)", "--inference/--no-inference")],
+    "rate": Annotated[str | None, _opt("inference: requests per second, e.g. 20", "--rate")],
+    "slo_ttft": SERVE["slo_ttft"][0],
+    "slo_tpot": SERVE["slo_tpot"][0],
+    "prompt": INFER_PLAN["prompt"][0],
+    "output": INFER_PLAN["output"][0],
+    "weights": Annotated[str | None, _opt("inference: weight formats [default: bf16,fp8,int4]", "--weights")],
+    "kv": Annotated[str | None, _opt("inference: KV-cache formats [default: bf16,fp8]", "--kv")],
+    "duration": Annotated[str | None, _opt("inference: simulated arrival window [default: 120s]",
+                                            "--duration")],
+    "seed": Annotated[int, _opt("inference: seed of the simulated arrivals", "--seed")],
+    "max_gpus": Annotated[int | None, _opt("inference: at most this many GPUs in all", "--max-gpus")],
+    "slo_percentile": Annotated[int | None, _opt("inference: SLO percentile 50, 90 or 99 [default: 90]",
+                                               "--slo-percentile")],
+    "utilization": Annotated[float | None, _opt("inference: target utilisation of a replica's capacity "
+                                              "[default: 0.8]", "--utilization")],
+    "confirm": Annotated[int | None, _opt("inference: candidates confirmed by simulation [default: 5]",
+                                        "--confirm")],
+    "whole_nodes": Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
+                                      "--whole-nodes/--no-whole-nodes")],
+    "disagg": Annotated[bool, _opt("inference: also search disaggregated prefill and decode pools (each pool's plan "
+                                 "and the P:D ratio), simulated", "--disagg/--no-disagg")],
+    "checkpoint": Checkpoint,
+    "goodput": GOODPUT_SWITCH["goodput"][0],
+    "storage": Annotated[str, _opt("storage tiers to search, comma-separated (fabricsim catalog storage); each "
                                  "cluster takes the cheapest per hour of kept training",
-                                 "--storage")] = "superpod-better",
-    storage_bw: Annotated[str | None, _opt("aggregate storage write rates to search, comma-separated (e.g. "
+                                 "--storage")],
+    "storage_bw": Annotated[str | None, _opt("aggregate storage write rates to search, comma-separated (e.g. "
                                            "500GB/s,2TB/s), servers sized to each [default: the tier's]",
-                                           "--storage-bw")] = None,
-    storage_network: StorageNetwork = None,
-    storage_server: StorageServer = None,
-    storage_servers: StorageServers = None,
-    spares: Annotated[str | None, _opt("hot spares to search, comma-separated counts of units (servers, or a "
+                                           "--storage-bw")],
+    "storage_network": GOODPUT["storage_network"][0],
+    "storage_server": GOODPUT["storage_server"][0],
+    "storage_servers": GOODPUT["storage_servers"][0],
+    "spares": Annotated[str | None, _opt("hot spares to search, comma-separated counts of units (servers, or a "
                                        "rack's compute trays; 4) or shares of them (2%) [default: 5%, sourced]",
-                                       "--spares")] = None,
-    checkpoint_mode: CheckpointMode = "sync",
-    checkpoint_interval: CheckpointInterval = None,
-    mtbf_scale: MtbfScale = 1.0,
-    restart: Restart = None,
-    calibration: Annotated[list[str] | None, typer.Option(
-        "--calibration", help="catalog overlay YAML applied on top of the catalog (repeatable), as train takes "
-        "it")] = None,
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
-    report: ReportOpt = None,
-) -> None:
+                                       "--spares")],
+    "checkpoint_mode": GOODPUT["checkpoint_mode"][0],
+    "checkpoint_interval": GOODPUT["checkpoint_interval"][0],
+    "mtbf_scale": GOODPUT["mtbf_scale"][0],
+    "restart": GOODPUT["restart"][0],
+    "calibration": CALIBRATION["calibration"][0],
+    "fmt": PRINT["fmt"],
+    "as_json": PRINT["as_json"],
+    "report": REPORT["report"],
+})
+
+
+@declared(SIZE)
+@ui.spec_errors
+def size_command(**options: Any) -> None:
     """Which cluster and plan trains a model on a token budget cheapest (or fastest) under the constraints; with
     --inference, which system, serving plan and replica count meets TTFT/TPOT SLOs at a request rate cheapest."""
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(given((SIZE,), options))
+    form = ui.output_format(options["fmt"], options["as_json"])
     from fabricsim.api import size
     from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
-    out = check_output_path(out, "--out")
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    arguments = {**api_arguments(size, inputs), "out": out}
-    if inference:
+    out = check_output_path(options["out"], "--out")
+    plot = check_output_path(options["plot"], "--plot", PLOT_SUFFIXES)
+    report = check_output_path(options["report"], "--report", ui.REPORT_SUFFIXES)
+    arguments = {**ui.api_arguments(size, inputs), "out": out}
+    if options["inference"]:
         from fabricsim.cli.size_inference import show_inference
 
         show_inference(arguments, inputs, form, report)
@@ -322,7 +311,7 @@ def size_command(
             answer = size(**arguments)
     except KeyboardInterrupt:
         saved = f"; finished chunks are kept in {out}.parts: rerun with --resume" if out is not None else ""
-        fail(f"interrupted{saved}")
+        ui.fail(f"interrupted{saved}")
         raise
     result, spec = answer.sizing, answer.spec
     assert result is not None and spec is not None
@@ -330,29 +319,29 @@ def size_command(
         from fabricsim.sizing import plot_pareto
 
         plot_pareto(result, plot)
-    write_command_report(report, answer, inputs)
-    model_import_note(answer)
+    ui.write_command_report(report, answer, inputs)
+    ui.model_import_note(answer)
     storage_fallback_notes(answer.data)
     data, rows = answer.data, answer.rows
     if result.note is not None and not len(result.ranked):
-        emit(form, data, inputs, rows)
-        fail(result.note)
-    if emit(form, data, inputs, rows):
+        ui.emit(form, data, inputs, rows)
+        ui.fail(result.note)
+    if ui.emit(form, data, inputs, rows):
         return
-    console.print(f"[bold]size[/]: {spec.model}, {spec.tokens / 1e12:g}T tokens, objective {spec.objective}; "
+    ui.console.print(f"[bold]size[/]: {spec.model}, {spec.tokens / 1e12:g}T tokens, objective {spec.objective}; "
                   f"{result.plans_evaluated:,} plans timed, {result.plans_pruned:,} pruned, "
                   f"{len(result.ranked):,} qualify ({result.wall_s:.1f} s)")
     pick = data["ties"]["recommended"] if data.get("ties") else None
-    console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}", pick))
+    ui.console.print(ranked_table(data["results"], f"top {len(data['results'])} by {spec.objective}", pick))
     if data.get("ties"):
-        console.print(tie_line(data["ties"]))
-    console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
-    console.print(matrix_table(result))
+        ui.console.print(tie_line(data["ties"]))
+    ui.console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
+    ui.console.print(matrix_table(result))
     from rich.markup import escape
 
     for line in no_plan_lines(result):
-        console.print(f"[yellow]{escape(line)}[/]")
+        ui.console.print(f"[yellow]{escape(line)}[/]")
     if result.errors:
-        console.print(f"[yellow]{len(result.errors)} cluster(s) cannot be built, e.g. "
+        ui.console.print(f"[yellow]{len(result.errors)} cluster(s) cannot be built, e.g. "
                       f"{escape(next(iter(result.errors.values())))}[/]")
-    console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}, ${spec.kwh_usd:g}/kWh")
+    ui.console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}, ${spec.kwh_usd:g}/kWh")

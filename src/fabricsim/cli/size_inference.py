@@ -8,19 +8,9 @@ from typing import Any
 
 from rich.table import Table
 
+import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.launch_view import launch_lines
-from fabricsim.cli.output import (
-    console,
-    emit,
-    fail,
-    model_import_note,
-    narrow,
-    new_table,
-    num_column,
-    text_column,
-    write_command_report,
-)
 
 
 def _ms(value: float | None) -> str:
@@ -31,9 +21,9 @@ def _ms(value: float | None) -> str:
 def inference_table(rows: list[dict[str, Any]], title: str, percentile: int, ties: bool = True) -> Table:
     """One row per candidate: cluster, replicas, plan, batch, latencies at the SLO percentile, cost, bound; below
     120 columns the secondary columns (fabric, GPUs per replica, KV format, $/h, capex, bound) are dropped."""
-    table = new_table(f"{title} (latencies at p{percentile}, $ per million output tokens)", title_justify="left")
+    table = ui.new_table(f"{title} (latencies at p{percentile}, $ per million output tokens)", title_justify="left")
     p = percentile
-    wide = not narrow()
+    wide = not ui.narrow()
     columns = [("#", True, wide), ("system", False, True), ("fabric", False, wide), ("gpus/rep", True, wide),
                ("replicas", True, True), ("GPUs", True, wide), ("tp/pp/ep", False, True), ("weights/kv", False, True),
                ("batch", True, wide), ("ttft", True, True), ("tpot", True, True),
@@ -42,9 +32,9 @@ def inference_table(rows: list[dict[str, Any]], title: str, percentile: int, tie
     shown = [(header, numeric) for header, numeric, keep in columns if keep]
     for header, numeric in shown:
         if numeric:
-            num_column(table, header)
+            ui.num_column(table, header)
         else:  # names stay whole (system ids are up to 11 characters)
-            text_column(table, header, min_width=11 if header == "system" else len(header), no_wrap=not wide)
+            ui.text_column(table, header, min_width=11 if header == "system" else len(header), no_wrap=not wide)
     for i, e in enumerate(rows, 1):
         plan = e["plan"]
         sim = e["simulation"]
@@ -80,33 +70,34 @@ def show_inference(arguments: dict[str, Any], inputs: dict[str, Any], form: str 
             bar.close()
     result, spec = answer.serving, answer.serving_spec
     assert result is not None and spec is not None
-    write_command_report(report, answer, answer.inputs)
-    model_import_note(answer)
+    ui.write_command_report(report, answer, answer.inputs)
+    ui.model_import_note(answer)
     data = answer.data
     if form != "table":
-        emit(form, answer.data, answer.inputs, answer.rows)
+        ui.emit(form, answer.data, answer.inputs, answer.rows)
         if result.best is None and result.note is not None:
-            fail(result.note)
+            ui.fail(result.note)
         return
     if result.best is None and result.note is not None:
-        fail(result.note)
-    console.print(f"[bold]size --inference[/]: {spec.model} at {spec.rate_per_s:g} req/s, prompt {spec.prompt_tokens}"
+        ui.fail(result.note)
+    ui.console.print(f"[bold]size --inference[/]: {spec.model} at {spec.rate_per_s:g} req/s, prompt "
+                     f"{spec.prompt_tokens}"
                   f" / output {spec.output_tokens} tokens, SLO ttft {_ms(spec.slo_ttft_s)} tpot "
                   f"{_ms(spec.slo_tpot_s)} at p{spec.slo_percentile}; {result.plans_evaluated:,} plans timed, "
                   f"{result.plans_pruned:,} pruned, {result.simulations} simulations ({result.wall_s:.1f} s)")
-    console.print(inference_table(data["results"], "cheapest per million output tokens", spec.slo_percentile))
+    ui.console.print(inference_table(data["results"], "cheapest per million output tokens", spec.slo_percentile))
     if data.get("ties"):
-        console.print(inference_tie_line(data["ties"]), soft_wrap=True)
-    console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile, ties=False))
+        ui.console.print(inference_tie_line(data["ties"]), soft_wrap=True)
+    ui.console.print(inference_table(data["best_by_system"], "best per system", spec.slo_percentile, ties=False))
     if result.best is not None:
         for line in launch_lines(result.best["launch"]):
-            console.print(line, soft_wrap=True)
+            ui.console.print(line, soft_wrap=True)
     for line in disaggregated_lines(result.disaggregated, spec.slo_percentile):
-        console.print(line, soft_wrap=True)
+        ui.console.print(line, soft_wrap=True)
     if result.rejected:
-        console.print(f"[yellow]{len(result.rejected)} candidate(s) failed the simulation, e.g. "
+        ui.console.print(f"[yellow]{len(result.rejected)} candidate(s) failed the simulation, e.g. "
                       f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")
-    console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
+    ui.console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
                   f"screen at {spec.target_utilization:g} utilisation; {data['assumptions']['simulation']}")
 
 

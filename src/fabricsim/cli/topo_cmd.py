@@ -3,46 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.goodput_options import StorageBw, StorageServer, StorageServers
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    FormatOpt,
-    JsonOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    narrow,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
-)
-from fabricsim.cli.topo_options import (
-    DragonflyRouting,
-    Eth,
-    Fabric,
-    Ib,
-    NodeCable,
-    Nodes,
-    NodesPerSwitch,
-    NvlinkDomain,
-    Oversubscription,
-    Planes,
-    RailOptimized,
-    Switch,
-    System,
-    Tiers,
-    TorusDims,
-)
+from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, REPORT, Decl, declared, run_options
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -83,9 +50,9 @@ def _storage_text(bom: BillOfMaterials) -> str:
 
 def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
-    summary = new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
-    text_column(summary, "what")
-    text_column(summary, "value")
+    summary = ui.new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
+    ui.text_column(summary, "what")
+    ui.text_column(summary, "value")
     switches = ", ".join(f"{n} {t}" for t, n in bom.switches.items()) or "none"
     cables = ", ".join(f"{n} {seg}" for seg, n in bom.cables.items()) or "none"
     rows = [
@@ -108,14 +75,14 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
         rows.insert(-3, ("storage", _storage_text(bom)))
     for key, value in rows:
         summary.add_row(key, value)
-    items = new_table(title="bill of materials", header_style="bold")
+    items = ui.new_table(title="bill of materials", header_style="bold")
     cols = [c for c in ("item", "role", "count", "unit price", "date", "unit power", "verified")
-            if not (narrow() and c in ("date", "verified"))]
+            if not (ui.narrow() and c in ("date", "verified"))]
     for col in cols:
         if col in ("count", "unit price", "unit power"):
-            num_column(items, col)
+            ui.num_column(items, col)
         else:
-            text_column(items, col)
+            ui.text_column(items, col)
     for i in bom.items:
         cells = {"item": i.item, "role": i.role, "count": f"{i.count:,}", "unit price": _usd(i.unit_price_usd),
                  "date": i.price_date or "-", "unit power": _watts(i.unit_power_w),
@@ -124,62 +91,45 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     return summary, items
 
 
-@spec_errors
-def topo_command(
-    system: System = "dgx-h100",
-    nodes: Nodes = 1,
-    fabric: Fabric = "fat-tree",
-    ib: Ib = None,
-    eth: Eth = None,
-    switch: Switch = None,
-    tiers: Tiers = None,
-    rail_optimized: RailOptimized = True,
-    oversubscription: Oversubscription = 1.0,
-    node_cable: NodeCable = "optical",
-    torus_dims: TorusDims = None,
-    nodes_per_switch: NodesPerSwitch = 1,
-    planes: Planes = 1,
-    dragonfly_routing: DragonflyRouting = "minimal",
-    nvlink_domain: NvlinkDomain = None,
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
-    storage_network: Annotated[str, typer.Option(
+TOPO_STORAGE: dict[str, Decl] = {
+    "storage_network": (Annotated[str, typer.Option(
         "--storage-network", help="storage to bill with the cluster: separate (its own switches, the nodes' storage "
-        "NICs), converged (servers on the compute fabric) or none")] = "none",
-    storage: Annotated[str | None, typer.Option(
+        "NICs), converged (servers on the compute fabric) or none")], "none"),
+    "storage": (Annotated[str | None, typer.Option(
         "--storage", help="storage tier the servers are sized to (fabricsim catalog storage), with --storage-network "
-        f"separate or converged [default: {DEFAULT_STORAGE_TIER}]")] = None,
-    storage_bw: StorageBw = None,
-    storage_server: StorageServer = None,
-    storage_servers: StorageServers = None,
-    storage_switch: Annotated[str | None, typer.Option(
-        "--storage-switch", help="separate storage fabric: switch id or link [default: the compute fabric's]")] = None,
-    plot: Path | None = typer.Option(None, "--plot", help="draw a sketch of the cluster to this image file"),
-    calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
-    report: ReportOpt = None,
-) -> None:
-    """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
-    from fabricsim.api import topology
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
+        f"separate or converged [default: {DEFAULT_STORAGE_TIER}]")], None),
+    "storage_bw": GOODPUT["storage_bw"], "storage_server": GOODPUT["storage_server"],
+    "storage_servers": GOODPUT["storage_servers"],
+    "storage_switch": (Annotated[str | None, typer.Option(
+        "--storage-switch", help="separate storage fabric: switch id or link [default: the compute fabric's]")], None),
+    "plot": (Annotated[Path | None, typer.Option("--plot", help="draw a sketch of the cluster to this image file")],
+             None),
+    "calibration": CALIBRATION_LIST,
+}
+TOPO = (CLUSTER, PRINT, TOPO_STORAGE, REPORT)
 
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    result = topology(**api_arguments(topology, inputs))
+
+@declared(*TOPO)
+@ui.spec_errors
+def topo_command(**options: Any) -> None:
+    """Build a cluster topology: switches by tier, cables, cost, power and bisection bandwidth."""
+    inputs, form, plot, report = run_options(TOPO, options)
+    from fabricsim.api import topology
+
+    result = topology(**ui.api_arguments(topology, inputs))
     topo, bom = result.topology, result.bom
     assert topo is not None and bom is not None
     if plot is not None:
         from fabricsim.topology import sketch
 
         sketch(topo, plot)
-    write_command_report(report, result, inputs)
-    if emit(form, result.data, inputs, result.rows):
+    ui.write_command_report(report, result, inputs)
+    if ui.emit(form, result.data, inputs, result.rows):
         return
     summary, items = topo_tables(topo, bom)
-    console.print(summary)
-    console.print(items)
+    ui.console.print(summary)
+    ui.console.print(items)
     for note in bom.notes:
-        console.print(f"[yellow]{note}[/]" if note.startswith("warning:") else f"[dim]{note}[/]")
+        ui.console.print(f"[yellow]{note}[/]" if note.startswith("warning:") else f"[dim]{note}[/]")
     if plot is not None:
-        console.print(f"[dim]sketch written to {plot}[/]")
+        ui.console.print(f"[dim]sketch written to {plot}[/]")

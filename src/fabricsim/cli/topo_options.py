@@ -1,4 +1,5 @@
-"""The cluster options `topo` and `traffic` share (typer annotations), and the ClusterSpec they describe."""
+"""The cluster options `topo` and `traffic` share, declared once (typer annotations; `cli.options.CLUSTER` pairs them
+with `fabricsim.topology`'s defaults): the ClusterSpec they describe (`fabricsim.api.cluster_spec`)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,9 @@ Switch = Annotated[str | None, typer.Option("--switch", help="fabric switch id i
 Tiers = Annotated[int | None, typer.Option("--tiers", help="fat-tree tiers 1-3 (default: fewest that fit)")]
 RailOptimized = Annotated[bool, typer.Option("--rail-optimized/--no-rail-optimized",
                                              help="NIC i of every node on rail leaf i (fat tree)")]
-Oversubscription = Annotated[float, typer.Option("--oversubscription", help="leaf node ports : uplinks (>= 1)")]
+Oversubscription = Annotated[float, typer.Option(
+    "--oversubscription", help="fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network "
+    "share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it")]
 NodeCable = Annotated[str, typer.Option("--node-cable", help="optical or copper NIC-to-switch cables")]
 TorusDims = Annotated[str | None, typer.Option("--torus-dims", help="torus switches per dimension, e.g. 4x4x2")]
 NodesPerSwitch = Annotated[int, typer.Option("--nodes-per-switch", help="torus: nodes per torus switch")]

@@ -9,22 +9,10 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.calibrate_cmd import calibration_tables, stderr_warnings
-from fabricsim.cli.output import (
-    FormatOpt,
-    JsonOpt,
-    command_inputs,
-    console,
-    emit,
-    fabric_help,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-)
-from fabricsim.cli.train_cmd import (
+from fabricsim.cli.calibrate_cmd import OverlayOut, StartOverlay, calibration_tables, stderr_warnings
+from fabricsim.cli.options import (
     Calibration,
     Cp,
     Dp,
@@ -40,6 +28,7 @@ from fabricsim.cli.train_cmd import (
     Tp,
     Zero,
 )
+from fabricsim.cli.topo_options import Ib
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -159,27 +148,27 @@ def _pct(part: float, whole: float) -> str:
 def device_tables(device: DeviceSummary) -> list[Table]:
     """Kernel time by class, the step's overlap figures, and the collectives by operation and size."""
     step = device.step_time_s
-    classes = new_table(title=f"device {device.device} {device.name}: kernel time by class per step "
+    classes = ui.new_table(title=f"device {device.device} {device.name}: kernel time by class per step "
                               f"({device.steps} step{'s' if device.steps != 1 else ''}, {device.step_source})")
-    text_column(classes, "class")
+    ui.text_column(classes, "class")
     for header in ("kernels", "kernel time", "busy", "share of step"):
-        num_column(classes, header)
+        ui.num_column(classes, header)
     for c in device.classes:
         classes.add_row(c.kind, f"{c.count:g}", units.format_duration(c.kernel_time_s),
                         units.format_duration(c.busy_s), _pct(c.busy_s, step))
-    overlap = new_table(title="compute and communication per step")
-    text_column(overlap, "quantity")
-    num_column(overlap, "time")
-    num_column(overlap, "share of step")
+    overlap = ui.new_table(title="compute and communication per step")
+    ui.text_column(overlap, "quantity")
+    ui.num_column(overlap, "time")
+    ui.num_column(overlap, "share of step")
     for label, value in (("step time", step), ("compute (union)", device.compute_s),
                          ("communication (union)", device.communication_s),
                          ("overlapped communication", device.overlap_s),
                          ("exposed communication", device.exposed_comm_s), ("idle", device.idle_s)):
         overlap.add_row(label, units.format_duration(value), _pct(value, step))
-    colls = new_table(title="collectives per step by operation and size")
-    text_column(colls, "op")
+    colls = ui.new_table(title="collectives per step by operation and size")
+    ui.text_column(colls, "op")
     for header in ("size", "ranks", "calls", "time", "per call", "busbw GB/s"):
-        num_column(colls, header)
+        ui.num_column(colls, header)
     for call in device.collectives:
         bw = call.busbw_bytes_per_s
         colls.add_row(call.op, units.format_size(call.size_bytes) if call.size_bytes else "?",
@@ -190,11 +179,11 @@ def device_tables(device: DeviceSummary) -> list[Table]:
 
 def compare_table(rows: list[CompareRow], title: str) -> Table:
     """Measured against predicted, per quantity."""
-    table = new_table(title=title)
-    text_column(table, "quantity")
+    table = ui.new_table(title=title)
+    ui.text_column(table, "quantity")
     for header in ("measured", "predicted", "error"):
-        num_column(table, header)
-    text_column(table, "note")
+        ui.num_column(table, header)
+    ui.text_column(table, "note")
     for r in rows:
         table.add_row(r.quantity, units.format_duration(r.measured_s), units.format_duration(r.predicted_s),
                       f"{r.error:+.1%}" if r.error is not None else "-", r.note)
@@ -224,7 +213,7 @@ def _efficiency_json(eff: GemmEfficiency | None, **extra: Any) -> dict[str, Any]
 
 
 @trace_app.command("import")
-@spec_errors
+@ui.spec_errors
 def import_command(
     file: TraceFile,
     model: ModelOpt = None,
@@ -245,16 +234,16 @@ def import_command(
     calibration: Calibration = None,
     rank: Rank = None,
     max_events: MaxEvents = None,
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
 ) -> None:
     """Where a profiled step's time went: kernel time by class (GEMM, attention, element-wise, memory,
     communication), collectives by operation and size, overlapped and exposed communication; with --model, the
     same quantities against fabricsim's prediction of that plan."""
     from fabricsim.catalog import load_catalog
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     summary = load_summary(file, rank, max_events)
     device = summary.device(rank)
     catalog = load_catalog(*(calibration or []))
@@ -285,33 +274,33 @@ def import_command(
             "comparison": None if rows is None else [r.to_json() for r in rows]}
     csv_rows = [r.to_json() for r in rows] if rows is not None else [
         {"device": device.device, **{k: v for k, v in vars(c).items()}} for c in device.classes]
-    if emit(form, data, inputs, csv_rows):
+    if ui.emit(form, data, inputs, csv_rows):
         return
-    console.print(f"{file}: {summary.format} trace, backend {summary.backend or '?'}, rank "
+    ui.console.print(f"{file}: {summary.format} trace, backend {summary.backend or '?'}, rank "
                   f"{summary.rank if summary.rank is not None else '?'} of {summary.world_size or '?'}, "
                   f"{len(summary.devices)} device(s)")
     for table in device_tables(device):
-        console.print(table)
+        ui.console.print(table)
     line = _gemm_line(device, eff)
     if line:
-        console.print(line)
+        ui.console.print(line)
     if rows is not None:
-        console.print(compare_table(rows, title))
+        ui.console.print(compare_table(rows, title))
     stderr_warnings(summary.warnings)
 
 
 @trace_app.command("calibrate")
-@spec_errors
+@ui.spec_errors
 def calibrate_command(
     file: TraceFile,
     system: Annotated[str, typer.Option("--system", help="system preset the trace ran on")],
-    fabric: Annotated[str | None, typer.Option("--ib", help=fabric_help)] = None,
+    fabric: Ib = None,
     rank: Rank = None,
-    out: Annotated[Path | None, typer.Option("--out", help="write the calibration overlay YAML here")] = None,
-    calibration: Annotated[list[str], typer.Option("--calibration", help="start from this overlay")] = [],  # noqa: B006
+    out: OverlayOut = None,
+    calibration: StartOverlay = [],  # noqa: B006
     max_events: MaxEvents = None,
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
 ) -> None:
     """Fit link efficiencies and latencies to the trace's collectives, with the checks nccl-tests logs get (a CPU or
     gloo run, devices that are not the system's GPU, bus bandwidth above its links are refused); GEMM efficiency
@@ -320,8 +309,8 @@ def calibrate_command(
     from fabricsim.catalog import load_catalog
     from fabricsim.inputs import check_output_path
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     out = check_output_path(out, "--out")
     catalog = load_catalog(*calibration)
     summary = load_summary(file, rank, max_events)
@@ -335,19 +324,19 @@ def calibrate_command(
     data = result.model_dump(mode="json") | {
         "overlay_file": str(written) if written else None,
         "gemm_efficiency": _efficiency_json(eff, written=False), "gemm_note": _gemm_note(device, eff)}
-    if emit(form, data, inputs, data["rows"]):
+    if ui.emit(form, data, inputs, data["rows"]):
         return
     for table in calibration_tables(result, len(result.rows)):
         for column in table.columns:  # a long trace path folds at 80 columns rather than being cut
             column.overflow = "fold"
             if column.header == "log":
                 column.justify = "left"
-        console.print(table)
+        ui.console.print(table)
     line = _gemm_line(device, eff)
     if line:
-        console.print(line + " (reported only: the overlay holds link and latency parameters)")
+        ui.console.print(line + " (reported only: the overlay holds link and latency parameters)")
     stderr_warnings(result.warnings)
     if written is not None:
-        console.print(f"overlay written to {written}; use it with --calibration {written}")
+        ui.console.print(f"overlay written to {written}; use it with --calibration {written}")
     elif out is not None:
-        console.print(f"no overlay written to {out}: the fit does not beat the catalog on these measurements")
+        ui.console.print(f"no overlay written to {out}: the fit does not beat the catalog on these measurements")

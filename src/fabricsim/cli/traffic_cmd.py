@@ -4,42 +4,14 @@ per-job completion and bandwidth, link utilisation by tier, the hottest links; o
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.api import cluster_spec, progress_bar
-from fabricsim.cli.goodput_options import StorageServer, StorageServers
-from fabricsim.cli.output import (
-    FormatOpt,
-    JsonOpt,
-    command_inputs,
-    console,
-    emit,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-)
-from fabricsim.cli.topo_options import (
-    DragonflyRouting,
-    Eth,
-    Fabric,
-    Ib,
-    NodeCable,
-    Nodes,
-    NodesPerSwitch,
-    NvlinkDomain,
-    Oversubscription,
-    Planes,
-    RailOptimized,
-    Switch,
-    System,
-    Tiers,
-    TorusDims,
-)
+from fabricsim.api import cluster_spec, progress_bar, resolved_names
+from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, Decl, declared, run_options
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -71,12 +43,12 @@ UNVALIDATED = ("no comparable published measurement: flow-level traffic is check
 
 def traffic_tables(data: dict[str, Any]) -> list[Table]:
     """Jobs, utilisation by tier, hottest links."""
-    jobs = new_table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing {data['routing']}, "
-                       f"simulated in {data['wall_s']:.2f} s", header_style="bold")
-    text_column(jobs, "job")
+    jobs = ui.new_table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing "
+                        f"{data['routing']}, simulated in {data['wall_s']:.2f} s", header_style="bold")
+    ui.text_column(jobs, "job")
     for col in ("GPUs", "flows", "completion", "sent/s per GPU", "scale-out/s per GPU", "% of NIC line rate",
                 "slowdown"):
-        num_column(jobs, col)
+        ui.num_column(jobs, col)
     for j in data["jobs"]:
         jobs.add_row(j["name"], f"{j['gpus']:,}", f"{j['flows']:,}", units.format_duration(j["completion_time_s"]),
                      units.format_rate(j["bytes_per_s_per_gpu"]), units.format_rate(j["scale_out_bytes_per_s_per_gpu"]),
@@ -84,16 +56,16 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
     jobs.caption = ("sent/s: bytes a GPU sent per second of the job's completion time (all peers); scale-out: the "
                     "part that left its node; % of NIC line rate: scale-out over the GPU's share of its node's NICs; "
                     f"error band: {UNVALIDATED}")
-    tiers = new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
-    text_column(tiers, "tier")
+    tiers = ui.new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
+    ui.text_column(tiers, "tier")
     for col in ("links", "mean", "p99", "max"):
-        num_column(tiers, col)
+        ui.num_column(tiers, col)
     for name, t in data["links"]["by_tier"].items():
         tiers.add_row(name, f"{t['links']:,}", f"{t['mean']:.1%}", f"{t['p99']:.1%}", f"{t['max']:.1%}")
-    hot = new_table(title="hottest links", header_style="bold")
-    text_column(hot, "link")
-    text_column(hot, "tier")
-    num_column(hot, "utilisation")
+    hot = ui.new_table(title="hottest links", header_style="bold")
+    ui.text_column(hot, "link")
+    ui.text_column(hot, "tier")
+    ui.num_column(hot, "utilisation")
     for h in data["links"]["hottest"]:
         hot.add_row(f"{h['src_name']} -> {h['dst_name']}", h["tier"], f"{h['utilisation']:.1%}")
     return [jobs, tiers, hot]
@@ -144,42 +116,34 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path, title: str
     plt.close(fig)
 
 
-@spec_errors
-def traffic_command(
-    system: System = "dgx-h100",
-    nodes: Nodes = 1,
-    fabric: Fabric = "fat-tree",
-    ib: Ib = None,
-    eth: Eth = None,
-    switch: Switch = None,
-    tiers: Tiers = None,
-    rail_optimized: RailOptimized = True,
-    oversubscription: Oversubscription = 1.0,
-    node_cable: NodeCable = "optical",
-    torus_dims: TorusDims = None,
-    nodes_per_switch: NodesPerSwitch = 1,
-    planes: Planes = 1,
-    dragonfly_routing: DragonflyRouting = "minimal",
-    nvlink_domain: NvlinkDomain = None,
-    pattern: str = typer.Option("all_to_all", "--pattern", help="permutation, all_to_all, ring, incast, "
-                                "all_reduce, all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)"),
-    nbytes: str = typer.Option("1G", "--bytes", help="bytes each GPU sends (K/M/G powers of 1024)"),
-    gpus: int | None = typer.Option(None, "--gpus", help="GPUs in the job (default: all)"),
-    placement: str = typer.Option("packed", "--placement", help="packed, scattered or random"),
-    seed: int = typer.Option(0, "--seed", help="seed of random placements and permutations"),
-    routing: str = typer.Option("ecmp", "--routing", help="ecmp (hash per flow), adaptive (by load), spray"),
-    jobs_file: Path | None = typer.Option(None, "--jobs", help="YAML of several jobs and background traffic "
-                                          "(replaces --pattern/--bytes/--gpus/--placement)"),
-    checkpoint: str | None = typer.Option(None, "--checkpoint", help="a model (preset or file) whose checkpoint the "
-                                          "job writes, at its start, to converged storage at the fabric's end: "
-                                          "simulated beside the job's traffic and compared with the goodput model"),
-    storage_server: StorageServer = None,
-    storage_servers: StorageServers = None,
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
-    plot: Path | None = typer.Option(None, "--plot", help="write utilisation-by-tier and slowdown plots (PNG)"),
-    calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
-) -> None:
+TRAFFIC_OWN: dict[str, Decl] = {
+    "pattern": (Annotated[str, typer.Option("--pattern", help="permutation, all_to_all, ring, incast, all_reduce, "
+                                            "all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)")],
+                "all_to_all"),
+    "nbytes": (Annotated[str, typer.Option("--bytes", help="bytes each GPU sends (K/M/G powers of 1024)")], "1G"),
+    "gpus": (Annotated[int | None, typer.Option("--gpus", help="GPUs in the job (default: all)")], None),
+    "placement": (Annotated[str, typer.Option("--placement", help="packed, scattered or random")], "packed"),
+    "seed": (Annotated[int, typer.Option("--seed", help="seed of random placements and permutations")], 0),
+    "routing": (Annotated[str, typer.Option("--routing", help="ecmp (hash per flow), adaptive (by load), spray")],
+                "ecmp"),
+    "jobs_file": (Annotated[Path | None, typer.Option("--jobs", help="YAML of several jobs and background traffic "
+                                                      "(replaces --pattern/--bytes/--gpus/--placement)")], None),
+    "checkpoint": (Annotated[str | None, typer.Option(
+        "--checkpoint", help="a model (preset or file) whose checkpoint the job writes, at its start, to converged "
+        "storage at the fabric's end: simulated beside the job's traffic and compared with the goodput model")], None),
+    "storage_server": GOODPUT["storage_server"], "storage_servers": GOODPUT["storage_servers"],
+}
+TRAFFIC_TAIL: dict[str, Decl] = {
+    "plot": (Annotated[Path | None, typer.Option("--plot", help="write utilisation-by-tier and slowdown plots (PNG)")],
+             None),
+    "calibration": CALIBRATION_LIST,
+}
+TRAFFIC = (CLUSTER, TRAFFIC_OWN, PRINT, TRAFFIC_TAIL)
+
+
+@declared(*TRAFFIC)
+@ui.spec_errors
+def traffic_command(**options: Any) -> None:
     """Simulate jobs' traffic at flow level: completion, bandwidth, and which links run hot."""
     from fabricsim.catalog import load_catalog
     from fabricsim.network import check_routing, flow_progress
@@ -194,13 +158,14 @@ def traffic_command(
         slowdowns,
     )
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path, parse_buffer_size
+    inputs, form, plot, _ = run_options(TRAFFIC, options)
+    gpus, seed, placement, checkpoint = options["gpus"], options["seed"], options["placement"], options["checkpoint"]
+    jobs_file, storage_server = options["jobs_file"], options["storage_server"]
+    storage_servers = options["storage_servers"]
+    from fabricsim.inputs import parse_buffer_size
 
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
     check_seed(seed, "--seed")
-    route = check_routing(routing)
+    route = check_routing(options["routing"])
     if checkpoint is not None and not checkpoint.strip():
         raise SpecError("empty; name the model (preset or spec file) whose checkpoint the job writes, or leave the "
                         "option out", field="--checkpoint")
@@ -210,12 +175,13 @@ def traffic_command(
     if jobs_file is not None:
         jobs, background, storage = load_jobs(jobs_file)
     else:
-        jobs, background, storage = [JobSpec("traffic", -1, check_pattern(pattern),
-                                             float(parse_buffer_size(nbytes, "--bytes")), placement, 0.0,
+        jobs, background, storage = [JobSpec("traffic", -1, check_pattern(options["pattern"]),
+                                             float(parse_buffer_size(options["nbytes"], "--bytes")), placement, 0.0,
                                              seed)], [], 0
-    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
-    catalog = load_catalog(*calibration)
+    spec = cluster_spec(**{name: options[name] for name in CLUSTER})
+    catalog = load_catalog(*options["calibration"])
+    spec = resolved_names(spec, catalog, system=options["system"], nvlink_domain=options["nvlink_domain"],
+                          eth=options["eth"], switch=options["switch"])
     ck = None
     if checkpoint is not None:
         from fabricsim.cli.traffic_checkpoint import checkpoint_traffic
@@ -237,7 +203,7 @@ def traffic_command(
         jobs = [JobSpec("traffic", compute_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
     traffic = build_traffic(topo, jobs, background, storage)
-    with flow_progress(None if as_json or form != "table" else progress_bar()):
+    with flow_progress(None if options["as_json"] or form != "table" else progress_bar()):
         run = run_traffic(topo, traffic, route)
         slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
     data = traffic_json(run, route, slow)
@@ -248,13 +214,13 @@ def traffic_command(
                               "storage": ck.bill.model_dump(mode="json")}
     if plot is not None:
         plot_traffic(run, slow, plot, plot_title(inputs, sum(len(g) for g in traffic.gpus.values())))
-    if emit(form, data, inputs, data["jobs"]):
+    if ui.emit(form, data, inputs, data["jobs"]):
         return
     for table in traffic_tables(data):
-        console.print(table)
+        ui.console.print(table)
     if ck is not None:
         from fabricsim.cli.traffic_checkpoint import checkpoint_line
 
-        console.print(checkpoint_line(ck, data["checkpoint"]["simulated_write_s"]))
+        ui.console.print(checkpoint_line(ck, data["checkpoint"]["simulated_write_s"]))
     if plot is not None:
-        console.print(f"[dim]plots written to {plot}[/]")
+        ui.console.print(f"[dim]plots written to {plot}[/]")

@@ -2,46 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
-
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.goodput_options import (
-    CheckpointInterval,
-    CheckpointMode,
-    GoodputOpt,
-    MtbfScale,
-    Restart,
-    Spares,
-    Storage,
-    StorageBw,
-    StorageNetwork,
-    StorageServer,
-    StorageServers,
-    goodput_lines,
-    storage_fallback_notes,
-)
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    FormatOpt,
-    JsonOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    fabric_help,
-    model_import_note,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
-)
-from fabricsim.cli.topo_options import DragonflyRouting, Planes
+from fabricsim.cli.goodput_options import goodput_lines, storage_fallback_notes
+from fabricsim.cli.options import TRAIN, declared, run_options
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -55,10 +21,10 @@ def render_training(pred: TrainingPrediction, title: str) -> Table:
     """The breakdown as a bar per layer, exposed and overlapped seconds."""
     from fabricsim.training import LAYERS
 
-    table = new_table(title=title, header_style="bold")
-    text_column(table, "layer")
+    table = ui.new_table(title=title, header_style="bold")
+    ui.text_column(table, "layer")
     for header in ("exposed (s)", "overlapped (s)", "share of step"):
-        num_column(table, header)
+        ui.num_column(table, header)
     table.add_column("", overflow="crop", no_wrap=True, ratio=1)
     step = pred.step_time_s
     for kind in LAYERS:
@@ -105,80 +71,6 @@ def summary_lines(pred: TrainingPrediction, found: dict[str, BandResult] | None 
     ]
 
 
-# The plan and cluster options of `train`, shared with `whatif` (which takes the same run).
-Model = Annotated[str, typer.Option("--model", help="preset name or model spec YAML/JSON file")]
-SystemOpt = Annotated[str, typer.Option("--system", help="system preset")]
-Gpus = Annotated[int | None, typer.Option("--gpus", help="total GPUs (= tp*pp*dp*cp)")]
-Tp = Annotated[int, typer.Option("--tp", help="tensor-parallel size")]
-Pp = Annotated[int, typer.Option("--pp", help="pipeline-parallel stages")]
-Dp = Annotated[int | None, typer.Option("--dp", help="default: gpus / (tp*pp*cp)")]
-Cp = Annotated[int, typer.Option("--cp", help="context-parallel size")]
-Ep = Annotated[int, typer.Option("--ep", help="expert-parallel size (MoE)")]
-GpusPerNode = Annotated[int | None, typer.Option(
-    "--gpus-per-node", help="GPUs of each node (rack) the job uses (default all): 64 runs 128 GPUs on two GB200 "
-    "NVL72 racks; the whole node is still priced")]
-Etp = Annotated[int | None, typer.Option("--etp", help="expert tensor-parallel size (MoE; default tp): etp*ep "
-                                         "divides tp*cp*dp, so EP may span TP ranks (MoE parallel folding)")]
-Seq = Annotated[int, typer.Option("--seq", help="sequence length (tokens)")]
-Gbs = Annotated[int, typer.Option("--gbs", help="global batch (sequences)")]
-Mbs = Annotated[int | None, typer.Option("--mbs", help="micro-batch (sequences) (default: auto)")]
-Vpp = Annotated[int | None, typer.Option("--vpp", help="virtual pipeline stages (interleaved 1F1B when > 1) "
-                                                      "(default: auto)")]
-Recompute = Annotated[str | None, typer.Option("--recompute", help="none, selective or full (default: auto)")]
-Zero = Annotated[int | None, typer.Option("--zero", help="ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) "
-                                                        "(default: auto)")]
-Precision = Annotated[str, typer.Option("--precision", help="bf16, or fp8 (TransformerEngine FP8 GEMMs)")]
-Kernels = Annotated[str, typer.Option("--kernels", help="element-wise kernels: fused (Megatron/TE) or eager")]
-GradDtype = Annotated[str, typer.Option("--grad-dtype", help="gradient buffer and reduction: fp32 (Megatron "
-                                        "default), bf16 (NeMo FP8 performance recipes) or fp16 "
-                                        "(Megatron-LM --fp16)")]
-PpLayout = Annotated[str | None, typer.Option("--pp-layout", help="layers per pipeline stage, e.g. 7,8,8,7 "
-                                                                  "(default: automatic)")]
-FlashAttn = Annotated[bool, typer.Option("--flash-attn/--no-flash-attn",
-                                         help="fused attention (no materialised scores)")]
-SequenceParallel = Annotated[bool | None, typer.Option("--sequence-parallel/--no-sequence-parallel",
-                                                       help="Megatron sequence parallelism [default: on when tp > 1]")]
-OverlapGradReduce = Annotated[bool, typer.Option("--overlap-grad-reduce/--no-overlap-grad-reduce",
-                                                 help="reduce gradients during the backward pass")]
-OverlapParamGather = Annotated[bool, typer.Option("--overlap-param-gather/--no-overlap-param-gather",
-                                                  help="gather updated parameters during the next forward")]
-MoEBalance = Annotated[str, typer.Option(
-    "--moe-balance", help="expert load: forced (Megatron's force-balanced benchmarks), random (balanced top-k "
-    "routing) or skewed (a trained router's measured skew)")]
-MoEDispatcher = Annotated[str, typer.Option(
-    "--moe-dispatcher", help="token dispatch: alltoall (NCCL, a copy per routed expert) or deepep (DeepEP/HybridEP: "
-    "one copy per destination node over the network, fanned out over NVLink)")]
-CapacityFactor = Annotated[float | None, typer.Option(
-    "--capacity-factor", help="expert capacity as a multiple of the mean load; tokens beyond it are dropped "
-    "(default: dropless)")]
-Dropout = Annotated[bool, typer.Option(
-    "--dropout/--no-dropout", help="hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the "
-    "backward); --no-dropout as today's Llama/DeepSeek/Qwen recipes run")]
-EpCommOverlap = Annotated[bool, typer.Option(
-    "--ep-comm-overlap/--no-ep-comm-overlap",
-    help="overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core "
-    "--overlap-moe-expert-parallel-comm)")]
-SharedExpertOverlap = Annotated[bool, typer.Option(
-    "--shared-expert-overlap/--no-shared-expert-overlap",
-    help="run the shared experts beside the same micro-batch's all-to-all (Megatron-Core "
-    "--moe-shared-expert-overlap)")]
-TpCommOverlap = Annotated[bool, typer.Option("--tp-comm-overlap/--no-tp-comm-overlap",
-                                             help="overlap TP collectives with GEMMs (TransformerEngine userbuffers)")]
-Fabric = Annotated[str | None, typer.Option("--ib", help=fabric_help)]
-FabricKind = Annotated[str, typer.Option("--fabric", help="scale-out design: fat-tree, rail-only, dragonfly or "
-                                         "slim-fly (built by --sim flow; the analytical model prices a "
-                                         "rail-optimized fat tree, which rail-only and --planes match for NCCL's "
-                                         "rail-local traffic, tapered to a dragonfly's or Slim Fly's bisection)")]
-Oversubscription = Annotated[float, typer.Option("--oversubscription", help="fat-tree leaf ports : uplinks (>= 1)")]
-Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
-                                  "group at once on the built fat tree (flow simulation)")]
-Routing = Annotated[str, typer.Option("--routing", help="with --sim flow: ecmp, adaptive or spray")]
-Jobs = Annotated[Path | None, typer.Option("--jobs", help="with --sim flow: other jobs and background traffic "
-                                           "(the `traffic --jobs` YAML), placed after this job's GPUs")]
-ClusterNodes = Annotated[int | None, typer.Option("--cluster-nodes", help="with --sim flow: nodes of the whole "
-                                                  "fabric (default: this job's)")]
-AsJson = JsonOpt
-Calibration = Annotated[list[str] | None, typer.Option("--calibration", help="calibration overlay YAML")]
 
 
 def etp_text(plan: ParallelPlan) -> str:
@@ -200,88 +92,28 @@ def choice_line(choice: AutoChoice) -> str:
     return f"[{colour}]{choice.note()}[/]"
 
 
-@spec_errors
-def train_command(
-    model: Model = "llama3-70b",
-    system: SystemOpt = "dgx-h100",
-    gpus: Gpus = None,
-    tp: Tp = 1,
-    pp: Pp = 1,
-    dp: Dp = None,
-    cp: Cp = 1,
-    ep: Ep = 1,
-    etp: Etp = None,
-    gpus_per_node: GpusPerNode = None,
-    seq: Seq = 4096,
-    gbs: Gbs = 512,
-    mbs: Mbs = None,
-    vpp: Vpp = None,
-    recompute: Recompute = None,
-    zero: Zero = None,
-    precision: Precision = "bf16",
-    kernels: Kernels = "fused",
-    grad_dtype: GradDtype = "fp32",
-    pp_layout: PpLayout = None,
-    flash_attn: FlashAttn = True,
-    sequence_parallel: SequenceParallel = None,
-    overlap_grad_reduce: OverlapGradReduce = True,
-    overlap_param_gather: OverlapParamGather = True,
-    tp_comm_overlap: TpCommOverlap = False,
-    ep_comm_overlap: EpCommOverlap = False,
-    shared_expert_overlap: SharedExpertOverlap = False,
-    dropout: Dropout = True,
-    moe_balance: MoEBalance = "random",
-    capacity_factor: CapacityFactor = None,
-    moe_dispatcher: MoEDispatcher = "alltoall",
-    ib: Fabric = None,
-    oversubscription: Oversubscription = 1.0,
-    fabric_kind: FabricKind = "fat-tree",
-    planes: Planes = 1,
-    dragonfly_routing: DragonflyRouting = "minimal",
-    fmt: FormatOpt = None,
-    as_json: AsJson = False,
-    plot: Annotated[Path | None, typer.Option("--plot", help="write the breakdown as a bar chart PNG")] = None,
-    calibration: Calibration = None,
-    sim: Sim = "analytical",
-    routing: Routing = "ecmp",
-    jobs: Jobs = None,
-    cluster_nodes: ClusterNodes = None,
-    storage: Storage = "superpod-better",
-    storage_bw: StorageBw = None,
-    storage_network: StorageNetwork = None,
-    storage_server: StorageServer = None,
-    storage_servers: StorageServers = None,
-    spares: Spares = None,
-    checkpoint_mode: CheckpointMode = "sync",
-    checkpoint_interval: CheckpointInterval = None,
-    mtbf_scale: MtbfScale = 1.0,
-    restart: Restart = None,
-    goodput: GoodputOpt = True,
-    report: ReportOpt = None,
-) -> None:
+@declared(*TRAIN)
+@ui.spec_errors
+def train_command(**options: Any) -> None:
     """Predict one training step: time, tokens/s, MFU, memory per GPU and the bounding layer; knobs left unset
     (--vpp, --mbs, --recompute, --zero) are chosen as the fastest setting that fits."""
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs, form, plot, report = run_options(TRAIN, options)
     from fabricsim.api import train
-    from fabricsim.inputs import PLOT_SUFFIXES, check_output_path
 
-    plot = check_output_path(plot, "--plot", PLOT_SUFFIXES)
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    result = train(**api_arguments(train, inputs))
+    result = train(**ui.api_arguments(train, inputs))
     run, pred = result.run, result.prediction
     assert run is not None
     if plot is not None:
         from fabricsim.report import plot_breakdown
 
-        plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {system})", plot)
-    write_command_report(report, result, inputs)
-    model_import_note(result)
+        plot_breakdown(pred, f"{run.spec.name}: {run.plan.world_size} GPUs ({pred.nodes} x {options['system']})", plot)
+    ui.write_command_report(report, result, inputs)
+    ui.model_import_note(result)
     storage_fallback_notes(result.data)
-    if emit(form, result.data, inputs, result.rows):
+    if ui.emit(form, result.data, inputs, result.rows):
         return
-    console.print(render_training(pred, run_title(run)))
-    console.print(choice_line(run.choice))
+    ui.console.print(render_training(pred, run_title(run)))
+    ui.console.print(choice_line(run.choice))
     good = [] if result.goodput is None else goodput_lines(result.goodput)
     for line in summary_lines(pred, result.bands) + good:
-        console.print(line)
+        ui.console.print(line)

@@ -7,16 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from fabricsim.cli.output import (
-    FormatOpt,
-    JsonOpt,
-    command_inputs,
-    console,
-    emit,
-    new_table,
-    output_format,
-    spec_errors,
-)
+import fabricsim.cli.output as ui
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -70,7 +61,7 @@ def case_table(g: GroupSummary, width: int) -> Table:
     columns the case id keeps a line of its own and the figures and detail go under it, so nothing folds mid-id."""
     if width < WIDE:
         return _narrow_case_table(g)
-    table = new_table(title=f"{g.name}: measured vs predicted", header_style="bold")
+    table = ui.new_table(title=f"{g.name}: measured vs predicted", header_style="bold")
     table.add_column("case", overflow="fold", ratio=1)
     for header in ("measured", "predicted", "unit", "error", "tol", "ok"):
         table.add_column(header, no_wrap=True,
@@ -85,7 +76,7 @@ def case_table(g: GroupSummary, width: int) -> Table:
 
 def _narrow_case_table(g: GroupSummary) -> Table:
     """Case id, error, tolerance and verdict as columns; measured -> predicted and the detail under the id."""
-    table = new_table(title=f"{g.name}: measured vs predicted", header_style="bold")
+    table = ui.new_table(title=f"{g.name}: measured vs predicted", header_style="bold")
     table.add_column("case (measured -> predicted, detail)", overflow="fold", ratio=1)
     for header in ("error", "tol", "ok"):
         table.add_column(header, no_wrap=True, justify="left" if header == "ok" else "right")
@@ -105,7 +96,7 @@ def summary_line(g: GroupSummary) -> str:
 
 def reasons_table(groups: list[GroupSummary]) -> Table:
     """Not-expressible cases by group and reason (ids listed, shortened when many)."""
-    table = new_table(title="not expressible yet", header_style="bold")
+    table = ui.new_table(title="not expressible yet", header_style="bold")
     table.add_column("group")
     table.add_column("n", justify="right", no_wrap=True)
     table.add_column("reason (cases)", overflow="fold")
@@ -117,10 +108,10 @@ def reasons_table(groups: list[GroupSummary]) -> Table:
     return table
 
 
-@spec_errors
+@ui.spec_errors
 def validate_command(
-    fmt: FormatOpt = None,
-    as_json: JsonOpt = False,
+    fmt: ui.FormatOpt = None,
+    as_json: ui.JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="calibration overlay YAML"),
     group: str | None = typer.Option(None, "--group", help=f"only this group: {', '.join(GROUPS)}"),
 ) -> None:
@@ -137,8 +128,8 @@ def validate_command(
         summarise_held_out,
     )
 
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs = ui.command_inputs(locals())
+    form = ui.output_format(fmt, as_json)
     if group is not None and group not in GROUPS:
         raise SpecError(f"unknown group {group!r}; allowed: {', '.join(GROUPS)}", field="--group")
     results: list[CaseResult | NotExpressible] = run_validation(load_catalog(*calibration))
@@ -157,19 +148,19 @@ def validate_command(
     data = {"groups": group_data, "cases": cases,
             "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
             "band_coverage": band_coverage, "all_within_tolerance": ok}
-    if not emit(form, data, inputs, cases):
+    if not ui.emit(form, data, inputs, cases):
         for g in groups:
             if g.cases:
-                console.print(case_table(g, console.width))
+                ui.console.print(case_table(g, ui.console.width))
         if any(g.not_expressible for g in groups):
-            console.print(reasons_table(groups))
+            ui.console.print(reasons_table(groups))
         for g in groups:
-            console.print(summary_line(g) + band_summary(group_data[g.name]["band"]))
+            ui.console.print(summary_line(g) + band_summary(group_data[g.name]["band"]))
             by_engine = engine_line(group_data[g.name])
             if by_engine:
-                console.print(by_engine)
-        console.print(coverage_line(band_coverage))
-        console.print(exit_line(groups, ok))
+                ui.console.print(by_engine)
+        ui.console.print(coverage_line(band_coverage))
+        ui.console.print(exit_line(groups, ok))
     if not ok:
         raise typer.Exit(code=1)
 

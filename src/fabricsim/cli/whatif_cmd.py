@@ -3,81 +3,13 @@ of materials, and a one-line verdict of where the next dollar goes."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Any
 
-import typer
-
+import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.goodput_options import (
-    CheckpointInterval,
-    CheckpointMode,
-    GoodputOpt,
-    MtbfScale,
-    Restart,
-    Spares,
-    Storage,
-    StorageBw,
-    StorageNetwork,
-    StorageServer,
-    StorageServers,
-    storage_fallback_notes,
-)
-from fabricsim.cli.output import (
-    REPORT_SUFFIXES,
-    FormatOpt,
-    ReportOpt,
-    api_arguments,
-    command_inputs,
-    console,
-    emit,
-    model_import_note,
-    new_table,
-    num_column,
-    output_format,
-    spec_errors,
-    text_column,
-    write_command_report,
-)
-from fabricsim.cli.train_cmd import (
-    AsJson,
-    Calibration,
-    CapacityFactor,
-    Cp,
-    Dp,
-    Dropout,
-    Ep,
-    EpCommOverlap,
-    Etp,
-    Fabric,
-    FlashAttn,
-    Gbs,
-    Gpus,
-    GpusPerNode,
-    GradDtype,
-    Kernels,
-    Mbs,
-    Model,
-    MoEBalance,
-    MoEDispatcher,
-    OverlapGradReduce,
-    OverlapParamGather,
-    Oversubscription,
-    Pp,
-    PpLayout,
-    Precision,
-    Recompute,
-    Seq,
-    SequenceParallel,
-    SharedExpertOverlap,
-    SystemOpt,
-    Tp,
-    TpCommOverlap,
-    Vpp,
-    Zero,
-    choice_line,
-    run_title,
-    step_line,
-)
+from fabricsim.cli.goodput_options import storage_fallback_notes
+from fabricsim.cli.options import WHATIF, declared, run_options
+from fabricsim.cli.train_cmd import choice_line, run_title, step_line
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -106,11 +38,11 @@ def _step_cell(step_time_s: float, band: dict[str, object] | None) -> str:
 
 def layer_table(result: WhatIf) -> Table:
     """Step time and speed-up with each layer made faster, a bar per speed-up."""
-    table = new_table(title=f"each layer {result.factor:g}x faster (base step "
+    table = ui.new_table(title=f"each layer {result.factor:g}x faster (base step "
                         f"{units.format_duration(result.base.step_time_s)})", header_style="bold")
-    text_column(table, "layer")
-    num_column(table, "step time")
-    num_column(table, "speed-up")
+    ui.text_column(table, "layer")
+    ui.num_column(table, "step time")
+    ui.num_column(table, "speed-up")
     table.add_column("", overflow="crop", no_wrap=True, ratio=1)
     top = max(d.speedup for d in result.layers)
     for d in result.layers:
@@ -135,13 +67,13 @@ def swap_table(result: WhatIf) -> Table:
     what it trades (an upgrade's % faster per $1M, a downgrade's savings per 1% slower) and how the work done per
     capital dollar moves."""
     base = "unknown" if result.base_capex_usd is None else f"${result.base_capex_usd:,.0f}"
-    table = new_table(title=f"swaps (base capital cost {base}, goodput {result.base_goodput:.1%})",
+    table = ui.new_table(title=f"swaps (base capital cost {base}, goodput {result.base_goodput:.1%})",
                       header_style="bold")
-    text_column(table, "swap")
+    ui.text_column(table, "swap")
     for header in ("step time", "goodput", "speed-up", "cost delta"):
-        num_column(table, header)
-    text_column(table, "trade")
-    num_column(table, "work per $")
+        ui.num_column(table, header)
+    ui.text_column(table, "trade")
+    ui.num_column(table, "work per $")
     for s in result.swaps:
         change = s.work_per_usd_change(result.base_capex_usd)
         work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
@@ -152,82 +84,26 @@ def swap_table(result: WhatIf) -> Table:
     return table
 
 
-@spec_errors
-def whatif_command(
-    model: Model = "llama3-70b",
-    system: SystemOpt = "dgx-h100",
-    gpus: Gpus = None,
-    tp: Tp = 1,
-    pp: Pp = 1,
-    dp: Dp = None,
-    cp: Cp = 1,
-    ep: Ep = 1,
-    etp: Etp = None,
-    gpus_per_node: GpusPerNode = None,
-    seq: Seq = 4096,
-    gbs: Gbs = 512,
-    mbs: Mbs = None,
-    vpp: Vpp = None,
-    recompute: Recompute = None,
-    zero: Zero = None,
-    precision: Precision = "bf16",
-    kernels: Kernels = "fused",
-    grad_dtype: GradDtype = "fp32",
-    pp_layout: PpLayout = None,
-    flash_attn: FlashAttn = True,
-    sequence_parallel: SequenceParallel = None,
-    overlap_grad_reduce: OverlapGradReduce = True,
-    overlap_param_gather: OverlapParamGather = True,
-    tp_comm_overlap: TpCommOverlap = False,
-    ep_comm_overlap: EpCommOverlap = False,
-    shared_expert_overlap: SharedExpertOverlap = False,
-    dropout: Dropout = True,
-    moe_balance: MoEBalance = "random",
-    capacity_factor: CapacityFactor = None,
-    moe_dispatcher: MoEDispatcher = "alltoall",
-    ib: Fabric = None,
-    oversubscription: Oversubscription = 1.0,
-    factor: Annotated[float, typer.Option("--factor", help="how much faster each layer is made")] = 2.0,
-    swap: Annotated[list[str] | None, typer.Option(
-        "--swap", help="cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, "
-        "fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, "
-        "checkpoint=async, mtbf=2 change goodput (storage and spares also the bill)")] = None,
-    goodput: GoodputOpt = True,
-    storage: Storage = "superpod-better",
-    storage_bw: StorageBw = None,
-    storage_network: StorageNetwork = None,
-    storage_server: StorageServer = None,
-    storage_servers: StorageServers = None,
-    spares: Spares = None,
-    checkpoint_mode: CheckpointMode = "sync",
-    checkpoint_interval: CheckpointInterval = None,
-    mtbf_scale: MtbfScale = 1.0,
-    restart: Restart = None,
-    fmt: FormatOpt = None,
-    as_json: AsJson = False,
-    calibration: Calibration = None,
-    report: ReportOpt = None,
-) -> None:
+@declared(*WHATIF)
+@ui.spec_errors
+def whatif_command(**options: Any) -> None:
     """Which layer to make faster, and which cluster swap pays: step time per layer sped up and per swap with its
     cost from the bill of materials (same plan and options as `train`)."""
-    inputs = command_inputs(locals())
-    form = output_format(fmt, as_json)
+    inputs, form, _, report = run_options(WHATIF, options)
     from fabricsim.api import whatif
-    from fabricsim.inputs import check_output_path
 
-    report = check_output_path(report, "--report", REPORT_SUFFIXES)
-    answer = whatif(**api_arguments(whatif, inputs))
+    answer = whatif(**ui.api_arguments(whatif, inputs))
     run, result = answer.run, answer.analysis
     assert run is not None and result is not None
-    write_command_report(report, answer, inputs)
-    model_import_note(answer)
+    ui.write_command_report(report, answer, inputs)
+    ui.model_import_note(answer)
     storage_fallback_notes(answer.data)
-    if emit(form, answer.data, inputs, answer.rows):
+    if ui.emit(form, answer.data, inputs, answer.rows):
         return
-    console.print(f"[bold]what if[/]: {run_title(run)}")
-    console.print(choice_line(run.choice))
-    console.print("base " + step_line(run.prediction, answer.bands))
-    console.print(layer_table(result))
+    ui.console.print(f"[bold]what if[/]: {run_title(run)}")
+    ui.console.print(choice_line(run.choice))
+    ui.console.print("base " + step_line(run.prediction, answer.bands))
+    ui.console.print(layer_table(result))
     if result.swaps:
-        console.print(swap_table(result))
-    console.print(f"[bold]verdict:[/] {result.verdict.sentence}")
+        ui.console.print(swap_table(result))
+    ui.console.print(f"[bold]verdict:[/] {result.verdict.sentence}")

@@ -360,6 +360,7 @@ def engine_profile(spec: str = DEFAULT_ENGINE) -> EngineProfile:
     """The profile of ``NAME`` (its default release) or ``NAME@VERSION``, a release from the first profile's through
     the newest series read; a one-line error names the known ones."""
     name, at, version = spec.strip().partition("@")
+    name = name.lower()  # names are case-insensitive, as network and system names are
     table = engines()
     if name not in table:
         raise SpecError(f"unknown engine {name!r}; known: {known_engines()}", field="--engine")
