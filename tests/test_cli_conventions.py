@@ -66,7 +66,7 @@ def test_version() -> None:
 
 
 SMALL_SIZE = ["size", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "256", "--gbs", "512", "--systems",
-              "dgx-h100", "--fabrics", "ndr", "--oversubscription", "1", "--tp", "1,2", "--pp", "1", "--engine",
+              "dgx-h100", "--fabrics", "ndr", "--oversubscription", "1", "--tp", "1,2", "--pp", "1", "--executor",
               "serial"]
 NARROW = {
     "catalog": ["catalog"],

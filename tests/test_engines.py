@@ -124,8 +124,8 @@ def test_catalog_lists_every_engine_release_with_its_sources() -> None:
 
 def test_size_inference_takes_the_engine_and_training_its_executor() -> None:
     """size --inference --engine prices plans with the engine's memory and confirms them with its scheduler; a
-    serving engine on a training search, or an executor on --inference, is a one-line error; --engine serial is
-    still taken as the training search's --executor."""
+    serving engine on a training search, or an executor on --inference, is a one-line error; so is --engine serial
+    (the executor's only name is --executor)."""
     from fabricsim.sizing import InferenceSizingSpec
 
     runner = CliRunner()
@@ -142,7 +142,8 @@ def test_size_inference_takes_the_engine_and_training_its_executor() -> None:
     training = ["size", "--model", "llama3-8b", "--tokens", "1T", "--deadline", "60d", "--gpus", "64", "--systems",
                 "dgx-h100", "--fabrics", "ndr", "--tp", "1", "--pp", "1", "--mbs", "1", "--recompute", "none",
                 "--zero", "1", "--gbs", "256", "--json"]
-    assert runner.invoke(app, [*training, "--engine", "serial"]).exit_code == 0
+    named = runner.invoke(app, [*training, "--engine", "serial"])  # --executor is the executor's only name
+    assert named.exit_code == 2 and "--executor serial" in named.output
     assert runner.invoke(app, [*training, "--executor", "serial"]).exit_code == 0
     wrong = runner.invoke(app, [*training, "--engine", "vllm"])
     assert wrong.exit_code == 2 and "only size --inference" in wrong.output

@@ -27,3 +27,15 @@ def test_collective_fabric_design_goes_to_the_design() -> None:
 def test_whatif_with_a_design_name_says_to_swap_it() -> None:
     with pytest.raises(fabricsim.SpecError, match="swap=\\['fabric=rail-only'\\]"):
         fabricsim.whatif(model="llama3-8b", gpus=16, tp=2, gbs=32, fabric="rail-only")
+
+
+def test_executor_is_the_only_name_of_the_executor() -> None:
+    """Issue 44 item 5: `size --engine serial` is refused, naming --executor (before: taken as the executor)."""
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    out = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "1T", "--gpus", "64", "--systems",
+                                   "dgx-h100", "--fabrics", "ndr", "--engine", "serial"])
+    assert out.exit_code == 2
+    assert "--executor serial" in out.output

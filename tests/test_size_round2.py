@@ -17,9 +17,9 @@ from fabricsim.sizing.space import node_counts, unit_gpus
 
 README_ARGS = ("--model", "llama3-70b", "--tokens", "2T", "--deadline", "60d", "--gpus", "1024..4096",
                "--systems", "dgx-h100,gb200-nvl72", "--fabrics", "ndr,xdr", "--oversubscription", "1", "--tp", "8",
-               "--pp", "4", "--mbs", "1,2", "--recompute", "none", "--zero", "1", "--engine", "serial")
+               "--pp", "4", "--mbs", "1,2", "--recompute", "none", "--zero", "1", "--executor", "serial")
 SMALL_ARGS = ("--model", "llama3-8b", "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr",
-              "--oversubscription", "1", "--pp", "1,2", "--mbs", "1", "--engine", "serial", "--gbs", "256")
+              "--oversubscription", "1", "--pp", "1,2", "--mbs", "1", "--executor", "serial", "--gbs", "256")
 
 INFERENCE_ARGS = ("--inference", "--model", "llama3-8b", "--rate", "1", "--slo-ttft", "2s", "--slo-tpot", "50ms",
                   "--systems", "dgx-h100")
@@ -123,7 +123,7 @@ def test_unpriced_part_is_named() -> None:
     assert cand["best"]["cost_usd"] is None and "hgx-h800 price" in cand["unpriced"]
     assert "hgx-h800 price" in data["results"][0]["unpriced"]
     proc = _cli("--model", "llama3-8b", "--gpus", "64", "--systems", "hgx-h800", "--fabrics", "ndr",
-                "--oversubscription", "1", "--engine", "serial", "--gbs", "256")
+                "--oversubscription", "1", "--executor", "serial", "--gbs", "256")
     assert proc.returncode == 0, proc.stderr
     assert "hgx-h800 has no power or price" in proc.stdout
 

@@ -123,7 +123,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 SMALL_ARGS = ("--model", "llama3-8b", "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr",
-              "--oversubscription", "1", "--pp", "1,2", "--mbs", "1", "--engine", "serial", "--gbs", "256")
+              "--oversubscription", "1", "--pp", "1,2", "--mbs", "1", "--executor", "serial", "--gbs", "256")
 
 
 def test_cli_json_carries_every_field() -> None:
@@ -198,7 +198,7 @@ def test_killed_cli_search_resumes_to_the_uninterrupted_result(tmp_path: Any) ->
     import time
 
     args = ("--model", "llama3-8b", "--gpus", "64", "--systems", "dgx-h100,dgx-b200", "--fabrics", "hdr,ndr",
-            "--oversubscription", "1,2", "--pp", "1,2,4", "--engine", "serial", "--gbs", "256,512", "--json")
+            "--oversubscription", "1,2", "--pp", "1,2,4", "--executor", "serial", "--gbs", "256,512", "--json")
     out = tmp_path / "r.parquet"
     proc = subprocess.Popen([sys.executable, "-m", "fabricsim", "size", *args, "--out", str(out)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

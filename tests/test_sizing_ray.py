@@ -1,4 +1,4 @@
-"""`size --engine ray` on a local 2-CPU Ray instance gives the serial engine's results."""
+"""`size --executor ray` on a local 2-CPU Ray instance gives the serial executor's results."""
 
 from __future__ import annotations
 

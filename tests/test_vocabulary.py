@@ -247,8 +247,6 @@ HELP_MAY_DIFFER = {
 
 DIVERGENT_TODAY = {
     "--fabric": "topo and traffic take torus and mesh, collective and train do not: one vocabulary, or say why",
-    "--routing": "same values, three wordings",
-    "--storage": "topo sizes servers to the tier, train/whatif write checkpoints to it: one wording",
     "--storage-network": "topo's help lacks the default and the 'none' meaning train/whatif give",
 }
 """Shared options whose help differs today without a reason: for the declarations shared once (issue 44, item 1);

@@ -98,12 +98,13 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
         _check("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
     if objective not in ("time", "cost", "energy"):
         _check(f"--objective: {objective!r} is not one of time, cost, energy")
-    if engine is not None and engine not in EXECUTORS:
+    if engine is not None and engine in EXECUTORS:
+        _check(f"--engine: names the serving engine of size --inference; the training search's executor is "
+               f"--executor {engine} (local, ray or serial)")
+    if engine is not None:
         _check(f"--engine: {engine!r} is a serving engine, which only size --inference takes; the training search "
                "runs where --executor says (local, ray or serial)")
-    if executor is not None and engine is not None and executor != engine:
-        _check(f"--executor {executor} and --engine {engine} disagree: give --executor alone")
-    executor = executor or engine or "local"
+    executor = executor or "local"
     if executor not in EXECUTORS:
         _check(f"--executor: {executor!r} is not one of local, ray, serial")
     if resume and out is None:

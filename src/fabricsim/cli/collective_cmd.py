@@ -15,6 +15,7 @@ from fabricsim.cli.options import (
     CLUSTER,
     PRINT,
     REPORT,
+    ROUTING_HELP,
     TOPOLOGY,
     Decl,
     declared,
@@ -77,8 +78,7 @@ COLLECTIVE_OWN: dict[str, Decl] = from_api(collective_api, {
     "dtype": Annotated[str, typer.Option("--dtype", help="element type for the count column")],
     "sim": Annotated[str, typer.Option("--sim", help="analytical (NCCL-style closed forms) or flow (the algorithm's "
                                         "schedule on the built fat tree, max-min flow simulation)")],
-    "routing": Annotated[str | None, typer.Option("--routing", help="needs --sim flow: ecmp (default), adaptive or "
-                                                   "spray")],
+    "routing": Annotated[str | None, typer.Option("--routing", help=ROUTING_HELP)],
     "oversubscription": CLUSTER["oversubscription"],
     "fmt": (Annotated[CollectiveFormat | None, typer.Option(
         "--format", help="table (default), json (SI units), csv, or nccl-tests (nccl-tests' own layout, read back by "

@@ -12,8 +12,10 @@ from fabricsim import units
 if TYPE_CHECKING:
     from fabricsim.training import Goodput
 
-Storage = Annotated[str, typer.Option("--storage", help="storage tier the checkpoints go to (fabricsim catalog "
-                                      "storage)")]
+STORAGE_HELP = ("storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to "
+                "it and the storage servers are sized to it (topo: with --storage-network separate or converged)")
+"""--storage's one help text (`topo` declares it optional, to tell a tier given from the default)."""
+Storage = Annotated[str, typer.Option("--storage", help=STORAGE_HELP)]
 StorageBw = Annotated[str | None, typer.Option("--storage-bw", help="aggregate storage write rate instead of the "
                                                "tier's (reads scale with it), e.g. 2TB/s")]
 CheckpointMode = Annotated[str, typer.Option("--checkpoint-mode", help="sync (training waits for the write; "

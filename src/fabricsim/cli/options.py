@@ -121,7 +121,11 @@ FabricKind = Annotated[str, typer.Option("--fabric", help="scale-out design: fat
                                          "rail-local traffic, tapered to a dragonfly's or Slim Fly's bisection)")]
 Sim = Annotated[str, typer.Option("--sim", help="analytical, or flow: data- and expert-parallel collectives of every "
                                   "group at once on the built fat tree (flow simulation)")]
-Routing = Annotated[str, typer.Option("--routing", help="with --sim flow: ecmp, adaptive or spray")]
+ROUTING_HELP = ("ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; "
+                "flow simulation only (collective and train: with --sim flow)")
+"""--routing's one help text: `collective` declares it optional (refused without --sim flow), `traffic` always
+simulates flows."""
+Routing = Annotated[str, typer.Option("--routing", help=ROUTING_HELP)]
 Jobs = Annotated[Path | None, typer.Option("--jobs", help="with --sim flow: other jobs and background traffic "
                                            "(the `traffic --jobs` YAML), placed after this job's GPUs")]
 ClusterNodes = Annotated[int | None, typer.Option("--cluster-nodes", help="with --sim flow: nodes of the whole "

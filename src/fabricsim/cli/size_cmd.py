@@ -221,8 +221,8 @@ SIZE = from_api(size_api, {
     "executor": Annotated[str | None, _opt("where the training search runs: local (process pool), ray or serial "
                                          "[default: local]", "--executor")],
     "engine": Annotated[str | None, _opt("with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or "
-                                       "sglang [default: trtllm]; for training, local, ray or serial are still "
-                                       "taken as --executor", "--engine")],
+                                       "sglang [default: trtllm] (the training search's executor is --executor)",
+                                       "--engine")],
     "workers": Annotated[int | None, _opt("processes [default: all cores]", "--workers")],
     "ray_address": Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
                                             "--ray-address")],

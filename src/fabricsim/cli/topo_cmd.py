@@ -9,15 +9,13 @@ import typer
 
 import fabricsim.cli.output as ui
 from fabricsim import units
+from fabricsim.cli.goodput_options import STORAGE_HELP
 from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, REPORT, Decl, declared, run_options
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from fabricsim.topology import BillOfMaterials, Topology
-
-DEFAULT_STORAGE_TIER = "superpod-better"
-
 
 def _usd(value: float | None) -> str:
     return "-" if value is None else f"${value:,.0f}"
@@ -96,8 +94,7 @@ TOPO_STORAGE: dict[str, Decl] = {
         "--storage-network", help="storage to bill with the cluster: separate (its own switches, the nodes' storage "
         "NICs), converged (servers on the compute fabric) or none")], "none"),
     "storage": (Annotated[str | None, typer.Option(
-        "--storage", help="storage tier the servers are sized to (fabricsim catalog storage), with --storage-network "
-        f"separate or converged [default: {DEFAULT_STORAGE_TIER}]")], None),
+        "--storage", help=STORAGE_HELP)], None),
     "storage_bw": GOODPUT["storage_bw"], "storage_server": GOODPUT["storage_server"],
     "storage_servers": GOODPUT["storage_servers"],
     "storage_switch": (Annotated[str | None, typer.Option(

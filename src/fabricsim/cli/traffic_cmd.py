@@ -11,7 +11,7 @@ import typer
 import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.api import cluster_spec, progress_bar, resolved_names
-from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, Decl, declared, run_options
+from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, Decl, Routing, declared, run_options
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -124,7 +124,7 @@ TRAFFIC_OWN: dict[str, Decl] = {
     "gpus": (Annotated[int | None, typer.Option("--gpus", help="GPUs in the job (default: all)")], None),
     "placement": (Annotated[str, typer.Option("--placement", help="packed, scattered or random")], "packed"),
     "seed": (Annotated[int, typer.Option("--seed", help="seed of random placements and permutations")], 0),
-    "routing": (Annotated[str, typer.Option("--routing", help="ecmp (hash per flow), adaptive (by load), spray")],
+    "routing": (Routing,
                 "ecmp"),
     "jobs_file": (Annotated[Path | None, typer.Option("--jobs", help="YAML of several jobs and background traffic "
                                                       "(replaces --pattern/--bytes/--gpus/--placement)")], None),
