@@ -111,8 +111,8 @@ def _as_band(b: BandResult | None) -> Band | None:
 def banded_value(found: dict[str, BandResult] | None, key: str, raw: float) -> float:
     """The figure to plan with: the model's own where its band holds it (or there is none), else the band's centre
     (the model's figure with its median error on the comparable published cases taken out)."""
-    b = _as_band((found or {}).get(key))
-    return raw if b is None or b.holds(raw) else b.estimate
+    b = (found or {}).get(key)
+    return raw if b is None else b.shown(raw)
 
 
 def banded(found: dict[str, BandResult] | None, key: str, raw: float,

@@ -51,12 +51,10 @@ def mfu_lines(pred: TrainingPrediction) -> list[str]:
 
 def step_line(pred: TrainingPrediction, found: dict[str, BandResult] | None = None) -> str:
     """'step time 9.68 s (8.9-10.6 s, 80% band from n comparable published cases), 1,234 tokens/s'."""
-    from fabricsim.validation import shown_figure
-
     if found is None:
         return f"step time {units.format_duration(pred.step_time_s)}, {pred.tokens_per_s:,.0f} tokens/s"
     band = found["step_time_s"]
-    tokens_per_s = pred.tokens_per_s * pred.step_time_s / shown_figure(pred.step_time_s, band.to_json())
+    tokens_per_s = pred.tokens_per_s * pred.step_time_s / band.shown(pred.step_time_s)
     return f"step time {band.figure(pred.step_time_s, units.format_duration)}, {tokens_per_s:,.0f} tokens/s"
 
 

@@ -65,6 +65,10 @@ class Band:
         """Whether ``value`` lies inside the band."""
         return self.low <= value <= self.high
 
+    def shown(self, raw: float) -> float:
+        """The figure printed beside the band: the model's ``raw`` one where the band holds it, else its centre."""
+        return raw if self.holds(raw) else self.estimate
+
     def figure(self, raw: float, show: Callable[[float], str] = "{:.4g}".format) -> str:
         """A figure with its band, the printed figure always inside it: the model's ``raw`` figure where the band
         holds it, otherwise the band's centre (``estimate``) with the raw figure and the bias named, so the reader
@@ -72,7 +76,7 @@ class Band:
         there -26%)')."""
         if self.holds(raw):
             return f"{show(raw)} {self.text(show)}"
-        return (f"{show(self.estimate)} ({show(self.low)}-{show(self.high)}, {self.level:.0%} band from {self.cases} "
+        return (f"{show(self.shown(raw))} ({show(self.low)}-{show(self.high)}, {self.level:.0%} band from {self.cases} "
                 f"comparable published cases; model's raw figure {show(raw)}, its bias there {self.bias:+.0%})")
 
 
@@ -90,6 +94,10 @@ class NoBand:
     def text(self, show: Callable[[float], str] = "{:.4g}".format) -> str:
         return f"({self.reason})"
 
+    def shown(self, raw: float) -> float:
+        """No band: the model's figure as it is."""
+        return raw
+
     def figure(self, raw: float, show: Callable[[float], str] = "{:.4g}".format) -> str:
         """The model's figure and why it has no band."""
         return f"{show(raw)} {self.text(show)}"
@@ -97,7 +105,8 @@ class NoBand:
 
 def shown_figure(value: float, band: Mapping[str, object] | None) -> float:
     """The figure to print beside a band in its JSON form (``<key>_band``): ``value`` where the band holds it (or
-    there is none), else the band's centre, so no printed figure lies outside its printed band."""
+    there is none), else the band's centre, so no printed figure lies outside its printed band (`Band.shown` for
+    the band object)."""
     if not band:
         return value
     low, high, estimate = band.get("low"), band.get("high"), band.get("estimate")
