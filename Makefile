@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: demo test lint typecheck unit bench docs clean
+.PHONY: demo test lint typecheck unit bench docs generate clean
 
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,9 @@ unit: $(STAMP)
 	$(BIN)/pytest
 
 test: lint typecheck unit
+
+generate: $(STAMP)  # the API functions, CLI options and options reference from the run specs (fabricsim.api.specs)
+	$(BIN)/python -m fabricsim.api.specs.generate
 
 docs: $(STAMP)  # the API reference (mkdocs + mkdocstrings) into site/
 	$(BIN)/mkdocs build --strict --quiet

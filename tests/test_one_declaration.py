@@ -50,7 +50,6 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "--rate": {"size": "size takes the request rate to size for as text"},
     "--seed": {"infer": "infer's Poisson arrivals (echoed as null: seed 0)",
                "size": "the arrivals of size's candidate simulations"},
-    "--fabric": {"topo": "topo and traffic build every design (torus and mesh too)", "traffic": "as topo"},
     "--format": {"collective": "collective also prints nccl-tests' own layout"},
     "--jobs": {"train": "other jobs placed beside this one; traffic --jobs is the whole workload"},
     "--routing": {"collective": "no default: refused without --sim flow"},
@@ -112,9 +111,10 @@ def test_every_exception_names_an_option_on_two_commands() -> None:
 
 
 def _source_declarations() -> Counter[str]:
-    """How many ``typer.Option(...)`` calls (or size's ``_opt``) in src/fabricsim/cli name each flag."""
+    """How many ``typer.Option(...)`` calls (or size's ``_opt``) in src/fabricsim/cli name each flag (not the
+    generated `spec_options`: its declarations are the run specs' fields, checked below)."""
     count: Counter[str] = Counter()
-    for path in sorted(CLI.glob("*.py")):
+    for path in sorted(p for p in CLI.glob("*.py") if p.name != "spec_options.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if not isinstance(node, ast.Call):
                 continue
@@ -140,8 +140,8 @@ def test_a_flag_is_written_once_per_distinct_declaration() -> None:
 
 def test_the_source_check_sees_the_declarations() -> None:
     counts = _source_declarations()
-    assert counts["--tp"] == 2 and counts["--moe-dispatcher"] == 2  # train's (options.py) and size's search list
-    assert counts["--swap"] == 1 and counts["--storage-switch"] == 1
+    assert counts["--tp"] == 1 and counts["--moe-dispatcher"] == 1  # size's search list (train's: the run spec)
+    assert counts["--op"] >= 1 and counts["--swap"] == 0 and counts["--storage-switch"] == 0
 
 
 @pytest.mark.parametrize("command", sorted(RUN_COMMANDS))
@@ -166,3 +166,19 @@ def test_train_and_whatif_defaults_are_the_plan_table() -> None:
 def test_an_option_declared_twice_in_one_command_is_refused() -> None:
     with pytest.raises(TypeError, match="declared twice"):
         declared(PLAN, {"tp": PLAN["tp"]})
+
+
+SPECS = CLI.parent / "api" / "specs"
+
+
+def test_a_spec_option_is_declared_once() -> None:
+    """In the run specs each option is one `opt(...)` call: no help text written twice (a field several specs
+    share is one ``Annotated`` alias, as `--ib` and `--storage-bw`; a help text two declarations with different
+    defaults share is one named constant, as STORAGE_HELP)."""
+    helps: Counter[str] = Counter()
+    for path in sorted(SPECS.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "opt" and len(node.args) > 1 and \
+                    not isinstance(node.args[1], ast.Name):  # a named help text is written once, where it is named
+                helps[ast.unparse(node.args[1])] += 1
+    assert helps and not [h for h, n in helps.items() if n > 1]

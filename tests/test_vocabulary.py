@@ -246,7 +246,6 @@ HELP_MAY_DIFFER = {
 """Shared options whose help differs by command, with why; every other one has one help text."""
 
 DIVERGENT_TODAY = {
-    "--fabric": "topo and traffic take torus and mesh, collective and train do not: one vocabulary, or say why",
     "--storage-network": "topo's help lacks the default and the 'none' meaning train/whatif give",
 }
 """Shared options whose help differs today without a reason: for the declarations shared once (issue 44, item 1);

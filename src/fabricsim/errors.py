@@ -16,6 +16,7 @@ class SpecError(ValueError):
     def __init__(self, message: str, *, field: str | None = None, source: str | None = None) -> None:
         self.field = field
         self.source = source
+        self.api_field: str | None = None  # the API's name of the field (``train(tp=...)``), set by the API
         self.message = message
         prefix = ""
         if source:

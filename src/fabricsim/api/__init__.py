@@ -8,6 +8,9 @@ layer over these: the same inputs give the same answer.
 'compute'
 """
 
+from typing import TYPE_CHECKING, Any
+
+from fabricsim.api.calls import topology, train, whatif
 from fabricsim.api.collective import CollectiveResult, collective
 from fabricsim.api.goodput import run_goodput
 from fabricsim.api.infer import InferResult, infer
@@ -15,22 +18,39 @@ from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult, size
-from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names, topology
-from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run, train
-from fabricsim.api.whatif import WhatIfResult, whatif
+from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
+from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
+from fabricsim.api.whatif import WhatIfResult
+
+if TYPE_CHECKING:
+    from fabricsim.api.specs import PlanOptions, TopologyRun, TrainRun, WhatIfRun
 
 topo = topology  # the command's name: `fabricsim topo`
+SPECS = ("PlanOptions", "TopologyRun", "TrainRun", "WhatIfRun")
+"""The run specs exported here, loaded on first use (pydantic stays out of `fabricsim --help`)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in SPECS:
+        from fabricsim.api import specs
+
+        return getattr(specs, name)
+    raise AttributeError(f"module 'fabricsim.api' has no attribute {name!r}")
 
 __all__ = [
     "CollectiveResult",
     "InferResult",
+    "PlanOptions",
     "Result",
     "Run",
     "ServeRequest",
     "SizeResult",
     "TopologyResult",
+    "TopologyRun",
     "TrainResult",
+    "TrainRun",
     "WhatIfResult",
+    "WhatIfRun",
     "cluster_spec",
     "collective",
     "document",

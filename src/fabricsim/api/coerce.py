@@ -161,11 +161,38 @@ def api_call(renames: Renames | None = None) -> Callable[[Callable[P, R]], Calla
                 given = {**run_file_arguments(func, config), **given}
             if renames is not None:
                 given = renames(given)
-            return func(*args, **coerce_arguments(func, given))
+            try:
+                return func(*args, **coerce_arguments(func, given))
+            except SpecError as exc:
+                name_api_field(exc, func)
+                raise
 
         return call
 
     return wrap
+
+
+def name_api_field(exc: SpecError, func: Callable[..., Any]) -> None:
+    """Give a SpecError that names a command-line option the API's name for it as well: ``exc.api_field``
+    (``train(tp=...)``) and a note under the message (the message stays the CLI's one line)."""
+    if exc.field is None or exc.api_field is not None:
+        return
+    names = inspect.signature(func).parameters
+    flags = {**{n: n for n in names}, **{option_name(n): n for n in names}}
+    if any(flag not in flags for flag in _flags(exc.field)):  # a run spec's own spelling (--fabric: fabric_kind)
+        from fabricsim.api.specs import RUNS, field_cli
+
+        for run in RUNS:
+            if run.api.name == func.__name__:  # type: ignore[attr-defined]
+                flags.update({field_cli(n, f).split("/")[0]: n for n, f in run.model_fields.items()})
+    keywords = [flags[flag] for flag in _flags(exc.field) if flag in flags]
+    if keywords:
+        exc.api_field = ", ".join(f"{func.__name__}({k}=...)" for k in keywords)
+        exc.add_note(f"in the API: {exc.api_field}")
+
+
+def _flags(field: str) -> list[str]:
+    return [part.strip() for part in field.split(",")]
 
 
 FABRIC_DESIGNS = ("fat-tree", "rail-only", "dragonfly", "slim-fly", "torus", "mesh")

@@ -57,19 +57,12 @@ def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, opt
                            options)
 
 
-GOODPUT_ARGUMENTS = ("storage", "storage_bw", "storage_network", "storage_server", "storage_servers", "spares",
-                     "checkpoint_mode", "checkpoint_interval", "mtbf_scale", "restart")
-"""The keyword arguments of `train` and `whatif` (and their options) that set the goodput add-on."""
+def goodput_given(run: Any) -> bool:
+    """True when a run spec (`TrainRun`, `WhatIfRun`) gave any goodput option a value other than its default: then
+    a SpecError of the add-on answers what the user asked and fails the command (`guarded_goodput`)."""
+    from fabricsim.api.specs import GoodputOptions
 
-
-def goodput_given(func: Callable[..., Any], inputs: dict[str, Any]) -> bool:
-    """True when a call of ``func`` gave any goodput argument a value other than its default: then a SpecError of
-    the add-on answers what the user asked and fails the command (`guarded_goodput`)."""
-    import inspect
-
-    params = inspect.signature(func).parameters
-    return any(name in params and inputs.get(name, params[name].default) != params[name].default
-               for name in GOODPUT_ARGUMENTS)
+    return any(getattr(run, name) != field.default for name, field in GoodputOptions.model_fields.items())
 
 
 def guarded_goodput(compute: Callable[[], T], given: bool) -> tuple[T | None, str | None]:

@@ -9,16 +9,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim import units
-from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.api.specs import TopologyRun
     from fabricsim.catalog import Catalog
     from fabricsim.topology import BillOfMaterials, ClusterSpec, StorageNetworkSpec, Topology
 
 
-DEFAULT_STORAGE_TIER = "superpod-better"
 STORAGE_OPTIONS = {"network": "--storage-network", "tier": "--storage", "server": "--storage-server",
                    "servers": "--storage-servers", "write_bytes_per_s": "--storage-bw", "switch": "--storage-switch"}
 
@@ -30,7 +29,7 @@ def storage_network_spec(network: str, tier: str | None, storage_bw: str | None,
     from pydantic import ValidationError
 
     from fabricsim.errors import cli_field, spec_error
-    from fabricsim.topology import StorageNetworkSpec
+    from fabricsim.topology import DEFAULT_STORAGE_TIER, StorageNetworkSpec
 
     kind = network.strip().lower()
     if kind == "none":
@@ -211,30 +210,24 @@ class TopologyResult(Result):
         return {"topology_svg": topology_svg(self.topology)}
 
 
-@api_call()
-def topology(*, system: str = "dgx-h100", nodes: int = 1, fabric: str = "fat-tree", ib: str | None = None,
-             eth: str | None = None, switch: str | None = None, tiers: int | None = None,
-             rail_optimized: bool = True, oversubscription: float = 1.0, node_cable: str = "optical",
-             torus_dims: str | None = None, nodes_per_switch: int = 1, planes: int = 1,
-             dragonfly_routing: str = "minimal", nvlink_domain: int | None = None, storage_network: str = "none",
-             storage: str | None = None, storage_bw: str | None = None, storage_server: str | None = None,
-             storage_servers: int | None = None, storage_switch: str | None = None,
-             calibration: Sequence[str] = ()) -> TopologyResult:
-    """Build a cluster topology and its bill of materials (the options and defaults of `fabricsim topo`)."""
-    inputs = dict(locals())
+def run_topology(run: TopologyRun, inputs: dict[str, Any]) -> TopologyResult:
+    """`fabricsim.topology` (generated in `fabricsim.api.calls` from `TopologyRun`): the cluster, its storage
+    network and its bill of materials; ``inputs`` the call's keyword arguments as given, the result's echo."""
+    o = run
     from fabricsim.catalog import load_catalog
     from fabricsim.topology import build_topology
 
-    spec = cluster_spec(system, nodes, fabric, ib, eth, switch, tiers, rail_optimized, oversubscription, node_cable,
-                        torus_dims, nodes_per_switch, planes, dragonfly_routing, nvlink_domain)
-    if storage is not None:  # a tier is named before anything asks what uses it
-        check_storage_tier(storage, calibration)
-    network = storage_network_spec(storage_network, storage, storage_bw, storage_server, storage_servers,
-                                   storage_switch, node_cable)
+    spec = cluster_spec(o.system, o.nodes, o.fabric, o.ib, o.eth, o.switch, o.tiers, o.rail_optimized,
+                        o.oversubscription, o.node_cable, o.torus_dims, o.nodes_per_switch, o.planes,
+                        o.dragonfly_routing, o.nvlink_domain)
+    if o.storage is not None:  # a tier is named before anything asks what uses it
+        check_storage_tier(o.storage, o.calibration)
+    network = storage_network_spec(o.storage_network, o.storage, o.storage_bw, o.storage_server, o.storage_servers,
+                                   o.storage_switch, o.node_cable)
     if network is not None:
         spec = spec.model_copy(update={"storage": network})
-    catalog = load_catalog(*calibration)
-    spec = resolved_names(spec, catalog, system=system, nvlink_domain=nvlink_domain, eth=eth, switch=switch)
+    catalog = load_catalog(*o.calibration)
+    spec = resolved_names(spec, catalog, system=o.system, nvlink_domain=o.nvlink_domain, eth=o.eth, switch=o.switch)
     topo = build_topology(spec, catalog)
     bom = topo.bom()
     data = topo_json(topo, bom)

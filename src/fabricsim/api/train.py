@@ -9,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabricsim.api.coerce import api_call, fabric_alias
 from fabricsim.api.goodput import goodput_given, goodput_json, goodput_spec, guarded_goodput, run_goodput
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.topology import check_design
 from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
+    from fabricsim.api.specs import DesignOptions, FlowOptions, PlanOptions, TrainRun
     from fabricsim.comm import Cluster
     from fabricsim.model import HFImport, ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
@@ -63,27 +63,25 @@ class Run:
         return self.choice.prediction
 
 
-def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, dp: int | None, cp: int, ep: int,
-                seq: int, gbs: int, mbs: int | None, vpp: int | None, recompute: str | None, zero: int | None,
-                precision: str, kernels: str, pp_layout: str | None, flash_attn: bool,
-                sequence_parallel: bool | None, overlap_grad_reduce: bool, overlap_param_gather: bool,
-                tp_comm_overlap: bool, fabric: str | None, oversubscription: float,
-                ep_comm_overlap: bool = False, shared_expert_overlap: bool = False, dropout: bool = True,
-                moe_balance: str = "random",
-                capacity_factor: float | None = None, moe_dispatcher: str = "alltoall",
-                calibration: list[str] | None, sim: str = "analytical", routing: str = "ecmp",
-                jobs: Path | None = None, cluster_nodes: int | None = None, grad_dtype: str = "fp32",
-                etp: int | None = None, gpus_per_node: int | None = None, fabric_kind: str = "fat-tree",
-                planes: int = 1, dragonfly_routing: str = "minimal") -> Run:
-    """Load the model and catalog, build the cluster, choose the unset knobs and predict the step."""
+def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: DesignOptions | None = None,
+                flow: FlowOptions | None = None) -> Run:
+    """Load the model and catalog, build the cluster, choose the unset knobs and predict the step: the plan
+    options of a run spec (`TrainRun`, `WhatIfRun`, or a `PlanOptions` of its own), its scale-out design (a
+    rail-optimized fat tree when None) and flow simulation (analytical when None)."""
     from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import resolve_model
-    from fabricsim.training import parse_layout, search_knobs
+    from fabricsim.training import search_knobs
 
-    oversubscription = checked_oversubscription(oversubscription)
-    catalog = load_catalog(*(calibration or []))
+    p = plan
+    system, fabric, gpus_per_node, gpus, dp = p.system, p.ib, p.gpus_per_node, p.gpus, p.dp
+    fabric_kind, planes, dragonfly_routing = ("fat-tree", 1, "minimal") if design is None else (
+        design.fabric_kind, design.planes, design.dragonfly_routing)
+    sim, routing, jobs, cluster_nodes = ("analytical", "ecmp", None, None) if flow is None else (
+        flow.sim, flow.routing, None if flow.jobs is None else Path(flow.jobs), flow.cluster_nodes)
+    oversubscription = checked_oversubscription(p.oversubscription)
+    catalog = load_catalog(*calibration)
     catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
     if fabric is not None:  # resolved once here: every layer below gets the catalog's link id
         fabric = network_link_id(catalog, fabric, field="--ib")
@@ -91,21 +89,9 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
         named = partial_system_id(system, gpus_per_node)  # an id with /N that disagrees is refused first
         partly_used(catalog.system(system), gpus_per_node, field="--gpus-per-node")
         system = named
-    spec, imported = resolve_model(model)
-    check_moe_options(spec, {"moe_balance": moe_balance, "moe_dispatcher": moe_dispatcher,
-                             "capacity_factor": capacity_factor, "ep_comm_overlap": ep_comm_overlap,
-                             "shared_expert_overlap": shared_expert_overlap})
-    fields: dict[str, Any] = {"gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp, "ep": ep, "etp": etp,
-                              "seq": seq,
-                              "gbs": gbs, "mbs": mbs, "virtual_stages": vpp, "recompute": recompute, "zero": zero,
-                              "precision": precision, "kernels": kernels, "pp_layout": parse_layout(pp_layout),
-                              "grad_dtype": grad_dtype,
-                              "flash_attention": flash_attn, "sequence_parallel": sequence_parallel,
-                              "overlap_grad_reduce": overlap_grad_reduce, "overlap_param_gather": overlap_param_gather,
-                              "tp_comm_overlap": tp_comm_overlap, "ep_comm_overlap": ep_comm_overlap,
-                              "shared_expert_overlap": shared_expert_overlap,
-                              "dropout": dropout, "moe_balance": moe_balance, "capacity_factor": capacity_factor,
-                              "moe_dispatcher": moe_dispatcher}
+    spec, imported = resolve_model(p.model)
+    check_moe_options(spec, {name: getattr(p, name) for name in MOE_OPTIONS})
+    fields = plan_fields(p)
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -113,7 +99,7 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
         from fabricsim.traffic import load_jobs
 
         other_jobs, background, storage = load_jobs(jobs)
-    world = gpus if gpus is not None else (tp * pp * cp * dp if dp is not None else None)
+    world = gpus if gpus is not None else (p.tp * p.pp * p.cp * dp if dp is not None else None)
     kind = fabric_kind.strip().lower()
     sysm = catalog.system(system)
     nodes_field = "--gpus" if cluster_nodes is None else "--cluster-nodes"  # what sets the dragonfly's size
@@ -131,20 +117,39 @@ def prepare_run(*, model: str, system: str, gpus: int | None, tp: int, pp: int, 
     try:
         choice = search_knobs(spec, fields, cluster)
     except SpecError as exc:  # name the option the user gave, not the plan's field
-        raise cli_field(exc, PLAN_OPTIONS) from None
+        raise cli_field(exc, plan_option_names()) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
     _check_dragonfly(cluster, choice.plan.world_size, nodes_field)
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported)
 
 
-# ParallelPlan fields whose option has another name
-PLAN_OPTIONS = {"virtual_stages": "vpp", "pp_layout": "pp-layout", "flash_attention": "flash-attn",
-                "sequence_parallel": "sequence-parallel", "overlap_grad_reduce": "overlap-grad-reduce",
-                "overlap_param_gather": "overlap-param-gather", "tp_comm_overlap": "tp-comm-overlap",
-                "ep_comm_overlap": "ep-comm-overlap", "shared_expert_overlap": "shared-expert-overlap",
-                "grad_dtype": "grad-dtype",
-                "moe_balance": "moe-balance", "capacity_factor": "capacity-factor",
-                "moe_dispatcher": "moe-dispatcher"}
+MOE_OPTIONS = ("moe_balance", "moe_dispatcher", "capacity_factor", "ep_comm_overlap", "shared_expert_overlap")
+"""The plan options that act on expert layers only (refused on a dense model unless left at their default)."""
+PLAN_RENAMES = {"vpp": "virtual_stages", "flash_attn": "flash_attention"}
+"""Run options whose ParallelPlan field is named otherwise."""
+NOT_PLAN = ("model", "system", "ib", "oversubscription", "gpus_per_node")
+"""Run options that choose the model and the cluster rather than a ParallelPlan field."""
+
+
+def plan_fields(p: PlanOptions) -> dict[str, Any]:
+    """The ParallelPlan fields of a run's plan options (the pipeline layout parsed)."""
+    from fabricsim.api.specs import PlanOptions
+    from fabricsim.training import parse_layout
+
+    fields = {PLAN_RENAMES.get(name, name): getattr(p, name) for name in PlanOptions.model_fields
+              if name not in NOT_PLAN}
+    fields["pp_layout"] = parse_layout(p.pp_layout)
+    return fields
+
+
+def plan_option_names() -> dict[str, str]:
+    """ParallelPlan field -> the option that sets it, where they are spelt otherwise (``virtual_stages`` ->
+    ``vpp``, ``grad_dtype`` -> ``grad-dtype``): the name an error of the plan gives the user."""
+    from fabricsim.api.specs import PlanOptions, field_cli
+
+    names = {PLAN_RENAMES.get(n, n): field_cli(n, f).split("/")[0][2:] for n, f in PlanOptions.model_fields.items()
+             if n not in NOT_PLAN}
+    return {field: option for field, option in names.items() if field != option}
 
 
 def check_moe_options(spec: ModelSpec, given: dict[str, Any]) -> None:
@@ -153,7 +158,8 @@ def check_moe_options(spec: ModelSpec, given: dict[str, Any]) -> None:
     from fabricsim.training import ParallelPlan
 
     if spec.moe is None:
-        moved = [f"--{PLAN_OPTIONS[k]}" for k, v in given.items() if v != ParallelPlan.model_fields[k].default]
+        names = plan_option_names()
+        moved = [f"--{names[k]}" for k, v in given.items() if v != ParallelPlan.model_fields[k].default]
         if moved:
             raise SpecError(f"{'applies' if len(moved) == 1 else 'apply'} to mixture-of-experts models; "
                             f"{spec.name} is dense (leave {'it' if len(moved) == 1 else 'them'} out)",
@@ -284,58 +290,28 @@ class TrainResult(Result):
         return self.prediction.bottleneck
 
 
-@api_call(fabric_alias)
-def train(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | None = None, tp: int = 1, pp: int = 1,
-          dp: int | None = None, cp: int = 1, ep: int = 1, etp: int | None = None, gpus_per_node: int | None = None,
-          seq: int = 4096, gbs: int = 512, mbs: int | None = None, vpp: int | None = None,
-          recompute: str | None = None, zero: int | None = None, precision: str = "bf16", kernels: str = "fused",
-          grad_dtype: str = "fp32", pp_layout: str | None = None, flash_attn: bool = True,
-          sequence_parallel: bool | None = None, overlap_grad_reduce: bool = True, overlap_param_gather: bool = True,
-          tp_comm_overlap: bool = False, ep_comm_overlap: bool = False, shared_expert_overlap: bool = False,
-          dropout: bool = True, moe_balance: str = "random", capacity_factor: float | None = None,
-          moe_dispatcher: str = "alltoall", ib: str | None = None, oversubscription: float = 1.0,
-          fabric_kind: str = "fat-tree", planes: int = 1, dragonfly_routing: str = "minimal",
-          calibration: Sequence[str] | None = None, sim: str = "analytical", routing: str = "ecmp",
-          jobs: str | Path | None = None, cluster_nodes: int | None = None, storage: str = "superpod-better",
-          storage_bw: str | None = None, storage_network: str | None = None, storage_server: str | None = None,
-          storage_servers: int | None = None, spares: str | None = None, checkpoint_mode: str = "sync",
-          checkpoint_interval: str | None = None, mtbf_scale: float = 1.0, restart: str | None = None,
-          goodput: bool = True) -> TrainResult:
-    """Predict one training step (the options and defaults of `fabricsim train`): knobs left None (mbs, vpp,
-    recompute, zero) are chosen as the fastest setting that fits. ``ib`` is the network between nodes as --ib
-    names it (ndr, ib-ndr, 400g, a switch id), as in `topology`; ``fabric=`` for it is a deprecated alias
-    (``fabric=`` naming a design, e.g. rail-only, sets ``fabric_kind``). Values are taken in their natural types
-    (``gpus="16"``, ``tp=8.0``); bad input raises ``fabricsim.SpecError``. ``goodput=False`` skips the goodput
-    add-on (``goodput`` None; the step is the same); a failure of the add-on leaves it None with a
-    ``goodput_note``, unless a goodput option the caller gave is refused."""
-    inputs = dict(locals())
-    calibration = list(calibration or [])
-    options = goodput_spec(storage, storage_bw, checkpoint_mode, checkpoint_interval, mtbf_scale, restart,
-                           network=storage_network, server=storage_server, servers=storage_servers, spares=spares) \
-        if goodput else None
-    with flow_bar(sim):
-        run = prepare_run(model=model, system=system, gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep, seq=seq,
-                          gbs=gbs, mbs=mbs, vpp=vpp, recompute=recompute, zero=zero, precision=precision,
-                          kernels=kernels, pp_layout=pp_layout, flash_attn=flash_attn,
-                          sequence_parallel=sequence_parallel, overlap_grad_reduce=overlap_grad_reduce,
-                          overlap_param_gather=overlap_param_gather, tp_comm_overlap=tp_comm_overlap,
-                          ep_comm_overlap=ep_comm_overlap, shared_expert_overlap=shared_expert_overlap,
-                          dropout=dropout, moe_balance=moe_balance, capacity_factor=capacity_factor,
-                          moe_dispatcher=moe_dispatcher, fabric=ib, oversubscription=oversubscription,
-                          calibration=calibration, sim=sim, routing=routing,
-                          jobs=None if jobs is None else Path(jobs), cluster_nodes=cluster_nodes,
-                          grad_dtype=grad_dtype, etp=etp, gpus_per_node=gpus_per_node, fabric_kind=fabric_kind,
-                          planes=planes, dragonfly_routing=dragonfly_routing)
+def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
+    """`fabricsim.train` (generated in `fabricsim.api.calls` from `TrainRun`): the run spec's step, bands and
+    goodput; ``inputs`` the call's keyword arguments as given, the result's ``inputs`` echo."""
+    o = run
+    calibration = list(o.calibration or [])
+    options = goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale,
+                           o.restart, network=o.storage_network, server=o.storage_server,
+                           servers=o.storage_servers, spares=o.spares) if o.goodput else None
+    with flow_bar(o.sim):
+        prepared = prepare_run(o, calibration, design=o, flow=o)
     from fabricsim.validation import band_fields
 
-    pred = run.prediction
-    found = training_bands(run, calibration)
+    pred = prepared.prediction
+    found = training_bands(prepared, calibration)
     good, note = (None, None) if options is None else guarded_goodput(
-        lambda: run_goodput(run.spec, run.cluster, pred, options), goodput_given(train, inputs))
-    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(run.plan), "chosen": run.choice.to_json(),
-            "goodput": None if good is None else goodput_json(good), **model_import_fields(run.imported)}
+        lambda: run_goodput(prepared.spec, prepared.cluster, pred, options), goodput_given(o))
+    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
+            "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
+            **model_import_fields(prepared.imported)}
     if note is not None:
         data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
-    return TrainResult(inputs, data, rows=rows, run=run, bands=found, goodput=good)
+    return TrainResult(inputs, data, rows=rows, run=prepared, bands=found, goodput=good)
+

@@ -1,47 +1,13 @@
-"""The goodput options `train`, `size` and `whatif` share (storage, checkpoints, failure rates, restart), and the
-lines and JSON `train` prints."""
+"""The goodput lines `train`, `size` and `whatif` print (their options: `fabricsim.api.specs.GoodputOptions`)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
-
-import typer
+from typing import TYPE_CHECKING
 
 from fabricsim import units
 
 if TYPE_CHECKING:
     from fabricsim.training import Goodput
-
-STORAGE_HELP = ("storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to "
-                "it and the storage servers are sized to it (topo: with --storage-network separate or converged)")
-"""--storage's one help text (`topo` declares it optional, to tell a tier given from the default)."""
-Storage = Annotated[str, typer.Option("--storage", help=STORAGE_HELP)]
-StorageBw = Annotated[str | None, typer.Option("--storage-bw", help="aggregate storage write rate instead of the "
-                                               "tier's (reads scale with it), e.g. 2TB/s")]
-CheckpointMode = Annotated[str, typer.Option("--checkpoint-mode", help="sync (training waits for the write; "
-                                             "Megatron-LM's default), async (only the copy to host memory stops "
-                                             "it) or memory (copies in peers' host memory, restored from there)")]
-CheckpointInterval = Annotated[str | None, typer.Option("--checkpoint-interval", help="time between checkpoints, "
-                                                        "e.g. 30m [default: the goodput-optimal interval]")]
-MtbfScale = Annotated[float, typer.Option("--mtbf-scale", help="multiply every component's mean time between "
-                                          "failures (2: half as many failures)")]
-Restart = Annotated[str | None, typer.Option("--restart", help="stall of one failure before the checkpoint is "
-                                             "read back, e.g. 10m [default: 10m, sourced]")]
-StorageNetwork = Annotated[str | None, typer.Option("--storage-network", help="separate (its own switches, the "
-                                                    "nodes' storage NICs), converged (servers on the compute "
-                                                    "fabric) or none (the tier's rates, storage not billed) "
-                                                    "[default: separate; converged, with a note, on a system "
-                                                    "without storage ports]")]
-StorageServer = Annotated[str | None, typer.Option("--storage-server", help="storage server model (fabricsim "
-                                                   "catalog storage-servers) [default: clusterstor-e1000]")]
-StorageServers = Annotated[int | None, typer.Option("--storage-servers", help="storage servers to buy [default: "
-                                                    "the fewest that meet the tier]")]
-Spares = Annotated[str | None, typer.Option("--spares", help="hot spares beside the job: a count of units (servers, "
-                                            "or a rack's compute trays; 4) or a share of them (2%) [default: 5%, "
-                                            "sourced]")]
-GoodputOpt = Annotated[bool, typer.Option("--goodput/--no-goodput", help="time to train on the wall clock: failures, "
-                                          "checkpoints and restarts included (--no-goodput: a healthy "
-                                          "cluster)")]
 
 def goodput_lines(g: Goodput) -> list[str]:
     """What failures and checkpoints leave: goodput, interruptions, checkpoint interval and cost, restart."""

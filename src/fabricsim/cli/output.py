@@ -20,7 +20,7 @@ Conventions (follow them in every new command, e.g. `infer`):
 * Tables stay readable at 80 columns: numeric columns via ``num_column`` (never cut or ellipsized), text columns
   fold; commands drop secondary columns when ``console.width`` is narrow rather than cut numbers.
 * Every option has help text; flags are ``--x/--no-x`` pairs; the fabric option is ``--ib`` everywhere and takes
-  the same names (``fabric_help``).
+  the same names (``fabricsim.api.specs.FABRIC_HELP``).
 """
 
 from __future__ import annotations
@@ -84,9 +84,6 @@ ReportOpt = Annotated[Path | None, typer.Option("--report", help="write a self-c
                                                 "sources; opens offline), e.g. review.html")]
 REPORT_SUFFIXES = (".html", ".htm")
 
-# The one fabric option (`--ib`): the same names in every command; old spellings stay accepted.
-fabric_help = ("network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, eth-800g (Ethernet); ib-ndr, "
-               "400g also accepted (default: the system's NICs)")
 
 
 def output_format(fmt: Enum | None, as_json: bool) -> str:

@@ -9,8 +9,16 @@ import typer
 
 import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.cli.goodput_options import STORAGE_HELP
-from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, REPORT, Decl, declared, run_options
+from fabricsim.cli.options import (
+    CALIBRATION_LIST,
+    CLUSTER,
+    PRINT,
+    REPORT,
+    TOPO_STORAGE_OPTIONS,
+    Decl,
+    declared,
+    run_options,
+)
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -90,15 +98,7 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
 
 
 TOPO_STORAGE: dict[str, Decl] = {
-    "storage_network": (Annotated[str, typer.Option(
-        "--storage-network", help="storage to bill with the cluster: separate (its own switches, the nodes' storage "
-        "NICs), converged (servers on the compute fabric) or none")], "none"),
-    "storage": (Annotated[str | None, typer.Option(
-        "--storage", help=STORAGE_HELP)], None),
-    "storage_bw": GOODPUT["storage_bw"], "storage_server": GOODPUT["storage_server"],
-    "storage_servers": GOODPUT["storage_servers"],
-    "storage_switch": (Annotated[str | None, typer.Option(
-        "--storage-switch", help="separate storage fabric: switch id or link [default: the compute fabric's]")], None),
+    **TOPO_STORAGE_OPTIONS,
     "plot": (Annotated[Path | None, typer.Option("--plot", help="draw a sketch of the cluster to this image file")],
              None),
     "calibration": CALIBRATION_LIST,

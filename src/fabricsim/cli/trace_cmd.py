@@ -254,17 +254,16 @@ def import_command(
     title = ""
     if model is not None:
         from fabricsim.analysis import compare_step
-        from fabricsim.api import prepare_run
+        from fabricsim.api import PlanOptions, prepare_run
         from fabricsim.calibration import check_trace
         from fabricsim.cli.train_cmd import run_title
 
         summary.warnings.extend(check_trace(summary, device, catalog.system(system or "dgx-h100"), catalog))
         check_world(summary, gpus)
-        run = prepare_run(model=model, system=system or "dgx-h100", gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp, ep=ep,
-                          seq=seq, gbs=gbs, mbs=mbs, vpp=None, recompute=recompute, zero=zero, precision=precision,
-                          kernels="fused", pp_layout=None, flash_attn=True, sequence_parallel=None,
-                          overlap_grad_reduce=True, overlap_param_gather=True, tp_comm_overlap=False, fabric=fabric,
-                          oversubscription=1.0, calibration=calibration)
+        plan_options = PlanOptions(model=model, system=system or "dgx-h100", gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp,
+                                   ep=ep, seq=seq, gbs=gbs, mbs=mbs, recompute=recompute, zero=zero,
+                                   precision=precision, ib=fabric, oversubscription=1.0)
+        run = prepare_run(plan_options, calibration or [])
         plan = run.plan
         check_world(summary, plan.world_size, f" (tp {plan.tp} x pp {plan.pp} x dp {plan.dp} x cp {plan.cp})")
         rows = compare_step(device, run.prediction, run.cluster)

@@ -1,0 +1,77 @@
+"""The cluster `topo` and `traffic` describe (a ClusterSpec: system, nodes, scale-out design, network, switch
+tiers, cables) and the storage network `topo` bills beside it; the scale-out design and flow simulation options of
+a training run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fabricsim.api.specs.fields import OptionGroup, opt
+from fabricsim.api.specs.goodput import STORAGE_HELP, StorageBw, StorageServer, StorageServers
+from fabricsim.api.specs.shared import (
+    DesignOption,
+    DragonflyRoutingOption,
+    NetworkOption,
+    OversubscriptionOption,
+    PlanesOption,
+    SystemOption,
+)
+
+ROUTING_HELP = ("ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; "
+                "flow simulation only (collective and train: with --sim flow)")
+"""--routing's one help text: `collective` declares it optional (refused without --sim flow), `traffic` always
+simulates flows."""
+
+
+class ClusterOptions(OptionGroup):
+    """The cluster: its system, node count, scale-out design, network, switch tiers and cables."""
+
+    system: SystemOption
+    nodes: int = opt(1, "compute nodes (servers, or racks for NVL72)")
+    fabric: DesignOption
+    ib: NetworkOption
+    eth: str | None = opt(None, "Ethernet fabric, 400g or 800g (older spelling of --ib eth-400g)")
+    switch: str | None = opt(None, "fabric switch id instead (qm9700, sn5600, ...)")
+    tiers: int | None = opt(None, "fat-tree tiers 1-3 (default: fewest that fit)")
+    rail_optimized: bool = opt(True, "NIC i of every node on rail leaf i (fat tree)")
+    oversubscription: OversubscriptionOption
+    node_cable: str = opt("optical", "optical or copper NIC-to-switch cables")
+    torus_dims: str | None = opt(None, "torus switches per dimension, e.g. 4x4x2")
+    nodes_per_switch: int = opt(1, "torus: nodes per torus switch")
+    planes: PlanesOption
+    dragonfly_routing: DragonflyRoutingOption
+    nvlink_domain: int | None = opt(None, "join rack-scale nodes into NVLink domains of this many GPUs through a "
+                                    "second NVLink switch tier (144 or 576 on gb200-nvl72; a roadmap design; the "
+                                    "same as --system gb200-nvl72@144)", unit="GPUs")
+
+
+class TopologyStorage(OptionGroup):
+    """The storage network `topo` bills with the cluster (none unless asked)."""
+
+    storage_network: str = opt("none", "storage to bill with the cluster: separate (its own switches, the nodes' "
+                               "storage NICs), converged (servers on the compute fabric) or none")
+    storage: str | None = opt(None, STORAGE_HELP)
+    storage_bw: StorageBw
+    storage_server: StorageServer
+    storage_servers: StorageServers
+    storage_switch: str | None = opt(None, "separate storage fabric: switch id or link [default: the compute "
+                                     "fabric's]")
+
+
+class DesignOptions(OptionGroup):
+    """The scale-out design a training run's network is priced (analytical) or built (flow) as."""
+
+    fabric_kind: DesignOption
+    planes: PlanesOption
+    dragonfly_routing: DragonflyRoutingOption
+
+
+class FlowOptions(OptionGroup):
+    """Flow simulation of a training step's collectives on the built fabric, with other jobs beside it."""
+
+    sim: str = opt("analytical", "analytical, or flow: data- and expert-parallel collectives of every group at once "
+                   "on the built fat tree (flow simulation)")
+    routing: str = opt("ecmp", ROUTING_HELP)
+    jobs: str | Path | None = opt(None, "with --sim flow: other jobs and background traffic (the `traffic --jobs` "
+                                  "YAML), placed after this job's GPUs")
+    cluster_nodes: int | None = opt(None, "with --sim flow: nodes of the whole fabric (default: this job's)")

@@ -1,0 +1,55 @@
+"""The one declaration of a run option: a field of a pydantic run spec with its type, default, help, CLI name and
+unit (`opt`). `fabricsim.api.specs.generate` writes the typer options, the API functions' keyword arguments and
+docstrings, and docs/reference/options.md from these fields, so none of them is written anywhere else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+def opt(default: Any, help: str, *, cli: str | None = None, unit: str | None = None,
+        shown: str | None = None) -> Any:
+    """A run option: ``default`` and ``help`` (the `--help` text, the API docstring and the reference page say
+    the same), ``cli`` its flag when not ``--<name-with-dashes>`` (``--x/--no-x`` for a bool), ``unit`` what a
+    number is counted in, ``shown`` the default as the reference page states it when the value is a sentinel."""
+    extra: dict[str, str] = {}
+    if cli is not None:
+        extra["cli"] = cli
+    if unit is not None:
+        extra["unit"] = unit
+    if shown is not None:
+        extra["shown"] = shown
+    return Field(default, description=help, json_schema_extra=extra or None)  # type: ignore[arg-type]
+
+
+class OptionGroup(BaseModel):
+    """A group of options several run specs share (its class docstring heads its section of the reference page).
+    Values are checked by the API's coercion first (`fabricsim.api.coerce`) and by the model below; the spec
+    forbids unknown names."""
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+@dataclass(frozen=True)
+class ApiFunction:
+    """What `fabricsim.api.specs.generate` needs to write a run spec's API function: its name, the implementation it
+    calls with the validated spec and the call's inputs (``module:name``), the result type, and the function
+    that maps old keyword names (`fabricsim.api.coerce`)."""
+
+    name: str
+    implementation: str
+    result: str
+    renames: str | None = None
+    summary: str = ""
+
+
+def field_cli(name: str, field: Any) -> str:
+    """The CLI flag of a spec field: its ``cli`` or ``--name-with-dashes`` (``--x/--no-x`` for a bool)."""
+    extra = field.json_schema_extra or {}
+    flag = extra.get("cli") or "--" + name.replace("_", "-")
+    if field.annotation is bool and "/" not in flag:
+        flag = f"{flag}/--no-{flag[2:]}"
+    return str(flag)

@@ -1,0 +1,56 @@
+"""The plan and cluster options of one training run (`train`, `whatif`): the model, the GPUs and how they are
+split, the batch, the kernels and overlaps, the MoE knobs, and the network between nodes."""
+
+from __future__ import annotations
+
+from fabricsim.api.specs.fields import OptionGroup, opt
+from fabricsim.api.specs.shared import NetworkOption, OversubscriptionOption, SystemOption
+
+
+class PlanOptions(OptionGroup):
+    """The model, the parallel plan and the cluster it runs on; knobs left unset are chosen as the fastest
+    setting that fits."""
+
+    model: str = opt("llama3-70b", "preset name or model spec YAML/JSON file")
+    system: SystemOption
+    gpus: int | None = opt(None, "total GPUs (= tp*pp*dp*cp)")
+    tp: int = opt(1, "tensor-parallel size")
+    pp: int = opt(1, "pipeline-parallel stages")
+    dp: int | None = opt(None, "default: gpus / (tp*pp*cp)")
+    cp: int = opt(1, "context-parallel size")
+    ep: int = opt(1, "expert-parallel size (MoE)")
+    etp: int | None = opt(None, "expert tensor-parallel size (MoE; default tp): etp*ep divides tp*cp*dp, so EP may "
+                          "span TP ranks (MoE parallel folding)")
+    gpus_per_node: int | None = opt(None, "GPUs of each node (rack) the job uses (default all): 64 runs 128 GPUs on "
+                                    "two GB200 NVL72 racks; the whole node is still priced")
+    seq: int = opt(4096, "sequence length (tokens)", unit="tokens")
+    gbs: int = opt(512, "global batch (sequences)", unit="sequences")
+    mbs: int | None = opt(None, "micro-batch (sequences) (default: auto)", unit="sequences")
+    vpp: int | None = opt(None, "virtual pipeline stages (interleaved 1F1B when > 1) (default: auto)")
+    recompute: str | None = opt(None, "none, selective or full (default: auto)")
+    zero: int | None = opt(None, "ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) (default: auto)")
+    precision: str = opt("bf16", "bf16, or fp8 (TransformerEngine FP8 GEMMs)")
+    kernels: str = opt("fused", "element-wise kernels: fused (Megatron/TE) or eager")
+    grad_dtype: str = opt("fp32", "gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 "
+                          "performance recipes) or fp16 (Megatron-LM --fp16)")
+    pp_layout: str | None = opt(None, "layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)")
+    flash_attn: bool = opt(True, "fused attention (no materialised scores)")
+    sequence_parallel: bool | None = opt(None, "Megatron sequence parallelism [default: on when tp > 1]")
+    overlap_grad_reduce: bool = opt(True, "reduce gradients during the backward pass")
+    overlap_param_gather: bool = opt(True, "gather updated parameters during the next forward")
+    tp_comm_overlap: bool = opt(False, "overlap TP collectives with GEMMs (TransformerEngine userbuffers)")
+    ep_comm_overlap: bool = opt(False, "overlap the MoE all-to-all of one micro-batch with another's compute "
+                                "(Megatron-Core --overlap-moe-expert-parallel-comm)")
+    shared_expert_overlap: bool = opt(False, "run the shared experts beside the same micro-batch's all-to-all "
+                                      "(Megatron-Core --moe-shared-expert-overlap)")
+    dropout: bool = opt(True, "hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the backward); "
+                        "--no-dropout as today's Llama/DeepSeek/Qwen recipes run")
+    moe_balance: str = opt("random", "expert load: forced (Megatron's force-balanced benchmarks), random (balanced "
+                           "top-k routing) or skewed (a trained router's measured skew)")
+    capacity_factor: float | None = opt(None, "expert capacity as a multiple of the mean load; tokens beyond it are "
+                                        "dropped (default: dropless)")
+    moe_dispatcher: str = opt("alltoall", "token dispatch: alltoall (NCCL, a copy per routed expert) or deepep "
+                              "(DeepEP/HybridEP: one copy per destination node over the network, fanned out over "
+                              "NVLink)")
+    ib: NetworkOption
+    oversubscription: OversubscriptionOption

@@ -1,0 +1,33 @@
+"""Options several run specs share under one declaration each (an ``Annotated`` type whose `opt` carries the
+default and help): the system, the network, the scale-out design and the calibration overlays."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Annotated
+
+from fabricsim.api.specs.fields import opt
+
+FABRIC_HELP = ("network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, eth-800g (Ethernet); ib-ndr, "
+               "400g also accepted (default: the system's NICs)")
+"""The one network option's help (``--ib`` of every command)."""
+
+SystemOption = Annotated[str, opt("dgx-h100", "catalog system id (fabricsim catalog systems)")]
+NetworkOption = Annotated[str | None, opt(None, FABRIC_HELP)]
+OversubscriptionOption = Annotated[float, opt(
+    1.0, "fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes "
+    "that leave a leaf by it; topo, traffic and --sim flow build it")]
+DesignOption = Annotated[str, opt(
+    "fat-tree", "scale-out design: fat-tree, rail-only, dragonfly, slim-fly, torus or mesh (topo and traffic build "
+    "each; train and collective take the first four: the analytical model prices a rail-optimized fat tree, which "
+    "rail-only and --planes match for NCCL's rail-local traffic, tapered to a dragonfly's or Slim Fly's bisection, "
+    "and --sim flow builds the design)", cli="--fabric")]
+PlanesOption = Annotated[int, opt(
+    1, "fat tree: planes each NIC's bandwidth is split over, 1, 2, 4 or 8 as the switch's ports split "
+    "(multi-plane, each a fat tree of split switch ports)")]
+DragonflyRoutingOption = Annotated[str, opt(
+    "minimal", "--fabric dragonfly only: minimal, valiant (through an intermediate group) or ugal (per flow the "
+    "minimal path unless a non-minimal one is less loaded, under any --routing); train and collective route it "
+    "with --sim flow")]
+CALIBRATION_HELP = "calibration overlay YAML applied on top of the catalog (repeatable)"
+Calibration = Annotated[Sequence[str] | None, opt(None, CALIBRATION_HELP)]
