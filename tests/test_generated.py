@@ -17,7 +17,8 @@ from fabricsim.api.specs import RUNS, ApiFunction, OptionGroup, PlanOptions, fie
 from fabricsim.api.specs.generate import api_source, cli_source, constant_name, docs_source, main, stale
 from fabricsim.cli import app
 
-COMMANDS = {"train": "train", "whatif": "whatif", "topology": "topo"}
+COMMANDS = {"train": "train", "whatif": "whatif", "topology": "topo", "collective": "collective", "infer": "infer",
+            "size": "size"}
 
 
 def _command(name: str) -> Any:

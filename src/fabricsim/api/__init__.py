@@ -10,10 +10,10 @@ layer over these: the same inputs give the same answer.
 
 from typing import TYPE_CHECKING, Any
 
-from fabricsim.api.calls import topology, train, whatif
-from fabricsim.api.collective import CollectiveResult, collective
+from fabricsim.api.calls import collective, infer, topology, train, whatif
+from fabricsim.api.collective import CollectiveResult
 from fabricsim.api.goodput import run_goodput
-from fabricsim.api.infer import InferResult, infer
+from fabricsim.api.infer import InferResult
 from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest

@@ -3,16 +3,15 @@ flow simulator), each row with its error band; the engine of `fabricsim collecti
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim import units
-from fabricsim.api.coerce import api_call, fabric_alias
 from fabricsim.api.result import Result
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.api.specs import CollectiveRun
     from fabricsim.catalog import GPU, Catalog
     from fabricsim.collectives import CollectiveModel, Prediction
     from fabricsim.validation import BandResult
@@ -40,24 +39,21 @@ class CollectiveResult(Result):
                 "busbw_bytes_per_s": last.busbw_GBps * 1e9, "regime": self.data["regime"]}
 
 
-@api_call(fabric_alias)
-def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = None,
-               ranks_per_node: int | None = None, op: str = "all_reduce", min_size: str = "8", max_size: str = "8G",
-               step_factor: float = 2.0, algo: str = "auto", proto: str = "auto", ib: str | None = None,
-               fabric_kind: str = "fat-tree", planes: int = 1, dragonfly_routing: str = "minimal",
-               dtype: str = "float", sim: str = "analytical", routing: str | None = None,
-               oversubscription: float = 1.0, calibration: Sequence[str] = ()) -> CollectiveResult:
-    """Predict what nccl-tests would measure for one collective across message sizes (the options and defaults of
-    `fabricsim collective`; sizes as its --min/--max text, e.g. ``"1M"``)."""
-    inputs = dict(locals())
-    calibration = list(calibration)
+def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResult:
+    """`fabricsim.collective` (generated in `fabricsim.api.calls` from `CollectiveRun`): the sweep's rows and
+    their bands; ``inputs`` the call's keyword arguments as given, the result's ``inputs`` echo."""
+    o = run
+    system, nodes, gpus, ranks_per_node, op, algo, proto, ib = (o.system, o.nodes, o.gpus, o.ranks_per_node, o.op,
+                                                                o.algo, o.proto, o.ib)
+    planes, dragonfly_routing, dtype, sim, routing = o.planes, o.dragonfly_routing, o.dtype, o.sim, o.routing
+    calibration = list(o.calibration)
     from fabricsim import inputs as checks
     from fabricsim.catalog import load_catalog
     from fabricsim.collectives import CollectiveModel, dtype_bytes, group_shape, parse_op, size_sweep
     from fabricsim.validation import band_fields
 
-    oversubscription = checks.oversubscription(oversubscription)
-    kind = fabric_kind.strip().lower()
+    oversubscription = checks.oversubscription(o.oversubscription)
+    kind = o.fabric_kind.strip().lower()
     from fabricsim.comm import DIRECT_FABRICS
 
     check_fabric_options(kind, planes, dragonfly_routing, sim)
@@ -77,8 +73,8 @@ def collective(*, system: str = "dgx-h100", nodes: int = 1, gpus: int | None = N
         raise SpecError(f"must be 1..{total} ({nodes} node(s) x {per_node}), got {ngpus}", field="--gpus")
     name = parse_op(op)
     element = dtype_bytes(dtype)
-    sizes = size_sweep(checks.parse_buffer_size(min_size, "--min", element_bytes=element),
-                       checks.parse_buffer_size(max_size, "--max", element_bytes=element), step_factor)
+    sizes = size_sweep(checks.parse_buffer_size(o.min_size, "--min", element_bytes=element),
+                       checks.parse_buffer_size(o.max_size, "--max", element_bytes=element), o.step_factor)
     taper = 1.0
     if nodes > 1:
         from fabricsim.collectives import resolve_fabric_link

@@ -5,17 +5,16 @@ and, with a request rate or trace, continuous-batching replicas (latency percent
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.serve import DecodePool, ServeRequest, decode_pool, serve_request
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.api.specs import InferRun
     from fabricsim.comm import Cluster
     from fabricsim.inference import InferencePlan, InferencePrediction
     from fabricsim.model import HFImport, ModelSpec
@@ -56,37 +55,30 @@ class InferResult(Result):
         return self.prediction.bottleneck
 
 
-@api_call()
-def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | None = None, tp: int = 1, pp: int = 1,
-          ep: int = 1, dp: int = 1, batch: int = 1, prompt: int = 2048, output: int = 256, weights: str = "bf16",
-          kv: str = "bf16", draft_tokens: int = 0, acceptance: float | None = None, fabric: str | None = None,
-          oversubscription: float = 1.0, calibration: Sequence[str] | None = None, rate: float | None = None,
-          duration: str | None = None, trace: str | Path | None = None, slo_ttft: str | None = None,
-          slo_tpot: str | None = None, disagg: str | None = None, replicas: int | None = None,
-          max_seqs: int | None = None, max_batched_tokens: int | None = None, chunked_prefill: bool | None = None,
-          seed: int | None = None, engine: str = "trtllm", prefix_hit: float = 0.0, prefix_host: float = 0.0,
-          decode_tp: int | None = None, decode_ep: int | None = None, decode_dp: int | None = None,
-          decode_system: str | None = None, checkpoint: str | None = None) -> InferResult:
-    """Predict serving one static batch and, with ``rate`` (requests/s) or ``trace`` (a JSONL file), serve requests
-    on continuous-batching replicas (the options and defaults of `fabricsim infer`)."""
-    inputs = dict(locals())
-    trace = None if trace is None else Path(trace)
-    calibration = list(calibration or [])
+def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
+    """`fabricsim.infer` (generated in `fabricsim.api.calls` from `InferRun`): the static batch and, with a rate
+    or a trace, the served requests; ``inputs`` the call's keyword arguments as given, the result's echo."""
+    o = run
+    model, system, gpus, tp, pp, ep, dp, batch = o.model, o.system, o.gpus, o.tp, o.pp, o.ep, o.dp, o.batch
+    fabric, engine, checkpoint = o.fabric, o.engine, o.checkpoint
+    draft_tokens, acceptance = o.draft_tokens, o.acceptance
+    trace = None if o.trace is None else Path(o.trace)
+    calibration = list(o.calibration or [])
     from fabricsim.catalog import load_catalog
     from fabricsim.comm import Cluster
     from fabricsim.inference import InferencePlan, predict_inference
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import resolve_model
 
-    oversubscription = checked_oversubscription(oversubscription)
+    oversubscription = checked_oversubscription(o.oversubscription)
     from fabricsim.inference import engine_profile
 
     profile = engine_profile(engine)  # an unknown engine is a one-line error naming the known ones
     catalog = load_catalog(*(calibration or []))
     gpu = catalog.gpu(catalog.system(system, field="--system").gpu)
-    serve = serve_request(rate=rate, duration=duration, trace=trace, slo_ttft=slo_ttft, slo_tpot=slo_tpot,
-                          disagg=disagg, replicas=replicas, max_seqs=max_seqs,
-                          max_batched_tokens=max_batched_tokens, chunked_prefill=chunked_prefill, seed=seed,
+    serve = serve_request(rate=o.rate, duration=o.duration, trace=trace, slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot,
+                          disagg=o.disagg, replicas=o.replicas, max_seqs=o.max_seqs,
+                          max_batched_tokens=o.max_batched_tokens, chunked_prefill=o.chunked_prefill, seed=o.seed,
                           engine_max_seqs=profile.max_batch(gpu),
                           engine_max_batched_tokens=profile.max_batched_tokens(gpu),
                           engine_chunked_prefill=profile.scheduler.chunked_prefill)
@@ -94,13 +86,13 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
     if draft_tokens and acceptance is None:
         raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
                         f"drafts, 1 to {1 + draft_tokens})", field="--acceptance")
-    plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=prompt, output_tokens=output,
-                         weights=weights.strip().lower(), kv=kv.strip().lower(),
+    plan = InferencePlan(tp=tp, pp=pp, ep=ep, dp=dp, batch=batch, prompt_tokens=o.prompt, output_tokens=o.output,
+                         weights=o.weights.strip().lower(), kv=o.kv.strip().lower(),
                          max_context=_max_context(model, imported),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
-                         engine=engine.strip(), prefix_hit=prefix_hit, prefix_host=prefix_host,
-                         engine_max_seqs=max_seqs,
-                         engine_max_batched_tokens=max_batched_tokens)
+                         engine=engine.strip(), prefix_hit=o.prefix_hit, prefix_host=o.prefix_host,
+                         engine_max_seqs=o.max_seqs,
+                         engine_max_batched_tokens=o.max_batched_tokens)
     if plan.draft_tokens and not spec.mtp_modules:
         raise SpecError(f"{spec.name} has no MTP module to draft with (speculative decoding drafts with the model's "
                         "own multi-token-prediction module, as deepseek-v3's; separate draft models are not "
@@ -115,7 +107,7 @@ def infer(*, model: str = "llama3-70b", system: str = "dgx-h100", gpus: int | No
         raise SpecError(f"{batch} sequences of {plan.context} tokens need {pred.memory.total_bytes / gib:,.1f} GiB "
                         f"per GPU, {pred.memory.usable_bytes / gib:,.1f} usable: at most {pred.max_batch} fit; lower "
                         "--batch, or add --tp/--pp, --kv fp8", field="--batch")
-    pool = decode_pool(serve.disagg, tp=decode_tp, ep=decode_ep, dp=decode_dp, system=decode_system)
+    pool = decode_pool(serve.disagg, tp=o.decode_tp, ep=o.decode_ep, dp=o.decode_dp, system=o.decode_system)
     decode = None
     if pool is not None:  # the decode pool's own plan and system
         from dataclasses import replace

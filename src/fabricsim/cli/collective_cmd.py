@@ -9,17 +9,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 import fabricsim.cli.output as ui
-from fabricsim.api import collective as collective_api
 from fabricsim.cli.options import (
     CALIBRATION_LIST,
-    CLUSTER,
+    COLLECTIVE_OPTIONS,
     PRINT,
     REPORT,
-    ROUTING_HELP,
-    TOPOLOGY,
     Decl,
     declared,
-    from_api,
     run_options,
 )
 
@@ -57,37 +53,15 @@ def bench_result(prediction: Prediction, op: str, ngpus: int, nodes: int, per_no
                        notes=["predicted by fabricsim's collective model"])
 
 
-COLLECTIVE_OWN: dict[str, Decl] = from_api(collective_api, {
-    "gpus": Annotated[int | None, typer.Option("--gpus", help="first N GPUs of the nodes (default: all)")],
-    "ranks_per_node": Annotated[int | None, typer.Option(
-        "--ranks-per-node", help="spread the group: N GPUs per node (1 = one rail across nodes)")],
-    "op": Annotated[str, typer.Option("--op", help="all_reduce, all_gather, reduce_scatter, broadcast, reduce, "
-                                       "all_to_all, send_recv (also allreduce, alltoall_perf, bcast: as `bench "
-                                       "collective`)")],
-    "min_size": Annotated[str, typer.Option("--min", help="smallest size (nccl-tests -b), e.g. 8, 1K, 1M")],
-    "max_size": Annotated[str, typer.Option("--max", help="largest size (nccl-tests -e)")],
-    "step_factor": Annotated[float, typer.Option("--step-factor", help="size multiplier between rows (nccl-tests "
-                                                  "-f)")],
-    "algo": Annotated[str, typer.Option("--algo", help="auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, "
-                                         "halving_doubling, direct")],
-    "proto": Annotated[str, typer.Option("--proto", help="auto, LL, LL128, Simple")],
-    "ib": CLUSTER["ib"],
-    "fabric_kind": TOPOLOGY["fabric_kind"],
-    "planes": CLUSTER["planes"],
-    "dragonfly_routing": CLUSTER["dragonfly_routing"],
-    "dtype": Annotated[str, typer.Option("--dtype", help="element type for the count column")],
-    "sim": Annotated[str, typer.Option("--sim", help="analytical (NCCL-style closed forms) or flow (the algorithm's "
-                                        "schedule on the built fat tree, max-min flow simulation)")],
-    "routing": Annotated[str | None, typer.Option("--routing", help=ROUTING_HELP)],
-    "oversubscription": CLUSTER["oversubscription"],
+COLLECTIVE_OWN: dict[str, Decl] = {
     "fmt": (Annotated[CollectiveFormat | None, typer.Option(
         "--format", help="table (default), json (SI units), csv, or nccl-tests (nccl-tests' own layout, read back by "
         "`bench parse`)")], None),
     "as_json": PRINT["as_json"],
     "plot": (Annotated[Path | None, typer.Option("--plot", help="write busbw vs size to this PNG")], None),
     "calibration": CALIBRATION_LIST,
-})
-COLLECTIVE = ({"system": CLUSTER["system"], "nodes": CLUSTER["nodes"]}, COLLECTIVE_OWN, REPORT)
+}
+COLLECTIVE = (COLLECTIVE_OPTIONS, COLLECTIVE_OWN, REPORT)
 
 
 @declared(*COLLECTIVE)

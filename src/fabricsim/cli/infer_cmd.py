@@ -5,16 +5,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any
-
-import typer
+from typing import TYPE_CHECKING, Any
 
 import fabricsim.cli.options as opts
 import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.api import infer as infer_api
-from fabricsim.cli.launch_view import Checkpoint, launch_lines
+from fabricsim.cli.launch_view import launch_lines
 from fabricsim.cli.serve_options import DECODE, PREFIX, SERVE
+from fabricsim.cli.spec_options import ENGINE_OPTIONS, LAUNCH_OPTIONS, SERVING_PLAN_OPTIONS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -23,22 +21,6 @@ if TYPE_CHECKING:
     from fabricsim.inference import InferencePlan, InferencePrediction
     from fabricsim.serving import ServingResult
     from fabricsim.validation import Band, BandResult
-
-Gpus = Annotated[int | None, typer.Option("--gpus", help="GPUs of the group (= tp*pp*dp); checked when given")]
-Dp = Annotated[int, typer.Option("--dp", help="attention data parallelism within the group (MoE: experts span it)")]
-Batch = Annotated[int, typer.Option("--batch", help="sequences in the static batch")]
-Prompt = Annotated[int, typer.Option("--prompt", help="prompt tokens per sequence")]
-Output = Annotated[int, typer.Option("--output", help="output tokens per sequence")]
-Weights = Annotated[str, typer.Option("--weights", help="weight format: bf16, fp8, int4 (W4A16) or fp4 (NVFP4)")]
-Kv = Annotated[str, typer.Option("--kv", help="KV-cache format: bf16 or fp8")]
-DraftTokens = Annotated[int, typer.Option("--draft-tokens", help="speculative decoding: draft tokens per sequence and "
-                                          "step from the model's MTP module (one layer + shared head); 0: none")]
-EngineOpt = Annotated[str, typer.Option("--engine", help="serving engine as NAME[@VERSION]: trtllm, vllm or sglang "
-                                        "(e.g. vllm@0.6.3): the KV-cache memory, batch, prefill chunk and host time "
-                                        "per step of that release")]
-Acceptance = Annotated[float | None, typer.Option("--acceptance", help="speculative decoding: mean tokens a step "
-                                                  "yields per sequence, 1 + expected accepted drafts (1 to 1 + "
-                                                  "--draft-tokens); required with --draft-tokens")]
 
 
 def render_inference(pred: InferencePrediction, title: str) -> Table:
@@ -154,27 +136,9 @@ def _served(found: dict[str, BandResult] | None, prefix: str, stats: Any) -> str
             f"{band.bias:+.0%})")
 
 
-INFER_PLAN = opts.from_api(infer_api, {
-    "model": opts.PLAN["model"][0],
-    "system": opts.PLAN["system"][0],
-    "gpus": Gpus,
-    "tp": opts.PLAN["tp"][0],
-    "pp": opts.PLAN["pp"][0],
-    "ep": opts.PLAN["ep"][0],
-    "dp": Dp,
-    "batch": Batch,
-    "prompt": Prompt,
-    "output": Output,
-    "weights": Weights,
-    "kv": Kv,
-    "draft_tokens": DraftTokens,
-    "acceptance": Acceptance,
-    "fabric": opts.PLAN["ib"][0],
-    "oversubscription": opts.PLAN["oversubscription"][0],
-})
-INFER = (INFER_PLAN, opts.PRINT, opts.BREAKDOWN_PLOT, opts.CALIBRATION, SERVE,
-         opts.from_api(infer_api, {"engine": EngineOpt}), PREFIX, DECODE,
-         opts.from_api(infer_api, {"checkpoint": Checkpoint}), opts.REPORT)
+INFER_PLAN = SERVING_PLAN_OPTIONS
+INFER = (INFER_PLAN, opts.PRINT, opts.BREAKDOWN_PLOT, opts.CALIBRATION, SERVE, ENGINE_OPTIONS, PREFIX, DECODE,
+         LAUNCH_OPTIONS, opts.REPORT)
 
 
 @opts.declared(*INFER)

@@ -3,13 +3,11 @@ config file it reads) that starts the chosen plan, or say why the engine release
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-import typer
+from fabricsim.cli.spec_options import LAUNCH_OPTIONS
 
-Checkpoint = Annotated[str | None, typer.Option(
-    "--checkpoint", help="checkpoint path or hub id the printed engine launch command names (default: the model's "
-    "name, to replace)")]
+Checkpoint = LAUNCH_OPTIONS["checkpoint"][0]
 
 
 def launch_lines(data: dict[str, Any]) -> list[str]:

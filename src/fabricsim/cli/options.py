@@ -32,6 +32,9 @@ from fabricsim.cli.spec_options import (
     WHAT_IF_OPTIONS,
 )
 from fabricsim.cli.spec_options import (
+    COLLECTIVE_OPTIONS as COLLECTIVE_OPTIONS,
+)
+from fabricsim.cli.spec_options import (
     GOODPUT_SWITCH as GOODPUT_SWITCH,
 )
 
@@ -64,8 +67,6 @@ def help_of(decl: Decl) -> str:
     return str(decl[0].__metadata__[0].help)
 
 
-ROUTING_HELP = help_of(FLOW["routing"])
-"""--routing's one help text: `collective` declares it optional (refused without --sim flow)."""
 
 
 def from_api(func: Callable[..., Any], declarations: Mapping[str, Any]) -> dict[str, Decl]:

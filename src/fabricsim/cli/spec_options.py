@@ -115,3 +115,77 @@ TOPOLOGY_STORAGE: dict[str, Decl] = {
 TOPOLOGY_CALIBRATION: dict[str, Decl] = {
     'calibration': (Annotated[list[str], typer.Option('--calibration', help='calibration overlay YAML applied on top of the catalog (repeatable)')], ()),
 }
+
+COLLECTIVE_OPTIONS: dict[str, Decl] = {
+    'system': (Annotated[str, typer.Option('--system', help='catalog system id (fabricsim catalog systems)')], 'dgx-h100'),
+    'nodes': (Annotated[int, typer.Option('--nodes', help='compute nodes (servers, or racks for NVL72)')], 1),
+    'gpus': (Annotated[int | None, typer.Option('--gpus', help='first N GPUs of the nodes (default: all)')], None),
+    'ranks_per_node': (Annotated[int | None, typer.Option('--ranks-per-node', help='spread the group: N GPUs per node (1 = one rail across nodes)')], None),
+    'op': (Annotated[str, typer.Option('--op', help='all_reduce, all_gather, reduce_scatter, broadcast, reduce, all_to_all, send_recv (also allreduce, alltoall_perf, bcast: as `bench collective`)')], 'all_reduce'),
+    'min_size': (Annotated[str, typer.Option('--min', help='smallest size (nccl-tests -b), e.g. 8, 1K, 1M')], '8'),
+    'max_size': (Annotated[str, typer.Option('--max', help='largest size (nccl-tests -e)')], '8G'),
+    'step_factor': (Annotated[float, typer.Option('--step-factor', help='size multiplier between rows (nccl-tests -f)')], 2.0),
+    'algo': (Annotated[str, typer.Option('--algo', help='auto, ring, tree, nvls, nvls_tree, collnet, hierarchical, halving_doubling, direct')], 'auto'),
+    'proto': (Annotated[str, typer.Option('--proto', help='auto, LL, LL128, Simple')], 'auto'),
+    'ib': (Annotated[str | None, typer.Option('--ib', help="network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, eth-800g (Ethernet); ib-ndr, 400g also accepted (default: the system's NICs)")], None),
+    'fabric_kind': (Annotated[str, typer.Option('--fabric', help="scale-out design: fat-tree, rail-only, dragonfly, slim-fly, torus or mesh (topo and traffic build each; train and collective take the first four: the analytical model prices a rail-optimized fat tree, which rail-only and --planes match for NCCL's rail-local traffic, tapered to a dragonfly's or Slim Fly's bisection, and --sim flow builds the design)")], 'fat-tree'),
+    'planes': (Annotated[int, typer.Option('--planes', help="fat tree: planes each NIC's bandwidth is split over, 1, 2, 4 or 8 as the switch's ports split (multi-plane, each a fat tree of split switch ports)")], 1),
+    'dragonfly_routing': (Annotated[str, typer.Option('--dragonfly-routing', help='--fabric dragonfly only: minimal, valiant (through an intermediate group) or ugal (per flow the minimal path unless a non-minimal one is less loaded, under any --routing); train and collective route it with --sim flow')], 'minimal'),
+    'dtype': (Annotated[str, typer.Option('--dtype', help='element type for the count column')], 'float'),
+    'sim': (Annotated[str, typer.Option('--sim', help="analytical (NCCL-style closed forms) or flow (the algorithm's schedule on the built fat tree, max-min flow simulation)")], 'analytical'),
+    'routing': (Annotated[str | None, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], None),
+    'oversubscription': (Annotated[float, typer.Option('--oversubscription', help='fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it')], 1.0),
+}
+
+SERVING_PLAN_OPTIONS: dict[str, Decl] = {
+    'model': (Annotated[str, typer.Option('--model', help='preset name or model spec YAML/JSON file')], 'llama3-70b'),
+    'system': (Annotated[str, typer.Option('--system', help='catalog system id (fabricsim catalog systems)')], 'dgx-h100'),
+    'gpus': (Annotated[int | None, typer.Option('--gpus', help='GPUs of the group (= tp*pp*dp); checked when given')], None),
+    'tp': (Annotated[int, typer.Option('--tp', help='tensor-parallel size')], 1),
+    'pp': (Annotated[int, typer.Option('--pp', help='pipeline-parallel stages')], 1),
+    'ep': (Annotated[int, typer.Option('--ep', help='expert-parallel size (MoE)')], 1),
+    'dp': (Annotated[int, typer.Option('--dp', help='attention data parallelism within the group (MoE: experts span it)')], 1),
+    'batch': (Annotated[int, typer.Option('--batch', help='sequences in the static batch')], 1),
+    'prompt': (Annotated[int, typer.Option('--prompt', help='prompt tokens per sequence')], 2048),
+    'output': (Annotated[int, typer.Option('--output', help='output tokens per sequence')], 256),
+    'weights': (Annotated[str, typer.Option('--weights', help='weight format: bf16, fp8, int4 (W4A16) or fp4 (NVFP4)')], 'bf16'),
+    'kv': (Annotated[str, typer.Option('--kv', help='KV-cache format: bf16 or fp8')], 'bf16'),
+    'draft_tokens': (Annotated[int, typer.Option('--draft-tokens', help="speculative decoding: draft tokens per sequence and step from the model's MTP module (one layer + shared head); 0: none")], 0),
+    'acceptance': (Annotated[float | None, typer.Option('--acceptance', help='speculative decoding: mean tokens a step yields per sequence, 1 + expected accepted drafts (1 to 1 + --draft-tokens); required with --draft-tokens')], None),
+    'fabric': (Annotated[str | None, typer.Option('--ib', help="network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, eth-800g (Ethernet); ib-ndr, 400g also accepted (default: the system's NICs)")], None),
+    'oversubscription': (Annotated[float, typer.Option('--oversubscription', help='fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it')], 1.0),
+}
+
+SERVE_OPTIONS: dict[str, Decl] = {
+    'rate': (Annotated[float | None, typer.Option('--rate', help='serve Poisson arrivals at this many requests/s (continuous batching; lengths from --prompt/--output)')], None),
+    'duration': (Annotated[str | None, typer.Option('--duration', help='arrival window with --rate, e.g. 600s or 10min (default 600s)')], None),
+    'trace': (Annotated[Path | None, typer.Option('--trace', help='input: a JSONL file of requests to serve instead of --rate\'s Poisson arrivals, one object a line: {"arrival_s": 0.5, "prompt_tokens": 1024, "output_tokens": 256}')], None),
+    'slo_ttft': (Annotated[str | None, typer.Option('--slo-ttft', help="time-to-first-token SLO, e.g. 2s: what infer's goodput counts, what size --inference meets")], None),
+    'slo_tpot': (Annotated[str | None, typer.Option('--slo-tpot', help="time-per-output-token SLO, e.g. 50ms: what infer's goodput counts, what size --inference meets")], None),
+    'disagg': (Annotated[str | None, typer.Option('--disagg', help='P:D prefill and decode replicas (each one tp*pp*dp group); the KV cache moves over NVLink or the network')], None),
+    'replicas': (Annotated[int | None, typer.Option('--replicas', help='co-located replicas (data parallel serving; default 1)')], None),
+    'max_seqs': (Annotated[int | None, typer.Option('--max-seqs', help="scheduler: sequences per iteration (vLLM max_num_seqs; default: the engine's)")], None),
+    'max_batched_tokens': (Annotated[int | None, typer.Option('--max-batched-tokens', help="scheduler: tokens per iteration (vLLM max_num_batched_tokens; default: the engine's)")], None),
+    'chunked_prefill': (Annotated[bool | None, typer.Option('--chunked-prefill/--no-chunked-prefill', help="split long prompts over iterations (default: the engine's: on for vLLM V1 and SGLang, off for vLLM V0 and TensorRT-LLM)")], None),
+    'seed': (Annotated[int | None, typer.Option('--seed', help='random seed of the Poisson arrivals (default 0)')], None),
+}
+
+ENGINE_OPTIONS: dict[str, Decl] = {
+    'engine': (Annotated[str, typer.Option('--engine', help='serving engine as NAME[@VERSION]: trtllm, vllm or sglang (e.g. vllm@0.6.3): the KV-cache memory, batch, prefill chunk and host time per step of that release')], 'trtllm'),
+}
+
+PREFIX_OPTIONS: dict[str, Decl] = {
+    'prefix_hit': (Annotated[float, typer.Option('--prefix-hit', help="fraction of each prompt already in the engine's prefix cache (0..1; not computed again): TTFT, and every request served; a --trace may give cached_tokens per request instead")], 0.0),
+    'prefix_host': (Annotated[float, typer.Option('--prefix-host', help="fraction of each prompt found in the engine's host-memory KV tier (offloaded copies): copied back over PCIe or NVLink-C2C instead of computed (engines with one: fabricsim catalog engines --json, kv_offload)")], 0.0),
+}
+
+DECODE_OPTIONS: dict[str, Decl] = {
+    'decode_tp': (Annotated[int | None, typer.Option('--decode-tp', help="with --disagg: the decode pool's tensor parallelism (default: --tp)")], None),
+    'decode_ep': (Annotated[int | None, typer.Option('--decode-ep', help="with --disagg: the decode pool's expert parallelism (default: --ep)")], None),
+    'decode_dp': (Annotated[int | None, typer.Option('--decode-dp', help="with --disagg: the decode pool's attention data parallelism (default: --dp)")], None),
+    'decode_system': (Annotated[str | None, typer.Option('--decode-system', help="with --disagg: the decode pool's system (its own GPU type; default: --system); the KV cache then crosses the scale-out network")], None),
+}
+
+LAUNCH_OPTIONS: dict[str, Decl] = {
+    'checkpoint': (Annotated[str | None, typer.Option('--checkpoint', help="checkpoint path or hub id the printed engine launch command names (default: the model's name, to replace)")], None),
+}

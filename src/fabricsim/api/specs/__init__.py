@@ -3,12 +3,12 @@
 where a run validates its options or the generator runs (pydantic stays out of `fabricsim --help`)."""
 
 from fabricsim.api.specs.cluster import ROUTING_HELP, ClusterOptions, DesignOptions, FlowOptions, TopologyStorage
+from fabricsim.api.specs.collective import CollectiveOptions, CollectiveRun
 from fabricsim.api.specs.fields import ApiFunction, OptionGroup, field_cli, opt
 from fabricsim.api.specs.goodput import STORAGE_HELP, GoodputOptions, GoodputSwitch
 from fabricsim.api.specs.plan import PlanOptions
+from fabricsim.api.specs.registry import GROUPS, RUNS
 from fabricsim.api.specs.runs import (
-    GROUPS,
-    RUNS,
     CalibrationOptions,
     TopologyCalibration,
     TopologyRun,
@@ -16,6 +16,7 @@ from fabricsim.api.specs.runs import (
     WhatIfOptions,
     WhatIfRun,
 )
+from fabricsim.api.specs.serving import InferRun, ServingPlanOptions
 from fabricsim.api.specs.shared import FABRIC_HELP
 
 __all__ = [
@@ -27,12 +28,16 @@ __all__ = [
     "ApiFunction",
     "CalibrationOptions",
     "ClusterOptions",
+    "CollectiveOptions",
+    "CollectiveRun",
     "DesignOptions",
     "FlowOptions",
     "GoodputOptions",
     "GoodputSwitch",
+    "InferRun",
     "OptionGroup",
     "PlanOptions",
+    "ServingPlanOptions",
     "TopologyCalibration",
     "TopologyRun",
     "TopologyStorage",

@@ -12,6 +12,7 @@ from fabricsim.api.specs.shared import (
     DesignOption,
     DragonflyRoutingOption,
     NetworkOption,
+    NodesOption,
     OversubscriptionOption,
     PlanesOption,
     SystemOption,
@@ -27,7 +28,7 @@ class ClusterOptions(OptionGroup):
     """The cluster: its system, node count, scale-out design, network, switch tiers and cables."""
 
     system: SystemOption
-    nodes: int = opt(1, "compute nodes (servers, or racks for NVL72)")
+    nodes: NodesOption
     fabric: DesignOption
     ib: NetworkOption
     eth: str | None = opt(None, "Ethernet fabric, 400g or 800g (older spelling of --ib eth-400g)")

@@ -44,6 +44,9 @@ class ApiFunction:
     result: str
     renames: str | None = None
     summary: str = ""
+    extra: tuple[tuple[str, str, str], ...] = ()
+    """Keyword arguments of the API alone, not options (name, type, default as source text): passed to the
+    implementation by name, left out of the ``inputs`` echo (`size`'s ``progress`` callback)."""
 
 
 def field_cli(name: str, field: Any) -> str:

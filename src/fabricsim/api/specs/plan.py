@@ -4,21 +4,29 @@ split, the batch, the kernels and overlaps, the MoE knobs, and the network betwe
 from __future__ import annotations
 
 from fabricsim.api.specs.fields import OptionGroup, opt
-from fabricsim.api.specs.shared import NetworkOption, OversubscriptionOption, SystemOption
+from fabricsim.api.specs.shared import (
+    EpOption,
+    ModelOption,
+    NetworkOption,
+    OversubscriptionOption,
+    PpOption,
+    SystemOption,
+    TpOption,
+)
 
 
 class PlanOptions(OptionGroup):
     """The model, the parallel plan and the cluster it runs on; knobs left unset are chosen as the fastest
     setting that fits."""
 
-    model: str = opt("llama3-70b", "preset name or model spec YAML/JSON file")
+    model: ModelOption
     system: SystemOption
     gpus: int | None = opt(None, "total GPUs (= tp*pp*dp*cp)")
-    tp: int = opt(1, "tensor-parallel size")
-    pp: int = opt(1, "pipeline-parallel stages")
+    tp: TpOption
+    pp: PpOption
     dp: int | None = opt(None, "default: gpus / (tp*pp*cp)")
     cp: int = opt(1, "context-parallel size")
-    ep: int = opt(1, "expert-parallel size (MoE)")
+    ep: EpOption
     etp: int | None = opt(None, "expert tensor-parallel size (MoE; default tp): etp*ep divides tp*cp*dp, so EP may "
                           "span TP ranks (MoE parallel folding)")
     gpus_per_node: int | None = opt(None, "GPUs of each node (rack) the job uses (default all): 64 runs 128 GPUs on "

@@ -69,10 +69,3 @@ class TopologyRun(TopologyCalibration, TopologyStorage, ClusterOptions):
         "topology", "fabricsim.api.topology:run_topology", "fabricsim.api.topology:TopologyResult", None,
         "Build a cluster topology and its bill of materials (the options and defaults of `fabricsim topo`).")
 
-
-RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun)
-"""Every run spec with an API function (`fabricsim.api.specs.generate` writes them in this order)."""
-GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions, GoodputOptions, GoodputSwitch,
-                                         CalibrationOptions, WhatIfOptions, ClusterOptions, TopologyStorage,
-                                         TopologyCalibration)
-"""Every group of options, in the order of the reference page."""

@@ -12,8 +12,13 @@ FABRIC_HELP = ("network between nodes: hdr, ndr, xdr (InfiniBand) or eth-400g, e
                "400g also accepted (default: the system's NICs)")
 """The one network option's help (``--ib`` of every command)."""
 
+ModelOption = Annotated[str, opt("llama3-70b", "preset name or model spec YAML/JSON file")]
+TpOption = Annotated[int, opt(1, "tensor-parallel size")]
+PpOption = Annotated[int, opt(1, "pipeline-parallel stages")]
+EpOption = Annotated[int, opt(1, "expert-parallel size (MoE)")]
 SystemOption = Annotated[str, opt("dgx-h100", "catalog system id (fabricsim catalog systems)")]
-NetworkOption = Annotated[str | None, opt(None, FABRIC_HELP)]
+NodesOption = Annotated[int, opt(1, "compute nodes (servers, or racks for NVL72)")]
+NetworkOption = Annotated[str | None, opt(None, FABRIC_HELP, cli="--ib")]
 OversubscriptionOption = Annotated[float, opt(
     1.0, "fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes "
     "that leave a leaf by it; topo, traffic and --sim flow build it")]
