@@ -35,7 +35,8 @@ def test_api_function_is_the_spec(run: type[OptionGroup]) -> None:
     """The API function takes the spec's fields, in order, with their defaults, and documents each."""
     func = getattr(api, run.api.name)  # type: ignore[attr-defined]
     params = inspect.signature(func).parameters
-    assert list(params) == list(run.model_fields)
+    extra = [name for name, _, _ in run.api.extra]  # type: ignore[attr-defined]
+    assert list(params) == [*run.model_fields, *extra]
     for name, field in run.model_fields.items():
         assert params[name].default == field.default, name
         assert params[name].kind is inspect.Parameter.KEYWORD_ONLY

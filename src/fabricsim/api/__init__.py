@@ -10,14 +10,14 @@ layer over these: the same inputs give the same answer.
 
 from typing import TYPE_CHECKING, Any
 
-from fabricsim.api.calls import collective, infer, topology, train, whatif
+from fabricsim.api.calls import collective, infer, size, topology, train, whatif
 from fabricsim.api.collective import CollectiveResult
 from fabricsim.api.goodput import run_goodput
 from fabricsim.api.infer import InferResult
 from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest
-from fabricsim.api.size import SizeResult, size
+from fabricsim.api.size import SizeResult
 from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
 from fabricsim.api.whatif import WhatIfResult

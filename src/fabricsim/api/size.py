@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabricsim.api.coerce import api_call
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.size_spec import EXECUTORS, MAX_SEQ, MOE_FIXED, TRAINING_ONLY, inference_spec, sizing_spec
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
+    from fabricsim.api.specs import SizeRun
     from fabricsim.catalog import Catalog
     from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, SizingResult, SizingSpec
 
@@ -55,35 +55,17 @@ def _check(message: str) -> None:
     raise SpecError(message)
 
 
-@api_call()
-def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str | None = None,
-         budget: str | None = None, power_cap: str | None = None, gpus: str | None = None, nodes: str | None = None,
-         systems: str | None = None, fabrics: str | None = None, fabric_kinds: str | None = None,
-         oversubscription: str = "1,2", rail_optimized: bool = True, seq: int = 8192, gbs: str = "1024",
-         tp: str | None = None, pp: str | None = None, cp: str | None = None, ep: str | None = None,
-         etp: str | None = None, vpp: str | None = None, mbs: str | None = None, recompute: str | None = None,
-         zero: str | None = None, precision: str | None = None, flash_attn: bool = True, overlap: bool = True,
-         dropout: bool | None = None, ep_comm_overlap: bool | None = None, shared_expert_overlap: bool | None = None,
-         moe_balance: str | None = None, moe_dispatcher: str | None = None, capacity_factor: float | None = None,
-         objective: str = "cost", amortize: str | None = None, gpu_hour: str | None = None, pue: float | None = None,
-         kwh: float | None = None, top: int = 10, executor: str | None = None, engine: str | None = None,
-         workers: int | None = None, ray_address: str | None = None, out: str | Path | None = None,
-         resume: bool = False, exhaustive: bool = False, inference: bool = False, rate: str | None = None,
-         slo_ttft: str | None = None, slo_tpot: str | None = None, prompt: int = 2048, output: int = 256,
-         weights: str | None = None, kv: str | None = None, duration: str | None = None, seed: int = 0,
-         max_gpus: int | None = None, slo_percentile: int | None = None, utilization: float | None = None,
-         confirm: int | None = None, whole_nodes: bool = False, disagg: bool = False, checkpoint: str | None = None,
-         goodput: bool = True, storage: str = "superpod-better", storage_bw: str | None = None,
-         storage_network: str | None = None, storage_server: str | None = None, storage_servers: int | None = None,
-         spares: str | None = None, checkpoint_mode: str = "sync", checkpoint_interval: str | None = None,
-         mtbf_scale: float = 1.0, restart: str | None = None, calibration: Sequence[str] | None = None,
-         progress: Callable[..., None] | None = None) -> SizeResult:
-    """Search clusters x plans (the options and defaults of `fabricsim size`: lists and ranges as its text, e.g.
-    ``gpus="1024..4096"``, ``tp="4,8"``); ``progress(done, total, plans)`` is called as clusters finish."""
-    inputs = {k: v for k, v in locals().items() if k != "progress"}
+def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None] | None = None) -> SizeResult:
+    """`fabricsim.size` (generated in `fabricsim.api.calls` from `SizeRun`): the training search, or with
+    ``inference`` the serving search; ``inputs`` the call's keyword arguments as given, the result's echo."""
+    o = run
+    gpu_hour, inference, disagg, checkpoint, objective, engine = (o.gpu_hour, o.inference, o.disagg, o.checkpoint,
+                                                                  o.objective, o.engine)
+    executor, resume, pue, kwh, top, workers, seq, model = (o.executor, o.resume, o.pue, o.kwh, o.top, o.workers,
+                                                            o.seq, o.model)
     from fabricsim.inputs import finite
 
-    out = None if out is None else Path(out)
+    out = None if o.out is None else Path(o.out)
     if gpu_hour is not None:
         from fabricsim.sizing import parse_money
 
@@ -131,8 +113,8 @@ def size(*, model: str = "llama3-70b", tokens: str | None = None, deadline: str 
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
                                                                         "checkpoint")})
     check_fabrics(spec.catalog(), spec.fabrics)
-    result = search(spec, executor=executor, workers=workers, ray_address=ray_address,  # type: ignore[arg-type]
-                    out=out, resume=resume, progress=progress, exhaustive=exhaustive)
+    result = search(spec, executor=executor, workers=workers, ray_address=o.ray_address,  # type: ignore[arg-type]
+                    out=out, resume=resume, progress=progress, exhaustive=o.exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
     from fabricsim.api.goodput import storage_fallbacks
 

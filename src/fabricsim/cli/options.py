@@ -1,10 +1,9 @@
-"""Each option of the run commands declared once. The options of `train`, `whatif` and `topo` (and those other
-commands share with them) are fields of the typed run specs (`fabricsim.api.specs`), from which
+"""Each option of the run commands declared once: the options of `train`, `whatif`, `topo`, `collective`, `infer`,
+`size` and `traffic` are fields of the typed run specs (`fabricsim.api.specs`), from which
 `python -m fabricsim.api.specs.generate` writes their typer declarations (`cli.spec_options`, so `--help` never
-imports pydantic), the API functions and docs/reference/options.md. The options of the other commands are one
-``Annotated`` alias each (in `serve_options` or a command's own table), their default in the API function the
-command calls (`from_api`). A command takes ``**options``; `declared` gives it the signature of its groups of
-declarations, in order, which typer reads to build the options, and `run_options` puts the values back in that
+imports pydantic), the API functions and docs/reference/options.md; only how the CLI prints (--format, --json,
+--plot, --report) is declared here. A command takes ``**options``; `declared` gives it the signature of its groups
+of declarations, in order, which typer reads to build the options, and `run_options` puts the values back in that
 order (the JSON ``inputs`` echo).
 
 Adding an option to `train` and `whatif`: one field of `PlanOptions` (fabricsim/api/specs/plan.py) and its use,
@@ -14,7 +13,7 @@ then `make generate`; tests/test_generated.py fails while a generated file is st
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from inspect import Parameter, Signature, signature
+from inspect import Parameter, Signature
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
@@ -67,15 +66,6 @@ def help_of(decl: Decl) -> str:
     return str(decl[0].__metadata__[0].help)
 
 
-
-
-def from_api(func: Callable[..., Any], declarations: Mapping[str, Any]) -> dict[str, Decl]:
-    """name -> (declaration, default) where the default is that of ``func``'s keyword argument of the same name:
-    a run option's default is written once, in the API function the command calls (`fabricsim.api`). An entry
-    given as a (declaration, default) pair already is an option of the CLI alone (how it prints: --format, --plot)."""
-    params = signature(func).parameters
-    return {name: kind if isinstance(kind, tuple) else (kind, params[name].default)
-            for name, kind in declarations.items()}
 
 
 # How the CLI prints: no API argument.

@@ -11,23 +11,9 @@ import typer
 
 import fabricsim.cli.output as ui
 from fabricsim import units
-from fabricsim.api import size as size_api
 from fabricsim.cli.goodput_options import storage_fallback_notes
-from fabricsim.cli.infer_cmd import INFER_PLAN
-from fabricsim.cli.launch_view import Checkpoint
-from fabricsim.cli.options import (
-    CALIBRATION,
-    CLUSTER,
-    GOODPUT,
-    GOODPUT_SWITCH,
-    PLAN,
-    PRINT,
-    REPORT,
-    declared,
-    from_api,
-    given,
-)
-from fabricsim.cli.serve_options import SERVE
+from fabricsim.cli.options import PRINT, REPORT, Decl, declared, given
+from fabricsim.cli.spec_options import SIZE_SEARCH_OPTIONS, SIZE_SERVING_OPTIONS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -35,10 +21,6 @@ if TYPE_CHECKING:
     from fabricsim.sizing import SizingResult
 
 DAY_S = 86400.0
-
-
-def _opt(help_text: str, *names: str) -> Any:
-    return typer.Option(*names, help=help_text)
 
 
 def _plan(p: dict[str, Any]) -> str:
@@ -172,112 +154,14 @@ class _Bar:
         self.progress.update(self.task, completed=done, total=total, plans=plans, rate=plans / elapsed)
 
 
-SIZE = from_api(size_api, {
-    "model": PLAN["model"][0],
-    "tokens": Annotated[str | None, _opt("training tokens, e.g. 2T [default: 15T]", "--tokens")],
-    "deadline": Annotated[str | None, _opt("time to train at most, e.g. 60d", "--deadline")],
-    "budget": Annotated[str | None, _opt("total cost at most (USD), e.g. 50M", "--budget")],
-    "power_cap": Annotated[str | None, _opt("facility power (IT x PUE) at most, e.g. 5MW", "--power-cap")],
-    "gpus": Annotated[str | None, _opt("GPU counts: 1024..16384 (powers of two), a list or one", "--gpus")],
-    "nodes": Annotated[str | None, _opt("node counts instead of --gpus", "--nodes")],
-    "systems": Annotated[str | None, _opt("candidate systems (default: every priced one)", "--systems")],
-    "fabrics": Annotated[str | None, _opt("candidate networks [default: hdr,ndr,xdr,eth-400g]", "--fabrics")],
-    "fabric_kinds": Annotated[str | None, _opt("scale-out designs to search: fat-tree, rail-only (a network per "
-                                                "rail), 2-plane (a fat tree of 2 planes): the same step, each its own "
-                                                "bill [default: fat-tree]",
-                                             "--fabric-kinds")],
-    "oversubscription": Annotated[str, _opt("fat-tree oversubscriptions", "--oversubscription")],
-    "rail_optimized": CLUSTER["rail_optimized"][0],
-    "seq": Annotated[int, _opt("sequence length", "--seq")],
-    "gbs": Annotated[str, _opt("global batch: fixed, list or range (512..4096)", "--gbs")],
-    "tp": Annotated[str | None, _opt("tensor parallel sizes to try", "--tp")],
-    "pp": Annotated[str | None, _opt("pipeline sizes to try", "--pp")],
-    "cp": Annotated[str | None, _opt("context parallel sizes to try", "--cp")],
-    "ep": Annotated[str | None, _opt("expert parallel sizes to try", "--ep")],
-    "etp": Annotated[str | None, _opt("expert tensor-parallel sizes to try (default tp and 1)", "--etp")],
-    "vpp": Annotated[str | None, _opt("virtual stages to try", "--vpp")],
-    "mbs": Annotated[str | None, _opt("micro-batch sizes to try", "--mbs")],
-    "recompute": Annotated[str | None, _opt("recompute modes to try", "--recompute")],
-    "zero": Annotated[str | None, _opt("ZeRO stages to try", "--zero")],
-    "precision": Annotated[str | None, _opt("precisions to try (bf16,fp8)", "--precision")],
-    "flash_attn": PLAN["flash_attn"][0],
-    "overlap": Annotated[bool, _opt("overlap gradient reduce / param gather", "--overlap/--no-overlap")],
-    "dropout": Annotated[bool | None, _opt("hidden dropout masks [default: on]", "--dropout/--no-dropout")],
-    "ep_comm_overlap": Annotated[bool | None, _opt("overlap the MoE all-to-all with compute [default: off]",
-                                                 "--ep-comm-overlap/--no-ep-comm-overlap")],
-    "shared_expert_overlap": Annotated[bool | None, _opt("run shared experts beside the all-to-all [default: off]",
-                                                       "--shared-expert-overlap/--no-shared-expert-overlap")],
-    "moe_balance": Annotated[str | None, _opt("expert load: forced, random or skewed [default: random]",
-                                            "--moe-balance")],
-    "moe_dispatcher": Annotated[str | None, _opt("token dispatch: alltoall or deepep [default: alltoall]",
-                                               "--moe-dispatcher")],
-    "capacity_factor": PLAN["capacity_factor"][0],
-    "objective": Annotated[str, _opt("rank by time, cost or energy", "--objective")],
-    "amortize": Annotated[str | None, _opt("capex amortisation period [default: 4y]", "--amortize")],
-    "gpu_hour": Annotated[str | None, _opt("rent at this USD per GPU-hour instead", "--gpu-hour")],
-    "pue": Annotated[float | None, _opt("power usage effectiveness [default: 1.3]", "--pue")],
-    "kwh": Annotated[float | None, _opt("electricity USD per kWh [default: 0.08]", "--kwh")],
-    "top": Annotated[int, _opt("rows in the ranked table", "--top")],
-    "executor": Annotated[str | None, _opt("where the training search runs: local (process pool), ray or serial "
-                                         "[default: local]", "--executor")],
-    "engine": Annotated[str | None, _opt("with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or "
-                                       "sglang [default: trtllm] (the training search's executor is --executor)",
-                                       "--engine")],
-    "workers": Annotated[int | None, _opt("processes [default: all cores]", "--workers")],
-    "ray_address": Annotated[str | None, _opt("Ray cluster address [default: start a local one]",
-                                            "--ray-address")],
-    "out": Annotated[Path | None, _opt("stream results to this Parquet file", "--out")],
-    "resume": Annotated[bool, _opt("continue an interrupted --out search", "--resume")],
-    "exhaustive": Annotated[bool, _opt("time every plan that fits (for an --out file of all of them); by default "
-                                     "each cluster times only the plans that can change the answer (same "
-                                     "results)", "--exhaustive/--no-exhaustive")],
-    "plot": (Annotated[Path | None, _opt("save the time-cost plot (PNG)", "--plot")], None),
-    "inference": Annotated[bool, _opt("size serving instead of training (cheapest system, plan and replicas "
-                                    "meeting TTFT/TPOT SLOs at --rate)", "--inference/--no-inference")],
-    "rate": Annotated[str | None, _opt("inference: requests per second, e.g. 20", "--rate")],
-    "slo_ttft": SERVE["slo_ttft"][0],
-    "slo_tpot": SERVE["slo_tpot"][0],
-    "prompt": INFER_PLAN["prompt"][0],
-    "output": INFER_PLAN["output"][0],
-    "weights": Annotated[str | None, _opt("inference: weight formats [default: bf16,fp8,int4]", "--weights")],
-    "kv": Annotated[str | None, _opt("inference: KV-cache formats [default: bf16,fp8]", "--kv")],
-    "duration": Annotated[str | None, _opt("inference: simulated arrival window [default: 120s]",
-                                            "--duration")],
-    "seed": Annotated[int, _opt("inference: seed of the simulated arrivals", "--seed")],
-    "max_gpus": Annotated[int | None, _opt("inference: at most this many GPUs in all", "--max-gpus")],
-    "slo_percentile": Annotated[int | None, _opt("inference: SLO percentile 50, 90 or 99 [default: 90]",
-                                               "--slo-percentile")],
-    "utilization": Annotated[float | None, _opt("inference: target utilisation of a replica's capacity "
-                                              "[default: 0.8]", "--utilization")],
-    "confirm": Annotated[int | None, _opt("inference: candidates confirmed by simulation [default: 5]",
-                                        "--confirm")],
-    "whole_nodes": Annotated[bool, _opt("inference: bill whole nodes, not the GPUs used",
-                                      "--whole-nodes/--no-whole-nodes")],
-    "disagg": Annotated[bool, _opt("inference: also search disaggregated prefill and decode pools (each pool's plan "
-                                 "and the P:D ratio), simulated", "--disagg/--no-disagg")],
-    "checkpoint": Checkpoint,
-    "goodput": GOODPUT_SWITCH["goodput"][0],
-    "storage": Annotated[str, _opt("storage tiers to search, comma-separated (fabricsim catalog storage); each "
-                                 "cluster takes the cheapest per hour of kept training",
-                                 "--storage")],
-    "storage_bw": Annotated[str | None, _opt("aggregate storage write rates to search, comma-separated (e.g. "
-                                           "500GB/s,2TB/s), servers sized to each [default: the tier's]",
-                                           "--storage-bw")],
-    "storage_network": GOODPUT["storage_network"][0],
-    "storage_server": GOODPUT["storage_server"][0],
-    "storage_servers": GOODPUT["storage_servers"][0],
-    "spares": Annotated[str | None, _opt("hot spares to search, comma-separated counts of units (servers, or a "
-                                       "rack's compute trays; 4) or shares of them (2%) [default: 5%, sourced]",
-                                       "--spares")],
-    "checkpoint_mode": GOODPUT["checkpoint_mode"][0],
-    "checkpoint_interval": GOODPUT["checkpoint_interval"][0],
-    "mtbf_scale": GOODPUT["mtbf_scale"][0],
-    "restart": GOODPUT["restart"][0],
-    "calibration": CALIBRATION["calibration"][0],
+SIZE: dict[str, Decl] = {
+    **SIZE_SEARCH_OPTIONS,
+    "plot": (Annotated[Path | None, typer.Option("--plot", help="save the time-cost plot (PNG)")], None),
+    **SIZE_SERVING_OPTIONS,
     "fmt": PRINT["fmt"],
     "as_json": PRINT["as_json"],
     "report": REPORT["report"],
-})
+}
 
 
 @declared(SIZE)

@@ -260,9 +260,10 @@ def import_command(
 
         summary.warnings.extend(check_trace(summary, device, catalog.system(system or "dgx-h100"), catalog))
         check_world(summary, gpus)
-        plan_options = PlanOptions(model=model, system=system or "dgx-h100", gpus=gpus, tp=tp, pp=pp, dp=dp, cp=cp,
-                                   ep=ep, seq=seq, gbs=gbs, mbs=mbs, recompute=recompute, zero=zero,
-                                   precision=precision, ib=fabric, oversubscription=1.0)
+        plan_options = PlanOptions.model_validate({  # the other plan options at their defaults
+            "model": model, "system": system or "dgx-h100", "gpus": gpus, "tp": tp, "pp": pp, "dp": dp, "cp": cp,
+            "ep": ep, "seq": seq, "gbs": gbs, "mbs": mbs, "recompute": recompute, "zero": zero,
+            "precision": precision, "ib": fabric})
         run = prepare_run(plan_options, calibration or [])
         plan = run.plan
         check_world(summary, plan.world_size, f" (tp {plan.tp} x pp {plan.pp} x dp {plan.dp} x cp {plan.cp})")

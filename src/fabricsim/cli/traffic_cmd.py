@@ -11,7 +11,8 @@ import typer
 import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.api import cluster_spec, progress_bar, resolved_names
-from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, GOODPUT, PRINT, Decl, Routing, declared, run_options
+from fabricsim.cli.options import CALIBRATION_LIST, CLUSTER, PRINT, Decl, declared, run_options
+from fabricsim.cli.spec_options import TRAFFIC_OPTIONS
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -116,23 +117,7 @@ def plot_traffic(run: TrafficRun, slow: dict[str, float], path: Path, title: str
     plt.close(fig)
 
 
-TRAFFIC_OWN: dict[str, Decl] = {
-    "pattern": (Annotated[str, typer.Option("--pattern", help="permutation, all_to_all, ring, incast, all_reduce, "
-                                            "all_gather, reduce_scatter, or a CSV matrix of bytes (rank x rank)")],
-                "all_to_all"),
-    "nbytes": (Annotated[str, typer.Option("--bytes", help="bytes each GPU sends (K/M/G powers of 1024)")], "1G"),
-    "gpus": (Annotated[int | None, typer.Option("--gpus", help="GPUs in the job (default: all)")], None),
-    "placement": (Annotated[str, typer.Option("--placement", help="packed, scattered or random")], "packed"),
-    "seed": (Annotated[int, typer.Option("--seed", help="seed of random placements and permutations")], 0),
-    "routing": (Routing,
-                "ecmp"),
-    "jobs_file": (Annotated[Path | None, typer.Option("--jobs", help="YAML of several jobs and background traffic "
-                                                      "(replaces --pattern/--bytes/--gpus/--placement)")], None),
-    "checkpoint": (Annotated[str | None, typer.Option(
-        "--checkpoint", help="a model (preset or file) whose checkpoint the job writes, at its start, to converged "
-        "storage at the fabric's end: simulated beside the job's traffic and compared with the goodput model")], None),
-    "storage_server": GOODPUT["storage_server"], "storage_servers": GOODPUT["storage_servers"],
-}
+TRAFFIC_OWN: dict[str, Decl] = TRAFFIC_OPTIONS
 TRAFFIC_TAIL: dict[str, Decl] = {
     "plot": (Annotated[Path | None, typer.Option("--plot", help="write utilisation-by-tier and slowdown plots (PNG)")],
              None),

@@ -4,6 +4,7 @@ The API functions of the run specs, one module each."""
 
 from fabricsim.api.calls.collective import collective
 from fabricsim.api.calls.infer import infer
+from fabricsim.api.calls.size import size
 from fabricsim.api.calls.topology import topology
 from fabricsim.api.calls.train import train
 from fabricsim.api.calls.whatif import whatif
@@ -11,6 +12,7 @@ from fabricsim.api.calls.whatif import whatif
 __all__ = [
     "collective",
     "infer",
+    "size",
     "topology",
     "train",
     "whatif",

@@ -18,6 +18,7 @@ from fabricsim.api.specs.runs import (
 )
 from fabricsim.api.specs.serving import InferRun, ServingPlanOptions
 from fabricsim.api.specs.shared import FABRIC_HELP
+from fabricsim.api.specs.sizing import SizeRun
 
 __all__ = [
     "FABRIC_HELP",
@@ -38,6 +39,7 @@ __all__ = [
     "OptionGroup",
     "PlanOptions",
     "ServingPlanOptions",
+    "SizeRun",
     "TopologyCalibration",
     "TopologyRun",
     "TopologyStorage",

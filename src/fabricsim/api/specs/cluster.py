@@ -5,6 +5,7 @@ a training run."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 from fabricsim.api.specs.fields import OptionGroup, opt
 from fabricsim.api.specs.goodput import STORAGE_HELP, StorageBw, StorageServer, StorageServers
@@ -15,6 +16,7 @@ from fabricsim.api.specs.shared import (
     NodesOption,
     OversubscriptionOption,
     PlanesOption,
+    RailOptimizedOption,
     SystemOption,
 )
 
@@ -22,6 +24,9 @@ ROUTING_HELP = ("ecmp (a hashed path per flow), adaptive (split by load) or spra
                 "flow simulation only (collective and train: with --sim flow)")
 """--routing's one help text: `collective` declares it optional (refused without --sim flow), `traffic` always
 simulates flows."""
+
+
+RoutingOption = Annotated[str, opt("ecmp", ROUTING_HELP)]
 
 
 class ClusterOptions(OptionGroup):
@@ -34,7 +39,7 @@ class ClusterOptions(OptionGroup):
     eth: str | None = opt(None, "Ethernet fabric, 400g or 800g (older spelling of --ib eth-400g)")
     switch: str | None = opt(None, "fabric switch id instead (qm9700, sn5600, ...)")
     tiers: int | None = opt(None, "fat-tree tiers 1-3 (default: fewest that fit)")
-    rail_optimized: bool = opt(True, "NIC i of every node on rail leaf i (fat tree)")
+    rail_optimized: RailOptimizedOption
     oversubscription: OversubscriptionOption
     node_cable: str = opt("optical", "optical or copper NIC-to-switch cables")
     torus_dims: str | None = opt(None, "torus switches per dimension, e.g. 4x4x2")
@@ -72,7 +77,27 @@ class FlowOptions(OptionGroup):
 
     sim: str = opt("analytical", "analytical, or flow: data- and expert-parallel collectives of every group at once "
                    "on the built fat tree (flow simulation)")
-    routing: str = opt("ecmp", ROUTING_HELP)
+    routing: RoutingOption
     jobs: str | Path | None = opt(None, "with --sim flow: other jobs and background traffic (the `traffic --jobs` "
                                   "YAML), placed after this job's GPUs")
     cluster_nodes: int | None = opt(None, "with --sim flow: nodes of the whole fabric (default: this job's)")
+
+
+class TrafficOptions(OptionGroup):
+    """`traffic`'s workload on the cluster (the command has no API function: the flow simulator's own API is
+    `fabricsim.network`)."""
+
+    pattern: str = opt("all_to_all", "permutation, all_to_all, ring, incast, all_reduce, all_gather, "
+                       "reduce_scatter, or a CSV matrix of bytes (rank x rank)")
+    nbytes: str = opt("1G", "bytes each GPU sends (K/M/G powers of 1024)", cli="--bytes", unit="bytes")
+    gpus: int | None = opt(None, "GPUs in the job (default: all)")
+    placement: str = opt("packed", "packed, scattered or random")
+    seed: int = opt(0, "seed of random placements and permutations")
+    routing: RoutingOption
+    jobs_file: Path | None = opt(None, "YAML of several jobs and background traffic (replaces "
+                                 "--pattern/--bytes/--gpus/--placement)", cli="--jobs")
+    checkpoint: str | None = opt(None, "a model (preset or file) whose checkpoint the job writes, at its start, to "
+                                 "converged storage at the fabric's end: simulated beside the job's traffic and "
+                                 "compared with the goodput model")
+    storage_server: StorageServer
+    storage_servers: StorageServers

@@ -50,9 +50,10 @@ class ApiFunction:
 
 
 def field_cli(name: str, field: Any) -> str:
-    """The CLI flag of a spec field: its ``cli`` or ``--name-with-dashes`` (``--x/--no-x`` for a bool)."""
+    """The CLI flag of a spec field: its ``cli`` as written, or ``--name-with-dashes`` (``--x/--no-x`` for a
+    bool)."""
     extra = field.json_schema_extra or {}
-    flag = extra.get("cli") or "--" + name.replace("_", "-")
-    if field.annotation is bool and "/" not in flag:
-        flag = f"{flag}/--no-{flag[2:]}"
-    return str(flag)
+    if extra.get("cli"):  # as written: a bool given a flag of its own is a single switch (--resume)
+        return str(extra["cli"])
+    flag = "--" + name.replace("_", "-")
+    return f"{flag}/--no-{flag[2:]}" if field.annotation is bool else flag

@@ -59,7 +59,8 @@ def _is_flag(field: Any) -> bool:
 
 def _cli_flag(name: str, field: Any) -> str:
     flag = field_cli(name, field)
-    return flag if "/" in flag or not _is_flag(field) else f"{flag}/--no-{flag[2:]}"
+    explicit = bool((field.json_schema_extra or {}).get("cli"))
+    return flag if explicit or "/" in flag or not _is_flag(field) else f"{flag}/--no-{flag[2:]}"
 
 
 def cli_source(groups: Sequence[type[OptionGroup]] = GROUPS) -> str:
@@ -144,7 +145,8 @@ def docs_source(groups: Sequence[type[OptionGroup]] = GROUPS, runs: Sequence[typ
     for group in groups:
         doc = " ".join((group.__doc__ or "").split())
         out += [f"## {group.__name__}", "", doc, "",
-                "API functions: " + ", ".join(f"`fabricsim.{u}`" for u in users[group]), "",
+                "API functions: " + (", ".join(f"`fabricsim.{u}`" for u in users[group]) or "none (the CLI's only)"),
+                "",
                 "| CLI | API keyword | type | default | what |", "|---|---|---|---|---|"]
         for name, field in _fields(group):
             extra = field.json_schema_extra or {}

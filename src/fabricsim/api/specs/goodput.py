@@ -21,33 +21,41 @@ StorageServer = Annotated[str | None, opt(None, "storage server model (fabricsim
 StorageServers = Annotated[int | None, opt(None, "storage servers to buy [default: the fewest that meet the tier]")]
 
 
+StorageNetwork = Annotated[str | None, opt(
+    None, "separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none "
+    "(the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage "
+    "ports]")]
+CheckpointMode = Annotated[str, opt("sync", "sync (training waits for the write; Megatron-LM's default), async (only "
+                                    "the copy to host memory stops it) or memory (copies in peers' host memory, "
+                                    "restored from there)")]
+CheckpointInterval = Annotated[str | None, opt(None, "time between checkpoints, e.g. 30m [default: the "
+                                                     "goodput-optimal interval]", unit="s")]
+MtbfScale = Annotated[float, opt(1.0, "multiply every component's mean time between failures (2: half as many "
+                                      "failures)")]
+Restart = Annotated[str | None, opt(None, "stall of one failure before the checkpoint is read back, e.g. 10m "
+                                          "[default: 10m, sourced]", unit="s")]
+GoodputOption = Annotated[bool, opt(True, "time to train on the wall clock: failures, checkpoints and restarts "
+                                          "included (--no-goodput: a healthy cluster)")]
+
+
 class GoodputOptions(OptionGroup):
     """What failures, checkpoints and restarts leave of the step: the storage the checkpoints go to and the
     network it is reached over, the spares, the checkpoint mode and interval, the failure rates and the restart."""
 
     storage: str = opt(DEFAULT_STORAGE_TIER, STORAGE_HELP)
     storage_bw: StorageBw
-    storage_network: str | None = opt(None, "separate (its own switches, the nodes' storage NICs), converged "
-                                      "(servers on the compute fabric) or none (the tier's rates, storage not "
-                                      "billed) [default: separate; converged, with a note, on a system without "
-                                      "storage ports]")
+    storage_network: StorageNetwork
     storage_server: StorageServer
     storage_servers: StorageServers
     spares: str | None = opt(None, "hot spares beside the job: a count of units (servers, or a rack's compute trays; "
                              "4) or a share of them (2%) [default: 5%, sourced]")
-    checkpoint_mode: str = opt("sync", "sync (training waits for the write; Megatron-LM's default), async (only the "
-                               "copy to host memory stops it) or memory (copies in peers' host memory, restored "
-                               "from there)")
-    checkpoint_interval: str | None = opt(None, "time between checkpoints, e.g. 30m [default: the goodput-optimal "
-                                          "interval]", unit="s")
-    mtbf_scale: float = opt(1.0, "multiply every component's mean time between failures (2: half as many "
-                            "failures)")
-    restart: str | None = opt(None, "stall of one failure before the checkpoint is read back, e.g. 10m [default: "
-                              "10m, sourced]", unit="s")
+    checkpoint_mode: CheckpointMode
+    checkpoint_interval: CheckpointInterval
+    mtbf_scale: MtbfScale
+    restart: Restart
 
 
 class GoodputSwitch(OptionGroup):
     """Whether the goodput add-on runs at all."""
 
-    goodput: bool = opt(True, "time to train on the wall clock: failures, checkpoints and restarts included "
-                        "(--no-goodput: a healthy cluster)")
+    goodput: GoodputOption

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from fabricsim.api.specs.fields import OptionGroup, opt
 from fabricsim.api.specs.shared import (
+    CapacityFactorOption,
     EpOption,
+    FlashAttnOption,
     ModelOption,
     NetworkOption,
     OversubscriptionOption,
@@ -42,7 +44,7 @@ class PlanOptions(OptionGroup):
     grad_dtype: str = opt("fp32", "gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 "
                           "performance recipes) or fp16 (Megatron-LM --fp16)")
     pp_layout: str | None = opt(None, "layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)")
-    flash_attn: bool = opt(True, "fused attention (no materialised scores)")
+    flash_attn: FlashAttnOption
     sequence_parallel: bool | None = opt(None, "Megatron sequence parallelism [default: on when tp > 1]")
     overlap_grad_reduce: bool = opt(True, "reduce gradients during the backward pass")
     overlap_param_gather: bool = opt(True, "gather updated parameters during the next forward")
@@ -55,8 +57,7 @@ class PlanOptions(OptionGroup):
                         "--no-dropout as today's Llama/DeepSeek/Qwen recipes run")
     moe_balance: str = opt("random", "expert load: forced (Megatron's force-balanced benchmarks), random (balanced "
                            "top-k routing) or skewed (a trained router's measured skew)")
-    capacity_factor: float | None = opt(None, "expert capacity as a multiple of the mean load; tokens beyond it are "
-                                        "dropped (default: dropless)")
+    capacity_factor: CapacityFactorOption
     moe_dispatcher: str = opt("alltoall", "token dispatch: alltoall (NCCL, a copy per routed expert) or deepep "
                               "(DeepEP/HybridEP: one copy per destination node over the network, fanned out over "
                               "NVLink)")

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from fabricsim.api.specs.cluster import ClusterOptions, DesignOptions, FlowOptions, TopologyStorage
+from fabricsim.api.specs.cluster import (
+    ClusterOptions,
+    DesignOptions,
+    FlowOptions,
+    TopologyStorage,
+    TrafficOptions,
+)
 from fabricsim.api.specs.collective import CollectiveOptions, CollectiveRun
 from fabricsim.api.specs.fields import OptionGroup
 from fabricsim.api.specs.goodput import GoodputOptions, GoodputSwitch
@@ -24,11 +30,14 @@ from fabricsim.api.specs.serving import (
     ServeOptions,
     ServingPlanOptions,
 )
+from fabricsim.api.specs.sizing import SizeRun, SizeSearchOptions, SizeServingOptions
 
-RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun)
+RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun,
+                                       SizeRun)
 """Every run spec with an API function (`fabricsim.api.specs.generate` writes them in this order)."""
 GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions, GoodputOptions, GoodputSwitch,
                                          CalibrationOptions, WhatIfOptions, ClusterOptions, TopologyStorage,
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
-                                         EngineOptions, PrefixOptions, DecodeOptions, LaunchOptions)
+                                         EngineOptions, PrefixOptions, DecodeOptions, LaunchOptions,
+                                         SizeSearchOptions, SizeServingOptions, TrafficOptions)
 """Every group of options, in the order of the reference page."""

@@ -36,3 +36,7 @@ DragonflyRoutingOption = Annotated[str, opt(
     "with --sim flow")]
 CALIBRATION_HELP = "calibration overlay YAML applied on top of the catalog (repeatable)"
 Calibration = Annotated[Sequence[str] | None, opt(None, CALIBRATION_HELP)]
+FlashAttnOption = Annotated[bool, opt(True, "fused attention (no materialised scores)")]
+CapacityFactorOption = Annotated[float | None, opt(None, "expert capacity as a multiple of the mean load; tokens "
+                                                         "beyond it are dropped (default: dropless)")]
+RailOptimizedOption = Annotated[bool, opt(True, "NIC i of every node on rail leaf i (fat tree)")]
