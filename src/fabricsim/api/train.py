@@ -174,10 +174,9 @@ def _check_planes(cluster: Cluster) -> None:
     by building one node of the multi-plane fabric: the analytical model prices it as one fat tree."""
     if cluster.planes == 1:
         return
-    from fabricsim.collectives import resolve_fabric_link
     from fabricsim.topology import build_cluster
 
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    link = cluster.link.id
     try:
         build_cluster(cluster.system.id, nodes=1, fabric=cluster.fabric_kind, link=link, planes=cluster.planes,
                       catalog=cluster.catalog)
@@ -191,13 +190,12 @@ def _check_cluster(cluster: Cluster, gpus: int, field: str) -> None:
     """A job of ``gpus`` GPUs (and the --cluster-nodes fabric) must fit a fat tree some catalog switch builds."""
     from math import ceil
 
-    from fabricsim.collectives import resolve_fabric_link
     from fabricsim.topology import check_buildable
 
     if gpus < 1:
         return
     nodes = ceil(gpus / cluster.system.gpus_per_node)
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    link = cluster.link.id
     check_buildable(cluster.system.id, nodes, link, cluster.oversubscription, cluster.catalog, field=field)
     if cluster.fabric_nodes is not None:
         if cluster.fabric_nodes < 1:
@@ -213,10 +211,9 @@ def _check_dragonfly(cluster: Cluster, gpus: int, field: str) -> None:
         return
     from math import ceil
 
-    from fabricsim.collectives import resolve_fabric_link
     from fabricsim.topology import dragonfly_group_nodes, resolve_switch
 
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    link = cluster.link.id
     group = dragonfly_group_nodes(resolve_switch(link, cluster.catalog).radix, cluster.system.nics_per_node)
     nodes = max(ceil(gpus / cluster.system.gpus_per_node), cluster.fabric_nodes or 0)
     if nodes <= group:

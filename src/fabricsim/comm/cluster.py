@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from fabricsim.catalog import Catalog, System, default_catalog
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulator) loads when a flow run needs it
+    from fabricsim.catalog import LinkTech
     from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
@@ -42,6 +44,14 @@ class Cluster:
     traffic (PXN), tapered to the bisection of a direct network (dragonfly, Slim Fly)"""
     planes: int = 1
     dragonfly_routing: str = "minimal"
+
+    @cached_property
+    def link(self) -> LinkTech:
+        """The network between nodes as its catalog link (the system NIC's own when ``fabric`` is None), resolved
+        once: the layers below take this object, not the name."""
+        from fabricsim.collectives import resolve_fabric_link
+
+        return resolve_fabric_link(self.catalog, self.system, self.fabric)
 
     def __post_init__(self) -> None:
         if self.sim not in SIMS:

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
-from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, resolve_fabric_link
+from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
 from fabricsim.comm.cluster import DIRECT_FABRICS, Cluster
 
 if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
@@ -41,7 +41,7 @@ def _one_group(cluster: Cluster) -> int:
         return 1
     from fabricsim.topology import dragonfly_group_nodes, resolve_switch
 
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric)
+    link = cluster.link
     return dragonfly_group_nodes(resolve_switch(link.id, cluster.catalog).radix, cluster.system.nics_per_node)
 
 
@@ -101,7 +101,7 @@ def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
     from fabricsim.topology import build_cluster
 
     cluster = cluster_ref.value
-    link = resolve_fabric_link(cluster.catalog, cluster.system, cluster.fabric).id
+    link = cluster.link.id
     return build_cluster(cluster.system.id, nodes=nodes, fabric=cluster.fabric_kind, link=link,
                          oversubscription=cluster.oversubscription, planes=cluster.planes,
                          dragonfly_routing=cluster.dragonfly_routing, catalog=cluster.catalog)
