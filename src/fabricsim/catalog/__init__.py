@@ -28,10 +28,11 @@ from fabricsim.catalog.models import (
 from fabricsim.catalog.networks import NETWORK_KINDS, network_id, network_link_id, network_names
 from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
-from fabricsim.catalog.reliability import FailureRate, FailureUnit, StorageServer, StorageTier
+from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
 
 __all__ = [
     "CATEGORY_MODELS",
+    "DEFAULT_STORAGE_TIER",
     "GPU",
     "NETWORK_KINDS",
     "NIC",

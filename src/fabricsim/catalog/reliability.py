@@ -25,6 +25,10 @@ class FailureRate(Entry):
                                 "restarts on a spare node, or waits for the repair")
 
 
+DEFAULT_STORAGE_TIER = "superpod-better"
+"""The storage tier checkpoints go to when none is named (the catalog's sourced DGX SuperPOD "better" tier)."""
+
+
 class StorageTier(Priced):
     """A shared storage system sized in scalable units of GPUs: the aggregate read and write rates it sustains per
     unit, and per GPU served (a node's figure over its GPUs: rack-scale systems count by GPU, not by node)."""

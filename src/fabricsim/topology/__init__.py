@@ -9,6 +9,7 @@ full mesh), ECMP routing over numpy link arrays, and the bill of materials.
     topo.bom()                    # switches, cables, cost, power, bisection
 """
 
+from fabricsim.catalog import DEFAULT_STORAGE_TIER
 from fabricsim.lazy import callable_package
 from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.build import build_cluster, build_topology, check_buildable
@@ -32,7 +33,6 @@ from fabricsim.topology.storage import (
 )
 from fabricsim.topology.storage_spec import (
     DEFAULT_STORAGE_SERVER,
-    DEFAULT_STORAGE_TIER,
     STORAGE_NETWORKS,
     StorageNetworkSpec,
 )

@@ -6,9 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fabricsim.catalog import DEFAULT_STORAGE_TIER
+
 StorageNetworkKind = Literal["separate", "converged"]
 STORAGE_NETWORKS: tuple[str, ...] = ("separate", "converged")
-DEFAULT_STORAGE_TIER = "superpod-better"
 DEFAULT_STORAGE_SERVER = "clusterstor-e1000"
 
 

@@ -72,6 +72,6 @@ def collective(
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)
     """
     inputs = dict(locals())
-    from fabricsim.api.specs import CollectiveRun
+    from fabricsim.api.specs.collective import CollectiveRun
 
     return run_collective(CollectiveRun.model_validate(inputs), inputs)

@@ -112,6 +112,6 @@ def infer(
             replace) (--checkpoint)
     """
     inputs = dict(locals())
-    from fabricsim.api.specs import InferRun
+    from fabricsim.api.specs.serving import InferRun
 
     return run_infer(InferRun.model_validate(inputs), inputs)

@@ -192,6 +192,6 @@ def size(
     """
     inputs = dict(locals())
     progress_ = inputs.pop('progress')
-    from fabricsim.api.specs import SizeRun
+    from fabricsim.api.specs.sizing import SizeRun
 
     return run_size(SizeRun.model_validate(inputs), inputs, progress=progress_)

@@ -81,6 +81,6 @@ def topology(
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)
     """
     inputs = dict(locals())
-    from fabricsim.api.specs import TopologyRun
+    from fabricsim.api.specs.runs import TopologyRun
 
     return run_topology(TopologyRun.model_validate(inputs), inputs)

@@ -165,6 +165,6 @@ def train(
             healthy cluster) (--goodput/--no-goodput)
     """
     inputs = dict(locals())
-    from fabricsim.api.specs import TrainRun
+    from fabricsim.api.specs.runs import TrainRun
 
     return run_train(TrainRun.model_validate(inputs), inputs)

@@ -144,6 +144,6 @@ def whatif(
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)
     """
     inputs = dict(locals())
-    from fabricsim.api.specs import WhatIfRun
+    from fabricsim.api.specs.runs import WhatIfRun
 
     return run_whatif(WhatIfRun.model_validate(inputs), inputs)

@@ -125,7 +125,7 @@ def api_source(runs: Sequence[type[OptionGroup]] = RUNS) -> str:
         passed = "".join(f", {name}={name}_" for name in extra)
         lines += [f'    """{doc_text.strip()}', '    """', "    inputs = dict(locals())",
                   *([take.rstrip("\n")] if take else []),
-                  f"    from fabricsim.api.specs import {run.__name__}", "",
+                  f"    from {run.__module__} import {run.__name__}", "",
                   f"    return {_split(api.implementation)[1]}({run.__name__}.model_validate(inputs), inputs"
                   f"{passed})", ""]
     return "\n".join(lines).rstrip() + "\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fabricsim.api.specs.fields import OptionGroup, opt
-from fabricsim.topology import DEFAULT_STORAGE_TIER
+from fabricsim.catalog import DEFAULT_STORAGE_TIER
 
 STORAGE_HELP = (f"storage tier (fabricsim catalog storage; {DEFAULT_STORAGE_TIER} when not given): the "
                 "checkpoints go to it and the storage servers are sized to it (topo: with --storage-network separate "

@@ -26,7 +26,7 @@ from fabricsim.api.specs.shared import (
     ModelOption,
     RailOptimizedOption,
 )
-from fabricsim.topology import DEFAULT_STORAGE_TIER
+from fabricsim.catalog import DEFAULT_STORAGE_TIER
 
 
 class SizeSearchOptions(OptionGroup):
