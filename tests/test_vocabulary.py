@@ -245,9 +245,7 @@ HELP_MAY_DIFFER = {
 }
 """Shared options whose help differs by command, with why; every other one has one help text."""
 
-DIVERGENT_TODAY = {
-    "--storage-network": "topo's help lacks the default and the 'none' meaning train/whatif give",
-}
+DIVERGENT_TODAY: dict[str, str] = {}
 """Shared options whose help differs today without a reason: for the declarations shared once (issue 44, item 1);
 marked xfail(strict), so the test says when one is fixed and its entry must go."""
 

@@ -62,7 +62,7 @@ FLOW_OPTIONS: dict[str, Decl] = {
 GOODPUT_OPTIONS: dict[str, Decl] = {
     'storage': (Annotated[str, typer.Option('--storage', help='storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it and the storage servers are sized to it (topo: with --storage-network separate or converged)')], 'superpod-better'),
     'storage_bw': (Annotated[str | None, typer.Option('--storage-bw', help="aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s")], None),
-    'storage_network': (Annotated[str | None, typer.Option('--storage-network', help="separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage ports]")], None),
+    'storage_network': (Annotated[str | None, typer.Option('--storage-network', help="separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage ports; topo: none, a storage network billed only when asked]")], None),
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),
     'storage_servers': (Annotated[int | None, typer.Option('--storage-servers', help='storage servers to buy [default: the fewest that meet the tier]')], None),
     'spares': (Annotated[str | None, typer.Option('--spares', help="hot spares beside the job: a count of units (servers, or a rack's compute trays; 4) or a share of them (2%) [default: 5%, sourced]")], None),
@@ -104,7 +104,7 @@ CLUSTER_OPTIONS: dict[str, Decl] = {
 }
 
 TOPOLOGY_STORAGE: dict[str, Decl] = {
-    'storage_network': (Annotated[str, typer.Option('--storage-network', help="storage to bill with the cluster: separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none")], 'none'),
+    'storage_network': (Annotated[str, typer.Option('--storage-network', help="separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage ports; topo: none, a storage network billed only when asked]")], 'none'),
     'storage': (Annotated[str | None, typer.Option('--storage', help='storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it and the storage servers are sized to it (topo: with --storage-network separate or converged)')], None),
     'storage_bw': (Annotated[str | None, typer.Option('--storage-bw', help="aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s")], None),
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),
@@ -259,7 +259,7 @@ SIZE_SERVING_OPTIONS: dict[str, Decl] = {
     'goodput': (Annotated[bool, typer.Option('--goodput/--no-goodput', help='time to train on the wall clock: failures, checkpoints and restarts included (--no-goodput: a healthy cluster)')], True),
     'storage': (Annotated[str, typer.Option('--storage', help='storage tiers to search, comma-separated (fabricsim catalog storage); each cluster takes the cheapest per hour of kept training')], 'superpod-better'),
     'storage_bw': (Annotated[str | None, typer.Option('--storage-bw', help="aggregate storage write rates to search, comma-separated (e.g. 500GB/s,2TB/s), servers sized to each [default: the tier's]")], None),
-    'storage_network': (Annotated[str | None, typer.Option('--storage-network', help="separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage ports]")], None),
+    'storage_network': (Annotated[str | None, typer.Option('--storage-network', help="separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage ports; topo: none, a storage network billed only when asked]")], None),
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),
     'storage_servers': (Annotated[int | None, typer.Option('--storage-servers', help='storage servers to buy [default: the fewest that meet the tier]')], None),
     'spares': (Annotated[str | None, typer.Option('--spares', help="hot spares to search, comma-separated counts of units (servers, or a rack's compute trays; 4) or shares of them (2%) [default: 5%, sourced]")], None),

@@ -67,8 +67,9 @@ def topology(
         nvlink_domain: join rack-scale nodes into NVLink domains of this many GPUs through a second NVLink switch
             tier (144 or 576 on gb200-nvl72; a roadmap design; the same as --system gb200-nvl72@144) [GPUs]
             (--nvlink-domain)
-        storage_network: storage to bill with the cluster: separate (its own switches, the nodes' storage NICs),
-            converged (servers on the compute fabric) or none (--storage-network)
+        storage_network: separate (its own switches, the nodes' storage NICs), converged (servers on the compute
+            fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a
+            system without storage ports; topo: none, a storage network billed only when asked] (--storage-network)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it
             and the storage servers are sized to it (topo: with --storage-network separate or converged) (--storage)
         storage_bw: aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s [bytes/s]

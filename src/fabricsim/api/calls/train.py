@@ -148,7 +148,7 @@ def train(
             (--storage-bw)
         storage_network: separate (its own switches, the nodes' storage NICs), converged (servers on the compute
             fabric) or none (the tier's rates, storage not billed) [default: separate; converged, with a note, on a
-            system without storage ports] (--storage-network)
+            system without storage ports; topo: none, a storage network billed only when asked] (--storage-network)
         storage_server: storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]
             (--storage-server)
         storage_servers: storage servers to buy [default: the fewest that meet the tier] (--storage-servers)

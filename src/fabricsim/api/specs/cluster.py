@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Annotated
 
 from fabricsim.api.specs.fields import OptionGroup, opt
-from fabricsim.api.specs.goodput import STORAGE_HELP, StorageBw, StorageServer, StorageServers
+from fabricsim.api.specs.goodput import STORAGE_HELP, STORAGE_NETWORK_HELP, StorageBw, StorageServer, StorageServers
 from fabricsim.api.specs.shared import (
     DesignOption,
     DragonflyRoutingOption,
@@ -54,8 +54,7 @@ class ClusterOptions(OptionGroup):
 class TopologyStorage(OptionGroup):
     """The storage network `topo` bills with the cluster (none unless asked)."""
 
-    storage_network: str = opt("none", "storage to bill with the cluster: separate (its own switches, the nodes' "
-                               "storage NICs), converged (servers on the compute fabric) or none")
+    storage_network: str = opt("none", STORAGE_NETWORK_HELP)
     storage: str | None = opt(None, STORAGE_HELP)
     storage_bw: StorageBw
     storage_server: StorageServer

@@ -21,10 +21,12 @@ StorageServer = Annotated[str | None, opt(None, "storage server model (fabricsim
 StorageServers = Annotated[int | None, opt(None, "storage servers to buy [default: the fewest that meet the tier]")]
 
 
-StorageNetwork = Annotated[str | None, opt(
-    None, "separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none "
-    "(the tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage "
-    "ports]")]
+STORAGE_NETWORK_HELP = (
+    "separate (its own switches, the nodes' storage NICs), converged (servers on the compute fabric) or none (the "
+    "tier's rates, storage not billed) [default: separate; converged, with a note, on a system without storage "
+    "ports; topo: none, a storage network billed only when asked]")
+"""--storage-network's one help text (`topo` bills storage only when asked: its default is none)."""
+StorageNetwork = Annotated[str | None, opt(None, STORAGE_NETWORK_HELP)]
 CheckpointMode = Annotated[str, opt("sync", "sync (training waits for the write; Megatron-LM's default), async (only "
                                     "the copy to host memory stops it) or memory (copies in peers' host memory, "
                                     "restored from there)")]
