@@ -3,6 +3,7 @@ and the cases fabricsim cannot express yet (and why)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -123,6 +124,7 @@ def validate_command(
         all_passed,
         group_summaries,
         held_out,
+        load_ledger,
         residuals_of,
         run_validation,
         summarise_held_out,
@@ -142,8 +144,9 @@ def validate_command(
     groups = [g for g in group_summaries(results) if group is None or g.name == group]
     ok = all_passed(results)
     cases = [si_case(r.model_dump()) for r in results if isinstance(r, CaseResult)]
+    blind = load_ledger()
     group_data = {g.name: {**group_json(g), "band": summarise_held_out(g.name, [r.id for r in g.cases], found)
-                           .to_json()} for g in groups}
+                           .to_json(), "medians": three_medians(g, found, blind)} for g in groups}
     band_coverage = {c.kind: c.to_json() for c in kinds}
     data = {"groups": group_data, "cases": cases,
             "not_expressible": [r.model_dump() for r in results if isinstance(r, NotExpressible)],
@@ -156,6 +159,7 @@ def validate_command(
             ui.console.print(reasons_table(groups))
         for g in groups:
             ui.console.print(summary_line(g) + band_summary(group_data[g.name]["band"]))
+            ui.console.print(medians_line(group_data[g.name]["medians"]))
             by_engine = engine_line(group_data[g.name])
             if by_engine:
                 ui.console.print(by_engine)
@@ -163,6 +167,27 @@ def validate_command(
         ui.console.print(exit_line(groups, ok))
     if not ok:
         raise typer.Exit(code=1)
+
+
+def three_medians(g: GroupSummary, found: Mapping[str, Any], ledger: Sequence[Mapping[str, Any]]
+                  ) -> dict[str, Any]:
+    """A group's median |error| three ways: in-sample (the model as it stands, on cases it was tuned with),
+    leave-one-document-out (the figure shown, its band's bias fitted without the case's document) and blind (each
+    case as first predicted, before any change it motivated: the ledger), each with its case count."""
+    from fabricsim.validation import blind_errors, median_abs
+
+    held = [h.centred_error for r in g.cases if (h := found.get(r.id)) is not None]
+    blind = list(blind_errors([e for e in ledger if e.get("group") == g.name]).values())
+    return {"in_sample": g.median_abs_error, "in_sample_cases": g.count,
+            "leave_one_document_out": median_abs(held), "leave_one_document_out_cases": len(held),
+            "blind": median_abs(blind), "blind_cases": len(blind)}
+
+
+def medians_line(m: Mapping[str, Any]) -> str:
+    """'  median error: in-sample 5.1% (59 cases), left-out document 6.2% (52), blind 9.3% (39)'."""
+    return (f"  median error: in-sample {percent(m['in_sample'])} ({m['in_sample_cases']} cases), left-out document "
+            f"{percent(m['leave_one_document_out'])} ({m['leave_one_document_out_cases']}), blind "
+            f"{percent(m['blind'])} ({m['blind_cases']})")
 
 
 def band_summary(band: dict[str, Any]) -> str:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
         sweep_sizes,
         tolerance_for_size,
     )
+    from fabricsim.validation.ledger import blind_errors, broken_links, load_ledger, median_abs
     from fabricsim.validation.runner import GROUPS, INFERENCE_REASON, NotExpressible, run_cases, run_validation
     from fabricsim.validation.settings import ValidationSettings, load_settings
     from fabricsim.validation.summary import GroupSummary, all_passed, engine_breakdown, group_summaries
@@ -63,6 +64,7 @@ __getattr__ = lazy_exports(__name__, {
     **dict.fromkeys(("GROUPS", "INFERENCE_REASON", "NotExpressible", "run_cases", "run_validation"),
                     "fabricsim.validation.runner"),
     **dict.fromkeys(("ValidationSettings", "load_settings"), "fabricsim.validation.settings"),
+    **dict.fromkeys(("blind_errors", "broken_links", "load_ledger", "median_abs"), "fabricsim.validation.ledger"),
     **dict.fromkeys(("GroupSummary", "all_passed", "engine_breakdown", "group_summaries"),
                     "fabricsim.validation.summary"),
     **dict.fromkeys(("TRAINING_TOLERANCE", "predict_case", "run_training_case"),
@@ -93,6 +95,8 @@ __all__ = [
     "band_note",
     "band_text",
     "bands",
+    "blind_errors",
+    "broken_links",
     "collective_regime",
     "comparison_band",
     "coverage",
@@ -102,7 +106,9 @@ __all__ = [
     "inference_bands",
     "inference_regime",
     "load_cases",
+    "load_ledger",
     "load_settings",
+    "median_abs",
     "minimum_cases",
     "predict_case",
     "published_residuals",

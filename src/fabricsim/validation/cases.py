@@ -15,7 +15,7 @@ from fabricsim.inputs import load_yaml
 ENV_DIR = "FABRICSIM_VALIDATION_DIR"
 DATA_PACKAGE = "fabricsim.validation.data"
 # Packaged files that configure the validator rather than hold cases.
-CONFIG_FILES = frozenset({"settings.yaml"})
+CONFIG_FILES = frozenset({"settings.yaml", "ledger.yaml"})
 # The layouts a case file may have: its top-level list keys and the kind of case each holds.
 LAYOUT_KEYS = ("cases", "collective_cases", "training_cases")
 

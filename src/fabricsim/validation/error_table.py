@@ -172,31 +172,48 @@ class Coverage:
                 "coverage": self.rate, "median_width": self.median_width}
 
 
-def held_out_band(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
-                  ) -> tuple[float, float] | None:
-    """The band of ``target`` fitted without any case from its document (log ratios), or None."""
+def held_out_fit(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
+                 ) -> tuple[tuple[float, float], float] | None:
+    """The band of ``target`` fitted without any case from its document (log ratios) and the centre of the same
+    residuals (the bias the shown figure takes out), or None."""
     pool = [r for r in residuals if r.source != target.source]
     found = comparable(target.regime, pool, level)
     if not isinstance(found, tuple):
         return None
-    return conformal_interval([r.log_ratio for r in found[0]], level)
+    logs = [r.log_ratio for r in found[0]]
+    interval = conformal_interval(logs, level)
+    return None if interval is None else (interval, statistics.median(logs))
+
+
+def held_out_band(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
+                  ) -> tuple[float, float] | None:
+    """The band of ``target`` fitted without any case from its document (log ratios), or None."""
+    fit = held_out_fit(target, residuals, level)
+    return None if fit is None else fit[0]
 
 
 @dataclass(frozen=True)
 class HeldOut:
-    """One case's band fitted without its document: its width (high / low - 1) and whether it held the case."""
+    """One case's band fitted without its document: its width (high / low - 1), whether it held the case, and the
+    error of the figure shown with that band's bias taken out (``centred_error``, rate orientation: the
+    leave-one-document-out residual of what the tool prints)."""
 
     width: float
     covered: bool
+    centred_error: float = 0.0
 
 
 def held_out(residuals: Sequence[Residual], level: float = LEVEL) -> dict[str, HeldOut | None]:
     """Every case's leave-one-source-out band, by case id (None: too few comparable cases in other documents)."""
     out: dict[str, HeldOut | None] = {}
     for r in residuals:
-        interval = held_out_band(r, residuals, level)
-        out[r.id] = None if interval is None else HeldOut(
-            width=math.expm1(interval[1] - interval[0]), covered=interval[0] <= r.log_ratio <= interval[1])
+        fit = held_out_fit(r, residuals, level)
+        if fit is None:
+            out[r.id] = None
+            continue
+        (low, high), centre = fit
+        out[r.id] = HeldOut(width=math.expm1(high - low), covered=low <= r.log_ratio <= high,
+                            centred_error=math.expm1(r.log_ratio - centre))
     return out
 
 
