@@ -16,7 +16,7 @@ demo: $(STAMP)
 	$(BIN)/fabricsim demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
 
 typecheck: $(STAMP)
 	$(BIN)/mypy src/fabricsim
