@@ -122,6 +122,7 @@ def validate_command(
         CaseResult,
         NotExpressible,
         all_passed,
+        blind_errors,
         group_summaries,
         held_out,
         load_ledger,
@@ -135,7 +136,8 @@ def validate_command(
     if group is not None and group not in GROUPS:
         raise SpecError(f"unknown group {group!r}; allowed: {', '.join(GROUPS)}", field="--group")
     results: list[CaseResult | NotExpressible] = run_validation(load_catalog(*calibration))
-    residuals = residuals_of(results)  # the bands are fitted on every group, whichever is shown
+    blind = load_ledger()
+    residuals = residuals_of(results, blind_errors(blind))  # the bands' residuals: blind where the ledger has one
     found = held_out(residuals)
     kinds = [summarise_held_out(k, [r.id for r in residuals if r.regime.kind == k], found)
              for k in sorted({r.regime.kind for r in residuals})]
@@ -144,7 +146,6 @@ def validate_command(
     groups = [g for g in group_summaries(results) if group is None or g.name == group]
     ok = all_passed(results)
     cases = [si_case(r.model_dump()) for r in results if isinstance(r, CaseResult)]
-    blind = load_ledger()
     group_data = {g.name: {**group_json(g), "band": summarise_held_out(g.name, [r.id for r in g.cases], found)
                            .to_json(), "medians": three_medians(g, found, blind)} for g in groups}
     band_coverage = {c.kind: c.to_json() for c in kinds}
@@ -200,8 +201,9 @@ def band_summary(band: dict[str, Any]) -> str:
 
 def coverage_line(kinds: dict[str, dict[str, Any]]) -> str:
     """Leave-one-source-out coverage of the 80% bands per kind (nominal 80%)."""
-    parts = [f"{kind} {percent(c['coverage'])} ({c['covered']}/{c['banded']}, {c['cases'] - c['banded']} without "
-             "a band)" for kind, c in kinds.items()]
+    parts = [f"{kind} {percent(c['coverage'])} of cases ({c['covered']}/{c['banded']}; "
+             f"{c['cases'] - c['banded']} without a band), {percent(c['document_coverage'])} of documents "
+             f"({c['documents']})" for kind, c in kinds.items()]
     return "80% band coverage, each document left out in turn: " + "; ".join(parts)
 
 

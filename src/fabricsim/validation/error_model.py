@@ -9,6 +9,14 @@ Rinaldo, Tibshirani & Wasserman, 'Distribution-Free Predictive Inference for Reg
 residuals sorted, order statistics j = floor((n + 1)(1 - level) / 2) and n + 1 - j, which cover a new exchangeable
 case with probability at least ``level``. Few cases widen the band by themselves (the order statistics move out);
 fewer than 2 / (1 - level) - 1 cases (9 at 80%) give no finite band, and the answer says so instead of pretending.
+
+Two things keep the band honest about a run the model has never seen (issue 45). The residuals are out of sample:
+a case's blind residual (its prediction as first made, `fabricsim.validation.ledger`) where the ledger has one.
+And cases of one published campaign share an offset (a random effect per document): the comparable cases often
+come from one or two documents, whose spread says nothing about how far a new campaign sits from them, so the
+interval is widened, in quadrature, by the spread of the documents' mean residuals of the question's kind and
+family (``between_campaign``: their variance less the part their own case noise explains, the method-of-moments
+estimate of a random-effects model, DerSimonian & Laird, Controlled Clinical Trials 1986), at the band's level.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 
@@ -158,6 +167,37 @@ def comparable(regime: Regime, residuals: Sequence[Residual], level: float = LEV
                   f"{regime.describe(regime.essential)}; {need} are needed for an {level:.0%} band", level)
 
 
+def between_campaign(regime: Regime, residuals: Sequence[Residual]) -> float:
+    """The spread (standard deviation, log ratio) of published campaigns' mean residuals in ``regime``'s kind and
+    family beyond what their own case noise explains: the method-of-moments between-document variance of a
+    random-effects model, 0 where fewer than two documents or the documents agree."""
+    docs: dict[str, list[float]] = {}
+    for r in residuals:
+        if r.regime.kind == regime.kind and r.regime.family == regime.family and not r.own:
+            docs.setdefault(r.source, []).append(r.log_ratio)
+    if len(docs) < 2:
+        return 0.0
+    means = [statistics.fmean(v) for v in docs.values()]
+    noise = [statistics.variance(v) / len(v) for v in docs.values() if len(v) > 1]
+    return math.sqrt(max(0.0, statistics.variance(means) - (statistics.fmean(noise) if noise else 0.0)))
+
+
+def campaign_interval(matched: Sequence[Residual], residuals: Sequence[Residual], regime: Regime,
+                      level: float = LEVEL) -> tuple[tuple[float, float], float] | None:
+    """The band of a new campaign's case (log ratios) and its centre: the conformal interval of the comparable
+    residuals ``matched`` about their median, widened in quadrature by the between-campaign spread of
+    ``residuals`` at ``level`` (not for the user's own calibration cases: one cluster, one campaign)."""
+    logs = [r.log_ratio for r in matched]
+    interval = conformal_interval(logs, level)
+    if interval is None:
+        return None
+    centre = statistics.median(logs)
+    tau = 0.0 if matched and matched[0].own else between_campaign(regime, residuals)
+    widen = NormalDist().inv_cdf((1.0 + level) / 2.0) * tau
+    low, high = centre - interval[0], interval[1] - centre
+    return (centre - math.hypot(low, widen), centre + math.hypot(high, widen)), centre
+
+
 def band(value: float, time_like: bool, regime: Regime, residuals: Sequence[Residual], level: float = LEVEL
          ) -> Band | NoBand:
     """The band of one predicted ``value`` (a duration when ``time_like``, else a rate) in ``regime``."""
@@ -165,12 +205,10 @@ def band(value: float, time_like: bool, regime: Regime, residuals: Sequence[Resi
     if isinstance(found, NoBand):
         return found
     matched, depth = found
-    logs = [r.log_ratio for r in matched]
-    interval = conformal_interval(logs, level)
-    if interval is None:  # comparable() returns at least minimum_cases(level) residuals
+    fit = campaign_interval(matched, residuals, regime, level)
+    if fit is None:  # comparable() returns at least minimum_cases(level) residuals
         raise AssertionError("too few residuals for a conformal interval")
-    lo, hi = interval
-    centre = statistics.median(logs)
+    (lo, hi), centre = fit
     sign = 1.0 if time_like else -1.0  # the measured value is value * exp(sign * log_ratio)
     ends = sorted((value * math.exp(sign * lo), value * math.exp(sign * hi)))
     estimate = value * math.exp(sign * centre)

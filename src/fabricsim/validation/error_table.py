@@ -13,14 +13,21 @@ import math
 import os
 import statistics
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabricsim.catalog import Catalog
 from fabricsim.errors import SpecError
-from fabricsim.validation.error_model import LEVEL, Residual, comparable, conformal_interval, log_ratio, source_key
+from fabricsim.validation.error_model import (
+    LEVEL,
+    Residual,
+    campaign_interval,
+    comparable,
+    log_ratio,
+    source_key,
+)
 from fabricsim.validation.regimes import Regime, collective_regime
 
 CACHE_ENV = "FABRICSIM_CACHE_DIR"
@@ -34,15 +41,17 @@ def regime_from_json(data: dict[str, Any]) -> Regime:
     return Regime(str(data["kind"]), str(data["family"]), features, essential=len(data.get("essential", [])))
 
 
-def residuals_of(results: Sequence[Any]) -> list[Residual]:
-    """The residual of every counted case that carries a regime (validation's ``CaseResult``s)."""
+def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = None) -> list[Residual]:
+    """The residual of every counted case that carries a regime (validation's ``CaseResult``s): its blind error
+    (``blind``: case id -> error as first predicted, the ledger's) where there is one, else the model's own."""
     out: list[Residual] = []
     for r in results:
         regime = getattr(r, "regime", None)
         if not regime or r.measured <= 0 or r.predicted <= 0:
             continue
+        error = (blind or {}).get(r.id, r.error)
         out.append(Residual(id=r.id, source=source_key(r.source), regime=regime_from_json(regime),
-                            log_ratio=log_ratio(r.error, r.time_like)))
+                            log_ratio=log_ratio(error, r.time_like)))
     return out
 
 
@@ -101,11 +110,12 @@ def _write(path: Path, residuals: Sequence[Residual]) -> None:
 
 def _compute(overlays: tuple[str, ...]) -> list[Residual]:
     from fabricsim.catalog import load_catalog
+    from fabricsim.validation.ledger import blind_errors
     from fabricsim.validation.runner import run_validation
 
     catalog = load_catalog(*overlays)
     own = [r for path in overlays for r in calibration_residuals(path, catalog)]
-    return residuals_of(run_validation(catalog)) + own
+    return residuals_of(run_validation(catalog), blind_errors()) + own
 
 
 def calibration_residuals(path: str, catalog: Catalog) -> list[Residual]:
@@ -155,13 +165,17 @@ def published_residuals(overlays: tuple[str, ...] = ()) -> tuple[Residual, ...]:
 @dataclass(frozen=True)
 class Coverage:
     """Leave-one-source-out coverage of one kind's bands: how many of its cases fell inside the band fitted on the
-    other documents, how many got a band at all, and the median band width (high / low - 1)."""
+    other documents, how many got a band at all, the median band width (high / low - 1), and the coverage by
+    document (each left-out document's share of its cases inside, averaged with every document weighing one: how
+    a new campaign fares, not how many cases a big one has)."""
 
     kind: str
     cases: int
     banded: int
     covered: int
     median_width: float | None
+    documents: int = 0
+    document_coverage: float | None = None
 
     @property
     def rate(self) -> float | None:
@@ -169,7 +183,8 @@ class Coverage:
 
     def to_json(self) -> dict[str, object]:
         return {"kind": self.kind, "cases": self.cases, "banded": self.banded, "covered": self.covered,
-                "coverage": self.rate, "median_width": self.median_width}
+                "coverage": self.rate, "median_width": self.median_width, "documents": self.documents,
+                "document_coverage": self.document_coverage}
 
 
 def held_out_fit(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
@@ -180,9 +195,7 @@ def held_out_fit(target: Residual, residuals: Sequence[Residual], level: float =
     found = comparable(target.regime, pool, level)
     if not isinstance(found, tuple):
         return None
-    logs = [r.log_ratio for r in found[0]]
-    interval = conformal_interval(logs, level)
-    return None if interval is None else (interval, statistics.median(logs))
+    return campaign_interval(found[0], pool, target.regime, level)
 
 
 def held_out_band(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
@@ -201,6 +214,7 @@ class HeldOut:
     width: float
     covered: bool
     centred_error: float = 0.0
+    source: str = ""
 
 
 def held_out(residuals: Sequence[Residual], level: float = LEVEL) -> dict[str, HeldOut | None]:
@@ -213,7 +227,7 @@ def held_out(residuals: Sequence[Residual], level: float = LEVEL) -> dict[str, H
             continue
         (low, high), centre = fit
         out[r.id] = HeldOut(width=math.expm1(high - low), covered=low <= r.log_ratio <= high,
-                            centred_error=math.expm1(r.log_ratio - centre))
+                            centred_error=math.expm1(r.log_ratio - centre), source=r.source)
     return out
 
 
@@ -221,8 +235,13 @@ def summarise_held_out(name: str, ids: Sequence[str], found: dict[str, HeldOut |
     """Coverage and median width over the cases ``ids`` (a kind or a validate group)."""
     banded = [h for i in ids if (h := found.get(i)) is not None]
     widths = sorted(h.width for h in banded)
+    by_doc: dict[str, list[bool]] = {}
+    for h in banded:
+        by_doc.setdefault(h.source, []).append(h.covered)
+    shares = [statistics.fmean(v) for v in by_doc.values()]
     return Coverage(kind=name, cases=len(ids), banded=len(banded), covered=sum(h.covered for h in banded),
-                    median_width=statistics.median(widths) if widths else None)
+                    median_width=statistics.median(widths) if widths else None, documents=len(by_doc),
+                    document_coverage=statistics.fmean(shares) if shares else None)
 
 
 def coverage(residuals: Sequence[Residual], level: float = LEVEL) -> list[Coverage]:
