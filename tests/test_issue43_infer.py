@@ -61,14 +61,17 @@ def test_every_printed_figure_lies_inside_its_printed_band(args: list[str]) -> N
 
 
 def test_the_printed_figure_is_the_json_estimate_and_the_raw_figure_is_named() -> None:
+    """The printed TPOT is the model's figure where its band holds it, else the JSON estimate with the raw figure
+    named (since issue 45 the out-of-sample bands are wide enough to hold this case's raw figure; the estimate path
+    itself is pinned on a band that excludes the raw figure in tests/test_issue43_bands.py)."""
     args = [*INFER, "--batch", "32", "--engine", "vllm@0.6"]
     text = _run(args)
     data = json.loads(_run([*args, "--json"]))
-    band = data["tpot_s_band"]
-    assert band["estimate"] != data["tpot_s"]  # bias-corrected: the case the issue found
-    shown = f"TPOT {units.format_duration(band['estimate'])} ("
+    band, raw = data["tpot_s_band"], data["tpot_s"]
+    inside = band["low"] <= raw <= band["high"]
+    shown = f"TPOT {units.format_duration(raw if inside else band['estimate'])} ("
     assert shown in text
-    assert f"model's raw figure {units.format_duration(data['tpot_s'])}" in text
+    assert (f"model's raw figure {units.format_duration(raw)}" in text) is not inside
 
 
 def test_max_context_is_the_smaller_of_memory_and_the_models_window() -> None:

@@ -43,8 +43,14 @@ class Residual:
     id: str
     source: str  # the document it is from (``source_key``): cross-validation leaves a whole one out
     regime: Regime
-    log_ratio: float
+    log_ratio: float  # out of sample: the blind residual where the ledger has one
     own: bool = False  # a measurement of the user's own cluster kept in a calibration overlay
+    model_log_ratio: float | None = None  # the model's own residual as it stands (None: ``log_ratio``)
+
+    @property
+    def current(self) -> float:
+        """The residual of the model as it stands (comparisons of two of its predictions pair these)."""
+        return self.log_ratio if self.model_log_ratio is None else self.model_log_ratio
 
 
 @dataclass(frozen=True)
@@ -300,8 +306,8 @@ def comparison_band(regime: Regime, residuals: Sequence[Residual], level: float 
         return found
     matched, depth = found
     by_source: dict[str, list[float]] = {}
-    for r in matched:
-        by_source.setdefault(r.source, []).append(r.log_ratio)
+    for r in matched:  # the model as it stands: two of its predictions compared, one campaign's cases paired
+        by_source.setdefault(r.source, []).append(r.current)
     diffs = [a - b for logs in by_source.values() for i, a in enumerate(logs) for j, b in enumerate(logs) if i != j]
     interval = conformal_interval(diffs, level)
     if interval is None:

@@ -51,7 +51,7 @@ def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = Non
             continue
         error = (blind or {}).get(r.id, r.error)
         out.append(Residual(id=r.id, source=source_key(r.source), regime=regime_from_json(regime),
-                            log_ratio=log_ratio(error, r.time_like)))
+                            log_ratio=log_ratio(error, r.time_like), model_log_ratio=log_ratio(r.error, r.time_like)))
     return out
 
 
@@ -81,13 +81,15 @@ def cache_dir() -> Path:
 
 
 def _to_json(residuals: Sequence[Residual]) -> list[dict[str, object]]:
-    return [{"id": r.id, "source": r.source, "regime": r.regime.to_json(), "log_ratio": r.log_ratio, "own": r.own}
-            for r in residuals]
+    return [{"id": r.id, "source": r.source, "regime": r.regime.to_json(), "log_ratio": r.log_ratio, "own": r.own,
+             "model_log_ratio": r.model_log_ratio} for r in residuals]
 
 
 def _from_json(rows: list[dict[str, Any]]) -> list[Residual]:
     return [Residual(id=str(r["id"]), source=str(r["source"]), regime=regime_from_json(r["regime"]),
-                     log_ratio=float(r["log_ratio"]), own=bool(r.get("own", False))) for r in rows]
+                     log_ratio=float(r["log_ratio"]), own=bool(r.get("own", False)),
+                     model_log_ratio=None if r.get("model_log_ratio") is None else float(r["model_log_ratio"]))
+            for r in rows]
 
 
 def _read(path: Path) -> list[Residual] | None:
@@ -227,7 +229,7 @@ def held_out(residuals: Sequence[Residual], level: float = LEVEL) -> dict[str, H
             continue
         (low, high), centre = fit
         out[r.id] = HeldOut(width=math.expm1(high - low), covered=low <= r.log_ratio <= high,
-                            centred_error=math.expm1(r.log_ratio - centre), source=r.source)
+                            centred_error=math.expm1(r.current - centre), source=r.source)
     return out
 
 
