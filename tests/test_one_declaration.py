@@ -51,6 +51,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "--seed": {"infer": "infer's Poisson arrivals (echoed as null: seed 0)",
                "size": "the arrivals of size's candidate simulations"},
     "--format": {"collective": "collective also prints nccl-tests' own layout"},
+    "--framework": {"size": "size takes it for training only (refused with --inference): no default, megatron's "
+                            "settings unless given"},
     "--jobs": {"train": "other jobs placed beside this one; traffic --jobs is the whole workload"},
     "--routing": {"collective": "no default: refused without --sim flow"},
     "--sim": {"train": "the flow run of train is every DP/EP group at once, of collective one algorithm's schedule"},

@@ -18,7 +18,7 @@ DEFAULT_TOKENS = "15T"
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "fabric_kinds",
+                 "fabric_kinds", "framework",
                  "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
 EXECUTORS = ("local", "ray", "serial")
 MAX_SEQ = 2**24
@@ -39,16 +39,37 @@ def sizing_spec(**kw: Any) -> SizingSpec:
         if kw.get(field) is not None:
             check_plan_value(field, kw[field], f"--{field.replace('_', '-')}")
             fixed[field] = kw[field]
+    stack = stack_settings(kw.get("framework"))
+    for field in ("kernels", "grad_dtype", "tp_comm_overlap", "dropout"):  # the stack's, where the user gave none
+        if field in stack and field not in fixed:
+            fixed[field] = stack[field]
     try:
         knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                       cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),
                       etp=parse_list(kw["etp"], "--etp", int),
                       vpp=parse_list(kw["vpp"], "--vpp", int), mbs=parse_list(kw["mbs"], "--mbs", int),
-                      recompute=parse_list(kw["recompute"], "--recompute"),
-                      zero=parse_list(kw["zero"], "--zero", int), precision=parse_list(kw["precision"], "--precision"))
+                      recompute=parse_list(kw["recompute"], "--recompute") if kw["recompute"] is not None
+                      else _stack_knob(stack, "recompute"),
+                      zero=parse_list(kw["zero"], "--zero", int) if kw["zero"] is not None
+                      else _stack_knob(stack, "zero"), precision=parse_list(kw["precision"], "--precision"))
         return _build_spec(kw, knobs, fixed, defaults)
     except ValidationError as exc:  # name the option, not the spec field (deadline_s -> --deadline)
         raise cli_field(spec_error(exc), SPEC_OPTIONS) from None
+
+
+def stack_settings(name: str | None) -> dict[str, Any]:
+    """The settings of the training stack ``--framework`` names (none: fabricsim's defaults, Megatron-Core's)."""
+    if name is None:
+        return {}
+    from fabricsim.training import framework_profile
+
+    return framework_profile(name).values()
+
+
+def _stack_knob(stack: dict[str, Any], knob: str) -> tuple[Any, ...] | None:
+    """A searched knob the stack runs at one setting (ZeRO 3 under FSDP, MaxText's full recompute), else None (the
+    search's own candidates)."""
+    return (stack[knob],) if knob in stack else None
 
 
 # SizingSpec fields whose option is named otherwise

@@ -3,7 +3,7 @@ goodput; the engine of `fabricsim train` (and of `whatif`, which takes the same 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from fabricsim.comm import Cluster
     from fabricsim.model import HFImport, ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
-    from fabricsim.training import AutoChoice, Goodput, ParallelPlan, TrainingPrediction
+    from fabricsim.training import AutoChoice, FrameworkProfile, Goodput, ParallelPlan, TrainingPrediction
     from fabricsim.validation import BandResult
 
 
@@ -53,6 +53,15 @@ class Run:
     fabric: str | None
     oversubscription: float
     imported: HFImport | None = None  # the Hugging Face import behind --model (None: a preset or spec file)
+    framework: FrameworkProfile | None = None  # the training stack (None: fabricsim's defaults, Megatron-Core's)
+    stack_settings: tuple[tuple[str, Any], ...] = ()  # the knobs the stack set (those the user left unset)
+
+    def framework_json(self) -> dict[str, Any]:
+        """The stack, where its settings were read, and the knobs it set in this run."""
+        if self.framework is None:
+            return {"id": "megatron", "settings_applied": {}}
+        return {"id": self.framework.id, "name": self.framework.name, "version": self.framework.version,
+                "source": self.framework.source, "settings_applied": dict(self.stack_settings)}
 
     @property
     def plan(self) -> ParallelPlan:
@@ -72,7 +81,7 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import resolve_model
-    from fabricsim.training import search_knobs
+    from fabricsim.training import framework_profile, search_knobs
 
     p = plan
     system, fabric, gpus_per_node, gpus, dp = p.system, p.ib, p.gpus_per_node, p.gpus, p.dp
@@ -89,9 +98,10 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
         named = partial_system_id(system, gpus_per_node)  # an id with /N that disagrees is refused first
         partly_used(catalog.system(system), gpus_per_node, field="--gpus-per-node")
         system = named
+    profile = framework_profile(p.framework)  # resolved at the edge: an error names --framework
     spec, imported = resolve_model(p.model)
     check_moe_options(spec, {name: getattr(p, name) for name in MOE_OPTIONS})
-    fields = plan_fields(p)
+    fields = plan_fields(p, profile.values())
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
@@ -120,24 +130,32 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
         raise cli_field(exc, plan_option_names()) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
     _check_dragonfly(cluster, choice.plan.world_size, nodes_field)
-    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported)
+    applied = tuple((k, v) for k, v in profile.values().items() if getattr(p, k) is None)
+    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported, profile, applied)
 
 
 MOE_OPTIONS = ("moe_balance", "moe_dispatcher", "capacity_factor", "ep_comm_overlap", "shared_expert_overlap")
 """The plan options that act on expert layers only (refused on a dense model unless left at their default)."""
 PLAN_RENAMES = {"vpp": "virtual_stages", "flash_attn": "flash_attention"}
 """Run options whose ParallelPlan field is named otherwise."""
-NOT_PLAN = ("model", "system", "ib", "oversubscription", "gpus_per_node")
-"""Run options that choose the model and the cluster rather than a ParallelPlan field."""
+NOT_PLAN = ("model", "system", "ib", "oversubscription", "gpus_per_node", "framework")
+"""Run options that choose the model, the cluster and the stack rather than a ParallelPlan field."""
 
 
-def plan_fields(p: PlanOptions) -> dict[str, Any]:
-    """The ParallelPlan fields of a run's plan options (the pipeline layout parsed)."""
+def plan_fields(p: PlanOptions, stack: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ParallelPlan fields of a run's plan options (the pipeline layout parsed): a knob left unset (None) takes
+    the training stack's setting (``stack``, its profile's values) where it names one, else the plan's default."""
     from fabricsim.api.specs import PlanOptions
-    from fabricsim.training import parse_layout
+    from fabricsim.training import FRAMEWORK_SETTABLE, parse_layout
 
     fields = {PLAN_RENAMES.get(name, name): getattr(p, name) for name in PlanOptions.model_fields
               if name not in NOT_PLAN}
+    for name in FRAMEWORK_SETTABLE:
+        if fields.get(name) is None:
+            if stack and name in stack:
+                fields[name] = stack[name]
+            elif name not in ("zero", "recompute"):  # left to the plan's default (zero and recompute: the search)
+                fields.pop(name, None)
     fields["pp_layout"] = parse_layout(p.pp_layout)
     return fields
 
@@ -305,7 +323,7 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
         lambda: run_goodput(prepared.spec, prepared.cluster, pred, options), goodput_given(o))
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
             "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
-            **model_import_fields(prepared.imported)}
+            "framework": prepared.framework_json(), **model_import_fields(prepared.imported)}
     if note is not None:
         data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}

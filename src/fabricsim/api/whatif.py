@@ -71,7 +71,7 @@ def run_whatif(run: WhatIfRun, inputs: dict[str, Any]) -> WhatIfResult:
     found = training_bands(prepared, calibration)
     data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}),
             "plan": plan_json(prepared.plan), "chosen": prepared.choice.to_json(),
-            **model_import_fields(prepared.imported)}
+            "framework": prepared.framework_json(), **model_import_fields(prepared.imported)}
     catalog = prepared.cluster.catalog
     systems = [prepared.cluster.system, *(catalog.system(s.value) for s in swaps if s.key == "system")]
     fallbacks = storage_fallbacks(systems, options)

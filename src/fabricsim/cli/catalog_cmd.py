@@ -39,6 +39,7 @@ class Category(StrEnum):
     models = "models"
     tunings = "tunings"
     engines = "engines"
+    frameworks = "frameworks"
     failures = "failures"
     storage = "storage"
     storage_servers = "storage-servers"
@@ -180,6 +181,13 @@ COLUMNS: dict[Category, list[Column]] = {
         ("power", lambda e, c: f"{e.power_w:,.0f} W" if e.power_w is not None else "-"),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.frameworks: [
+        ("id", lambda e, c: e.id),
+        ("settings", lambda e, c: ", ".join(f"{k}={_setting(v.value)}" for k, v in e.settings.items())
+         or "fabricsim's defaults"),
+        ("read from", lambda e, c: e.version),
+        ("stack", lambda e, c: e.name),
+    ],
     Category.engines: [
         ("id", lambda e, c: e.label),
         ("engine", lambda e, c: e.name + (f" ({e.settings.label})" if e.settings.label else "")),
@@ -194,6 +202,11 @@ COLUMNS: dict[Category, list[Column]] = {
          else "yes"),
     ],
 }
+
+
+def _setting(value: Any) -> str:
+    """A profile setting as a flag reads: on/off for a switch."""
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
 
 
 def _scheduler(s: Any) -> str:
@@ -238,6 +251,10 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
         profiles = (EngineProfile(engine=e.id, name=e.name, version=v.since, settings=v)
                     for e in serving_engines().values() for v in e.versions)
         return {p.label: p for p in profiles}
+    if category is Category.frameworks:
+        from fabricsim.training import frameworks
+
+        return dict(frameworks())
     if category is Category.models:
         from fabricsim.model import list_presets, preset
 
@@ -325,6 +342,7 @@ def catalog_command(
     category: Category | None = typer.Argument(None, help="gpus, links, switches, nics, cables, systems, models "
                                                "(model presets for --model), tunings (collective model "
                                                "parameters), engines (serving engines for infer --engine), "
+                                               "frameworks (training stacks for train --framework), "
                                                "failures (interruption rates per part), storage (checkpoint "
                                                "tiers) or storage-servers; default: the hardware categories"),
     fmt: FormatOpt = None,
@@ -350,8 +368,9 @@ def catalog_command(
         console.print(hf_configs_table(hf_configs))
         console.print(HF_USAGE)
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models`, `tunings`, `engines`, `failures`, `storage` and `storage-servers` list model "
-                  "presets, collective tunings, serving engines, failure rates, storage tiers and servers.[/]")
+                  "catalog models`, `tunings`, `engines`, `frameworks`, `failures`, `storage` and `storage-servers` "
+                  "list model presets, collective tunings, serving engines, training stacks, failure rates, storage "
+                  "tiers and servers.[/]")
     if Category.systems in categories:
         joinable = [sid for sid, s in catalog.systems.items() if catalog.why_not_joinable(s) is None]
         if joinable:

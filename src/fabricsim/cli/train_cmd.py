@@ -81,7 +81,8 @@ def run_title(run: Run) -> str:
     plan, pred = run.plan, run.prediction
     return (f"{run.spec.name} on {plan.world_size} GPUs ({pred.nodes} x {run.system}): tp={plan.tp} pp={plan.pp} "
             f"dp={plan.dp} cp={plan.cp} ep={plan.ep}{etp_text(plan)}, seq {plan.seq}, gbs {plan.gbs}, mbs {plan.mbs}, "
-            f"vpp {plan.virtual_stages}, recompute {plan.recompute}, zero {plan.zero}, {plan.precision}")
+            f"vpp {plan.virtual_stages}, recompute {plan.recompute}, zero {plan.zero}, {plan.precision}"
+            + ("" if run.framework is None or run.framework.id == "megatron" else f", {run.framework.id}"))
 
 
 def choice_line(choice: AutoChoice) -> str:

@@ -6,6 +6,13 @@ restarts).
 from fabricsim.training.auto import AutoChoice, search_knobs
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts, parts_of
 from fabricsim.training.flops import StepFlops, mfu_peak, stage_microbatch_flops, step_flops
+from fabricsim.training.frameworks import (
+    DEFAULT_FRAMEWORK,
+    FrameworkProfile,
+    framework_profile,
+    frameworks,
+)
+from fabricsim.training.frameworks import SETTABLE as FRAMEWORK_SETTABLE
 from fabricsim.training.goodput import (
     Goodput,
     GoodputSpec,
@@ -34,10 +41,13 @@ from fabricsim.training.schedule import assemble_steps, pipeline_bubble_fraction
 from fabricsim.training.step import microbatch_floor, plan_memory, predict_training, step_terms
 
 __all__ = [
+    "DEFAULT_FRAMEWORK",
     "DEFAULT_MBS",
+    "FRAMEWORK_SETTABLE",
     "LAYERS",
     "AutoChoice",
     "Breakdown",
+    "FrameworkProfile",
     "Goodput",
     "GoodputSpec",
     "InterruptionRates",
@@ -53,6 +63,8 @@ __all__ = [
     "check_plan",
     "checkpoint_bytes",
     "domains_spanned",
+    "framework_profile",
+    "frameworks",
     "goodput_at",
     "interruption_rates",
     "job_parts",

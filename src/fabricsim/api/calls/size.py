@@ -48,6 +48,7 @@ def size(
     moe_balance: str | None = None,
     moe_dispatcher: str | None = None,
     capacity_factor: float | None = None,
+    framework: str | None = None,
     objective: str = 'cost',
     amortize: str | None = None,
     gpu_hour: str | None = None,
@@ -130,6 +131,10 @@ def size(
         moe_dispatcher: token dispatch: alltoall or deepep [default: alltoall] (--moe-dispatcher)
         capacity_factor: expert capacity as a multiple of the mean load; tokens beyond it are dropped (default:
             dropless) (--capacity-factor)
+        framework: training stack as NAME[@VERSION]: megatron (Megatron-Core, NeMo, Megatron-Bridge), torchtitan,
+            nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default
+            (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset
+            (--framework)
         objective: rank by time, cost or energy (--objective)
         amortize: capex amortisation period [default: 4y] [s] (--amortize)
         gpu_hour: rent at this USD per GPU-hour instead [USD/GPU-hour] (--gpu-hour)

@@ -33,22 +33,23 @@ def whatif(
     recompute: str | None = None,
     zero: int | None = None,
     precision: str = 'bf16',
-    kernels: str = 'fused',
-    grad_dtype: str = 'fp32',
+    kernels: str | None = None,
+    grad_dtype: str | None = None,
     pp_layout: str | None = None,
     flash_attn: bool = True,
     sequence_parallel: bool | None = None,
     overlap_grad_reduce: bool = True,
     overlap_param_gather: bool = True,
-    tp_comm_overlap: bool = False,
+    tp_comm_overlap: bool | None = None,
     ep_comm_overlap: bool = False,
     shared_expert_overlap: bool = False,
-    dropout: bool = True,
+    dropout: bool | None = None,
     moe_balance: str = 'random',
     capacity_factor: float | None = None,
     moe_dispatcher: str = 'alltoall',
     ib: str | None = None,
     oversubscription: float = 1.0,
+    framework: str = 'megatron',
     factor: float = 2.0,
     swap: Sequence[str] | None = None,
     goodput: bool = True,
@@ -88,9 +89,10 @@ def whatif(
         recompute: none, selective or full (default: auto) (--recompute)
         zero: ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) (default: auto) (--zero)
         precision: bf16, or fp8 (TransformerEngine FP8 GEMMs) (--precision)
-        kernels: element-wise kernels: fused (Megatron/TE) or eager (--kernels)
+        kernels: element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; megatron: fused]
+            (--kernels)
         grad_dtype: gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 performance recipes) or
-            fp16 (Megatron-LM --fp16) (--grad-dtype)
+            fp16 (Megatron-LM --fp16) [default: the framework's; megatron: fp32] (--grad-dtype)
         pp_layout: layers per pipeline stage, e.g. 7,8,8,7 (default: automatic) (--pp-layout)
         flash_attn: fused attention (no materialised scores) (--flash-attn/--no-flash-attn)
         sequence_parallel: Megatron sequence parallelism [default: on when tp > 1] (--sequence-parallel)
@@ -98,14 +100,14 @@ def whatif(
             reduce)
         overlap_param_gather: gather updated parameters during the next forward (--overlap-param-gather/--no-
             overlap-param-gather)
-        tp_comm_overlap: overlap TP collectives with GEMMs (TransformerEngine userbuffers) (--tp-comm-overlap/--no-
-            tp-comm-overlap)
+        tp_comm_overlap: overlap TP collectives with GEMMs (TransformerEngine userbuffers) [default: the
+            framework's; megatron: off] (--tp-comm-overlap)
         ep_comm_overlap: overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core
             --overlap-moe-expert-parallel-comm) (--ep-comm-overlap/--no-ep-comm-overlap)
         shared_expert_overlap: run the shared experts beside the same micro-batch's all-to-all (Megatron-Core --moe-
             shared-expert-overlap) (--shared-expert-overlap/--no-shared-expert-overlap)
         dropout: hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the backward); --no-dropout as
-            today's Llama/DeepSeek/Qwen recipes run (--dropout/--no-dropout)
+            today's Llama/DeepSeek/Qwen recipes run [default: the framework's; megatron: on] (--dropout)
         moe_balance: expert load: forced (Megatron's force-balanced benchmarks), random (balanced top-k routing) or
             skewed (a trained router's measured skew) (--moe-balance)
         capacity_factor: expert capacity as a multiple of the mean load; tokens beyond it are dropped (default:
@@ -116,6 +118,10 @@ def whatif(
             accepted (default: the system's NICs) (--ib)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
+        framework: training stack as NAME[@VERSION]: megatron (Megatron-Core, NeMo, Megatron-Bridge), torchtitan,
+            nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default
+            (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset
+            (--framework)
         factor: how much faster each layer is made (--factor)
         swap: cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only,
             planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change

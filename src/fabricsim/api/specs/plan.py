@@ -8,6 +8,7 @@ from fabricsim.api.specs.shared import (
     CapacityFactorOption,
     EpOption,
     FlashAttnOption,
+    FrameworkOption,
     ModelOption,
     NetworkOption,
     OversubscriptionOption,
@@ -40,21 +41,25 @@ class PlanOptions(OptionGroup):
     recompute: str | None = opt(None, "none, selective or full (default: auto)")
     zero: int | None = opt(None, "ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) (default: auto)")
     precision: str = opt("bf16", "bf16, or fp8 (TransformerEngine FP8 GEMMs)")
-    kernels: str = opt("fused", "element-wise kernels: fused (Megatron/TE) or eager")
-    grad_dtype: str = opt("fp32", "gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 "
-                          "performance recipes) or fp16 (Megatron-LM --fp16)")
+    kernels: str | None = opt(None, "element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; "
+                              "megatron: fused]")
+    grad_dtype: str | None = opt(None, "gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 "
+                                 "performance recipes) or fp16 (Megatron-LM --fp16) [default: the framework's; "
+                                 "megatron: fp32]")
     pp_layout: str | None = opt(None, "layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)")
     flash_attn: FlashAttnOption
     sequence_parallel: bool | None = opt(None, "Megatron sequence parallelism [default: on when tp > 1]")
     overlap_grad_reduce: bool = opt(True, "reduce gradients during the backward pass")
     overlap_param_gather: bool = opt(True, "gather updated parameters during the next forward")
-    tp_comm_overlap: bool = opt(False, "overlap TP collectives with GEMMs (TransformerEngine userbuffers)")
+    tp_comm_overlap: bool | None = opt(None, "overlap TP collectives with GEMMs (TransformerEngine userbuffers) "
+                                       "[default: the framework's; megatron: off]")
     ep_comm_overlap: bool = opt(False, "overlap the MoE all-to-all of one micro-batch with another's compute "
                                 "(Megatron-Core --overlap-moe-expert-parallel-comm)")
     shared_expert_overlap: bool = opt(False, "run the shared experts beside the same micro-batch's all-to-all "
                                       "(Megatron-Core --moe-shared-expert-overlap)")
-    dropout: bool = opt(True, "hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the backward); "
-                        "--no-dropout as today's Llama/DeepSeek/Qwen recipes run")
+    dropout: bool | None = opt(None, "hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the "
+                               "backward); --no-dropout as today's Llama/DeepSeek/Qwen recipes run [default: the "
+                               "framework's; megatron: on]")
     moe_balance: str = opt("random", "expert load: forced (Megatron's force-balanced benchmarks), random (balanced "
                            "top-k routing) or skewed (a trained router's measured skew)")
     capacity_factor: CapacityFactorOption
@@ -63,3 +68,4 @@ class PlanOptions(OptionGroup):
                               "NVLink)")
     ib: NetworkOption
     oversubscription: OversubscriptionOption
+    framework: FrameworkOption

@@ -40,3 +40,9 @@ FlashAttnOption = Annotated[bool, opt(True, "fused attention (no materialised sc
 CapacityFactorOption = Annotated[float | None, opt(None, "expert capacity as a multiple of the mean load; tokens "
                                                          "beyond it are dropped (default: dropless)")]
 RailOptimizedOption = Annotated[bool, opt(True, "NIC i of every node on rail leaf i (fat tree)")]
+FRAMEWORK_HELP = ("training stack as NAME[@VERSION]: megatron (Megatron-Core, NeMo, Megatron-Bridge), torchtitan, "
+                  "nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by "
+                  "default (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the "
+                  "knobs left unset")
+"""--framework's one help text (`size` declares it optional: training only, refused with --inference)."""
+FrameworkOption = Annotated[str, opt("megatron", FRAMEWORK_HELP)]

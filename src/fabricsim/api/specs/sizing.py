@@ -20,6 +20,7 @@ from fabricsim.api.specs.goodput import (
 )
 from fabricsim.api.specs.serving import CheckpointOption, OutputOption, PromptOption, SloTpotOption, SloTtftOption
 from fabricsim.api.specs.shared import (
+    FRAMEWORK_HELP,
     Calibration,
     CapacityFactorOption,
     FlashAttnOption,
@@ -67,6 +68,7 @@ class SizeSearchOptions(OptionGroup):
     moe_balance: str | None = opt(None, "expert load: forced, random or skewed [default: random]")
     moe_dispatcher: str | None = opt(None, "token dispatch: alltoall or deepep [default: alltoall]")
     capacity_factor: CapacityFactorOption
+    framework: str | None = opt(None, FRAMEWORK_HELP, shown="megatron")
     objective: str = opt("cost", "rank by time, cost or energy")
     amortize: str | None = opt(None, "capex amortisation period [default: 4y]", unit="s")
     gpu_hour: str | None = opt(None, "rent at this USD per GPU-hour instead", unit="USD/GPU-hour")

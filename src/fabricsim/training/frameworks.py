@@ -1,0 +1,78 @@
+"""Training stacks as profiles (`--framework`): the plan settings Megatron-Core, torchtitan, NeMo AutoModel,
+DeepSpeed and MaxText run by default, each read from a named source (``data/frameworks.yaml``). A profile sets a
+knob the user left at fabricsim's default; the megatron profile names none (fabricsim's defaults are
+Megatron-Core's), so it changes nothing."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fabricsim.errors import SpecError, unknown_name_error
+
+DEFAULT_FRAMEWORK = "megatron"
+SETTABLE = ("kernels", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout")
+"""The run options a profile may set (named as `train` names them)."""
+
+
+class Setting(BaseModel):
+    """One plan setting of a stack and where it was read (a setting not verified says so in its source)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: str | int | bool
+    source: str = Field(min_length=1)
+
+
+class FrameworkProfile(BaseModel):
+    """A training stack: its name, the release its settings were read from, and the settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    version: str
+    source: str = Field(min_length=1)
+    settings: dict[str, Setting] = Field(default_factory=dict)
+
+    def values(self) -> dict[str, Any]:
+        """Option name -> the value this stack runs."""
+        return {k: s.value for k, s in self.settings.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "version": self.version, "source": self.source,
+                "settings": {k: s.model_dump() for k, s in self.settings.items()}}
+
+
+@cache
+def frameworks() -> dict[str, FrameworkProfile]:
+    """Every profile by id (packaged YAML), each setting one the runs can take."""
+    import yaml
+
+    text = resources.files("fabricsim.training").joinpath("data/frameworks.yaml").read_text(encoding="utf-8")
+    out = {}
+    for item in yaml.safe_load(text)["frameworks"]:
+        profile = FrameworkProfile.model_validate(item)
+        unknown = set(profile.settings) - set(SETTABLE)
+        if unknown:
+            raise ValueError(f"framework {profile.id}: settings {sorted(unknown)} are not run options a profile sets")
+        out[profile.id] = profile
+    return out
+
+
+def framework_profile(name: str, *, field: str = "--framework") -> FrameworkProfile:
+    """The profile of ``NAME`` or ``NAME@VERSION`` (the version must be the one the profile was read from: its
+    first word, e.g. ``torchtitan@b5bcd76``); an unknown name is a SpecError listing the known ones."""
+    base, _, version = name.strip().lower().partition("@")
+    known = frameworks()
+    if base not in known:
+        raise unknown_name_error("framework", base, known, field=field)
+    profile = known[base]
+    read = profile.version.split()[0].lower()
+    if version and version != read:
+        raise SpecError(f"{profile.id} is profiled as of {profile.version}; give {profile.id} or {profile.id}@{read}",
+                        field=field)
+    return profile
