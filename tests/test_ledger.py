@@ -65,8 +65,10 @@ def test_new_cases_enter_with_the_model_as_it_stands(tmp_path: Path) -> None:
                               unit="tokens/s", error=0.1)
     missing = NotExpressible(id="odd_case", group="inference", reason="no such engine", source="x")
     old = load_ledger()[:3]
-    added = new_entries([counted, missing, SimpleNamespace(id=old[0]["id"])], {e["id"] for e in old}, "abc123")
+    added = new_entries([counted, missing, SimpleNamespace(id=old[0]["id"])], {e["id"] for e in old}, "abc123",
+                        {"new_case": "found_cases.yaml"})
     assert [e["id"] for e in added] == ["new_case", "odd_case"]
+    assert added[0]["file"] == "found_cases.yaml" and added[1]["file"] is None
     assert added[0]["blind_error"] == 0.1 and added[0]["parent"] == "abc123"
     assert added[1]["blind_predicted"] is None and "no such engine" in added[1]["blind_note"]
     grown = append(old, added)

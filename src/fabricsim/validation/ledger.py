@@ -83,9 +83,11 @@ def head_commit() -> str | None:
     return out.stdout.strip() or None
 
 
-def new_entries(results: Sequence[Any], known: set[str], parent: str | None) -> list[dict[str, Any]]:
-    """Entries for the validated cases the ledger lacks, predicted as the model stands (``parent``: its commit):
-    a counted case with its prediction and error, a case the model cannot express with a null and the reason."""
+def new_entries(results: Sequence[Any], known: set[str], parent: str | None,
+                files: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Entries for the validated cases the ledger lacks, predicted as the model stands (``parent``: its commit;
+    ``files``: case id -> the case file's name): a counted case with its prediction and error, a case the model
+    cannot express with a null and the reason."""
     from fabricsim.validation.runner import NotExpressible
 
     out: list[dict[str, Any]] = []
@@ -93,7 +95,7 @@ def new_entries(results: Sequence[Any], known: set[str], parent: str | None) -> 
         if r.id in known:
             continue
         entry: dict[str, Any] = {"id": r.id, "group": r.group, "kind": getattr(r, "kind", None),
-                                 "file": None, "arrived": None, "parent": parent}
+                                 "file": (files or {}).get(r.id), "arrived": None, "parent": parent}
         if isinstance(r, NotExpressible):
             entry |= {"measured": None, "unit": None, "blind_predicted": None, "blind_error": None,
                       "blind_note": f"not expressible when entered: {r.reason}", "blind_method": None}
@@ -129,14 +131,21 @@ HEADER = ("# The blind ledger (fabricsim.validation.ledger): each validation cas
 
 def enter(path: Path | None = None) -> list[str]:
     """Append an entry for every validated case the ledger lacks (the model as it stands); the ids added."""
+    from fabricsim.validation.cases import all_cases
     from fabricsim.validation.runner import run_validation
 
     target = path or ledger_path()
     entries = load_ledger(target)
-    added = new_entries(run_validation(), {str(e["id"]) for e in entries}, head_commit())
+    files = {c.id: _file_name(c.origin) for c in all_cases()}
+    added = new_entries(run_validation(), {str(e["id"]) for e in entries}, head_commit(), files)
     if added:
         target.write_text(dump(append(entries, added), HEADER), encoding="utf-8")
     return [str(e["id"]) for e in added]
+
+
+def _file_name(origin: str) -> str:
+    """A case file's name from where it was read ('.../data/found_cases.yaml (packaged copy)' -> found_cases.yaml)."""
+    return Path(origin.split(" (", 1)[0]).name
 
 
 def main(argv: Sequence[str]) -> int:
