@@ -8,7 +8,7 @@ layer over these: the same inputs give the same answer.
 'compute'
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fabricsim.api.calls import collective, infer, size, topology, train, whatif
 from fabricsim.api.collective import CollectiveResult
@@ -21,21 +21,15 @@ from fabricsim.api.size import SizeResult
 from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
 from fabricsim.api.whatif import WhatIfResult
+from fabricsim.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from fabricsim.api.specs import PlanOptions, TopologyRun, TrainRun, WhatIfRun
 
 topo = topology  # the command's name: `fabricsim topo`
-SPECS = ("PlanOptions", "TopologyRun", "TrainRun", "WhatIfRun")
-"""The run specs exported here, loaded on first use (pydantic stays out of `fabricsim --help`)."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in SPECS:
-        from fabricsim.api import specs
-
-        return getattr(specs, name)
-    raise AttributeError(f"module 'fabricsim.api' has no attribute {name!r}")
+# The run specs, loaded on first use (pydantic stays out of `fabricsim --help`).
+__getattr__ = lazy_exports(__name__, dict.fromkeys(("PlanOptions", "TopologyRun", "TrainRun", "WhatIfRun"),
+                                                    "fabricsim.api.specs"))
 
 __all__ = [
     "CollectiveResult",

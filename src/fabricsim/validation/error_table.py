@@ -200,13 +200,6 @@ def held_out_fit(target: Residual, residuals: Sequence[Residual], level: float =
     return campaign_interval(found[0], pool, target.regime, level)
 
 
-def held_out_band(target: Residual, residuals: Sequence[Residual], level: float = LEVEL
-                  ) -> tuple[float, float] | None:
-    """The band of ``target`` fitted without any case from its document (log ratios), or None."""
-    fit = held_out_fit(target, residuals, level)
-    return None if fit is None else fit[0]
-
-
 @dataclass(frozen=True)
 class HeldOut:
     """One case's band fitted without its document: its width (high / low - 1), whether it held the case, and the

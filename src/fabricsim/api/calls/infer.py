@@ -94,7 +94,7 @@ def infer(
         max_batched_tokens: scheduler: tokens per iteration (vLLM max_num_batched_tokens; default: the engine's)
             [tokens] (--max-batched-tokens)
         chunked_prefill: split long prompts over iterations (default: the engine's: on for vLLM V1 and SGLang, off
-            for vLLM V0 and TensorRT-LLM) (--chunked-prefill)
+            for vLLM V0 and TensorRT-LLM) (--chunked-prefill/--no-chunked-prefill)
         seed: random seed of the Poisson arrivals (default 0) (--seed)
         engine: serving engine as NAME[@VERSION]: trtllm, vllm or sglang (e.g. vllm@0.6.3): the KV-cache memory,
             batch, prefill chunk and host time per step of that release (--engine)

@@ -124,9 +124,11 @@ def size(
         precision: precisions to try (bf16,fp8) (--precision)
         flash_attn: fused attention (no materialised scores) (--flash-attn/--no-flash-attn)
         overlap: overlap gradient reduce / param gather (--overlap/--no-overlap)
-        dropout: hidden dropout masks [default: on] (--dropout)
-        ep_comm_overlap: overlap the MoE all-to-all with compute [default: off] (--ep-comm-overlap)
-        shared_expert_overlap: run shared experts beside the all-to-all [default: off] (--shared-expert-overlap)
+        dropout: hidden dropout masks [default: on] (--dropout/--no-dropout)
+        ep_comm_overlap: overlap the MoE all-to-all with compute [default: off] (--ep-comm-overlap/--no-ep-comm-
+            overlap)
+        shared_expert_overlap: run shared experts beside the all-to-all [default: off] (--shared-expert-
+            overlap/--no-shared-expert-overlap)
         moe_balance: expert load: forced, random or skewed [default: random] (--moe-balance)
         moe_dispatcher: token dispatch: alltoall or deepep [default: alltoall] (--moe-dispatcher)
         capacity_factor: expert capacity as a multiple of the mean load; tokens beyond it are dropped (default:

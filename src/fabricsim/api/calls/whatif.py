@@ -95,19 +95,21 @@ def whatif(
             fp16 (Megatron-LM --fp16) [default: the framework's; megatron: fp32] (--grad-dtype)
         pp_layout: layers per pipeline stage, e.g. 7,8,8,7 (default: automatic) (--pp-layout)
         flash_attn: fused attention (no materialised scores) (--flash-attn/--no-flash-attn)
-        sequence_parallel: Megatron sequence parallelism [default: on when tp > 1] (--sequence-parallel)
+        sequence_parallel: Megatron sequence parallelism [default: on when tp > 1] (--sequence-parallel/--no-
+            sequence-parallel)
         overlap_grad_reduce: reduce gradients during the backward pass (--overlap-grad-reduce/--no-overlap-grad-
             reduce)
         overlap_param_gather: gather updated parameters during the next forward (--overlap-param-gather/--no-
             overlap-param-gather)
         tp_comm_overlap: overlap TP collectives with GEMMs (TransformerEngine userbuffers) [default: the
-            framework's; megatron: off] (--tp-comm-overlap)
+            framework's; megatron: off] (--tp-comm-overlap/--no-tp-comm-overlap)
         ep_comm_overlap: overlap the MoE all-to-all of one micro-batch with another's compute (Megatron-Core
             --overlap-moe-expert-parallel-comm) (--ep-comm-overlap/--no-ep-comm-overlap)
         shared_expert_overlap: run the shared experts beside the same micro-batch's all-to-all (Megatron-Core --moe-
             shared-expert-overlap) (--shared-expert-overlap/--no-shared-expert-overlap)
         dropout: hidden dropout (Megatron-LM's default; its 1-byte masks are kept for the backward); --no-dropout as
-            today's Llama/DeepSeek/Qwen recipes run [default: the framework's; megatron: on] (--dropout)
+            today's Llama/DeepSeek/Qwen recipes run [default: the framework's; megatron: on] (--dropout/--no-
+            dropout)
         moe_balance: expert load: forced (Megatron's force-balanced benchmarks), random (balanced top-k routing) or
             skewed (a trained router's measured skew) (--moe-balance)
         capacity_factor: expert capacity as a multiple of the mean load; tokens beyond it are dropped (default:

@@ -4,8 +4,9 @@ load on first use (a run validates its options with its own spec alone; pydantic
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fabricsim.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from fabricsim.api.specs.cluster import ROUTING_HELP, ClusterOptions, DesignOptions, FlowOptions, TopologyStorage
@@ -26,42 +27,21 @@ if TYPE_CHECKING:
     from fabricsim.api.specs.shared import FABRIC_HELP
     from fabricsim.api.specs.sizing import SizeRun
 
-_MODULES = {
-    "ApiFunction": "fabricsim.api.specs.fields",
-    "CalibrationOptions": "fabricsim.api.specs.runs",
-    "ClusterOptions": "fabricsim.api.specs.cluster",
-    "CollectiveOptions": "fabricsim.api.specs.collective",
-    "CollectiveRun": "fabricsim.api.specs.collective",
-    "DesignOptions": "fabricsim.api.specs.cluster",
-    "FABRIC_HELP": "fabricsim.api.specs.shared",
-    "FlowOptions": "fabricsim.api.specs.cluster",
-    "GROUPS": "fabricsim.api.specs.registry",
-    "GoodputOptions": "fabricsim.api.specs.goodput",
-    "GoodputSwitch": "fabricsim.api.specs.goodput",
-    "InferRun": "fabricsim.api.specs.serving",
-    "OptionGroup": "fabricsim.api.specs.fields",
-    "PlanOptions": "fabricsim.api.specs.plan",
-    "ROUTING_HELP": "fabricsim.api.specs.cluster",
-    "RUNS": "fabricsim.api.specs.registry",
-    "STORAGE_HELP": "fabricsim.api.specs.goodput",
-    "ServingPlanOptions": "fabricsim.api.specs.serving",
-    "SizeRun": "fabricsim.api.specs.sizing",
-    "TopologyCalibration": "fabricsim.api.specs.runs",
-    "TopologyRun": "fabricsim.api.specs.runs",
-    "TopologyStorage": "fabricsim.api.specs.cluster",
-    "TrainRun": "fabricsim.api.specs.runs",
-    "WhatIfOptions": "fabricsim.api.specs.runs",
-    "WhatIfRun": "fabricsim.api.specs.runs",
-    "field_cli": "fabricsim.api.specs.fields",
-    "opt": "fabricsim.api.specs.fields",
-}
-"""Each exported name -> the module that defines it."""
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MODULES:
-        return getattr(import_module(_MODULES[name]), name)
-    raise AttributeError(f"module 'fabricsim.api.specs' has no attribute {name!r}")
+# Each exported name -> the module that defines it, imported on first use.
+__getattr__ = lazy_exports(__name__, {
+    **dict.fromkeys(("ClusterOptions", "DesignOptions", "FlowOptions", "ROUTING_HELP", "TopologyStorage"),
+                    "fabricsim.api.specs.cluster"),
+    **dict.fromkeys(("CollectiveOptions", "CollectiveRun"), "fabricsim.api.specs.collective"),
+    **dict.fromkeys(("ApiFunction", "OptionGroup", "field_cli", "opt"), "fabricsim.api.specs.fields"),
+    **dict.fromkeys(("GoodputOptions", "GoodputSwitch", "STORAGE_HELP"), "fabricsim.api.specs.goodput"),
+    **dict.fromkeys(("PlanOptions",), "fabricsim.api.specs.plan"),
+    **dict.fromkeys(("GROUPS", "RUNS"), "fabricsim.api.specs.registry"),
+    **dict.fromkeys(("CalibrationOptions", "TopologyCalibration", "TopologyRun", "TrainRun", "WhatIfOptions",
+                     "WhatIfRun"), "fabricsim.api.specs.runs"),
+    **dict.fromkeys(("InferRun", "ServingPlanOptions"), "fabricsim.api.specs.serving"),
+    **dict.fromkeys(("FABRIC_HELP",), "fabricsim.api.specs.shared"),
+    **dict.fromkeys(("SizeRun",), "fabricsim.api.specs.sizing"),
+})
 
 __all__ = [
     "FABRIC_HELP",

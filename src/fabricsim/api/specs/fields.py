@@ -4,8 +4,9 @@ docstrings, and docs/reference/options.md from these fields, so none of them is 
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -51,9 +52,14 @@ class ApiFunction:
 
 def field_cli(name: str, field: Any) -> str:
     """The CLI flag of a spec field: its ``cli`` as written, or ``--name-with-dashes`` (``--x/--no-x`` for a
-    bool)."""
+    bool or an optional bool)."""
     extra = field.json_schema_extra or {}
     if extra.get("cli"):  # as written: a bool given a flag of its own is a single switch (--resume)
         return str(extra["cli"])
     flag = "--" + name.replace("_", "-")
-    return f"{flag}/--no-{flag[2:]}" if field.annotation is bool else flag
+    return f"{flag}/--no-{flag[2:]}" if is_flag(field.annotation) else flag
+
+
+def is_flag(annotation: Any) -> bool:
+    """A bool or an optional bool: an option typed so is a ``--x/--no-x`` pair."""
+    return annotation is bool or (get_origin(annotation) in (Union, types.UnionType) and bool in get_args(annotation))

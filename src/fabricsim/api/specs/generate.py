@@ -52,17 +52,6 @@ def constant_name(group: type[OptionGroup]) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", group.__name__).upper()
 
 
-def _is_flag(field: Any) -> bool:
-    return bool(field.annotation is bool or (get_origin(field.annotation) in (Union, types.UnionType)
-                                             and bool in get_args(field.annotation)))
-
-
-def _cli_flag(name: str, field: Any) -> str:
-    flag = field_cli(name, field)
-    explicit = bool((field.json_schema_extra or {}).get("cli"))
-    return flag if explicit or "/" in flag or not _is_flag(field) else f"{flag}/--no-{flag[2:]}"
-
-
 def cli_source(groups: Sequence[type[OptionGroup]] = GROUPS) -> str:
     """The generated typer declarations: per group, name -> (Annotated type with its typer.Option, default)."""
     lines = [f'"""{HEADER}\n\nEach run option as typer reads it: name -> (its Annotated type, its default)."""', "",
@@ -72,7 +61,7 @@ def cli_source(groups: Sequence[type[OptionGroup]] = GROUPS) -> str:
         lines.append(f"{constant_name(group)}: dict[str, Decl] = {{")
         for name, field in _fields(group):
             kind = type_text(field.annotation, cli=True)
-            lines.append(f"    {name!r}: (Annotated[{kind}, typer.Option({_cli_flag(name, field)!r}, "
+            lines.append(f"    {name!r}: (Annotated[{kind}, typer.Option({field_cli(name, field)!r}, "
                          f"help={field.description!r})], {field.default!r}),")
         lines += ["}", ""]
     return "\n".join(lines)
@@ -152,7 +141,7 @@ def docs_source(groups: Sequence[type[OptionGroup]] = GROUPS, runs: Sequence[typ
             extra = field.json_schema_extra or {}
             default = extra.get("shown") or repr(field.default)
             unit = f" [{extra['unit']}]" if extra.get("unit") else ""
-            out.append(f"| `{_cell(_cli_flag(name, field))}` | `{name}` | `{_cell(type_text(field.annotation))}` | "
+            out.append(f"| `{_cell(field_cli(name, field))}` | `{name}` | `{_cell(type_text(field.annotation))}` | "
                        f"`{_cell(default)}` | {_cell(str(field.description))}{unit} |")
         out.append("")
     return "\n".join(out)
