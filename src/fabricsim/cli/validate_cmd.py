@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from fabricsim.validation import GroupSummary
 
 # fabricsim.validation.GROUPS, spelled out so that `--help` does not import the validation package.
-GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "fsdp", "inference",
-          "serving")
+GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "fsdp", "long context",
+          "inference", "serving")
 
 
 def number(value: float) -> str:

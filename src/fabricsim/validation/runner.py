@@ -15,12 +15,13 @@ from fabricsim.validation.overlay import OverlayCatalogs
 from fabricsim.validation.settings import ValidationSettings, expressed, expression_for, load_settings, with_settings
 from fabricsim.validation.training_cases import run_training_case
 
-GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "fsdp", "inference",
-          "serving")
+GROUPS = ("collective bandwidth", "collective latency", "training", "moe", "blackwell", "fsdp", "long context",
+          "inference", "serving")
 """moe: training cases of mixture-of-experts models; blackwell: dense training cases on Blackwell GPUs (B200, GB200,
 B300, GB300); fsdp: dense training cases run with PyTorch FSDP (llm-foundry's MPT benchmarks); each from the files
+long context: dense training cases at 32k tokens and more per sequence (context parallelism); each from the files
 that declare them (a case's own ``group``); older files' cases stay where they were."""
-CASE_GROUPS = ("moe", "blackwell", "fsdp", "serving")
+CASE_GROUPS = ("moe", "blackwell", "fsdp", "long context", "serving")
 
 INFERENCE_REASON = "not expressible by the inference model"  # prefix of every inference case's reason
 
