@@ -129,15 +129,17 @@ HEADER = ("# The blind ledger (fabricsim.validation.ledger): each validation cas
           "# hand, and before changing anything because of a new case.\n")
 
 
-def enter(path: Path | None = None) -> list[str]:
-    """Append an entry for every validated case the ledger lacks (the model as it stands); the ids added."""
+def enter(path: Path | None = None, only_files: Sequence[str] = ()) -> list[str]:
+    """Append an entry for every validated case the ledger lacks (the model as it stands), or only for those of
+    the case files named in ``only_files`` (others still being written wait for their own entry); the ids added."""
     from fabricsim.validation.cases import all_cases
-    from fabricsim.validation.runner import run_validation
+    from fabricsim.validation.runner import run_cases
 
     target = path or ledger_path()
     entries = load_ledger(target)
-    files = {c.id: _file_name(c.origin) for c in all_cases()}
-    added = new_entries(run_validation(), {str(e["id"]) for e in entries}, head_commit(), files)
+    cases = [c for c in all_cases() if not only_files or _file_name(c.origin) in only_files]
+    files = {c.id: _file_name(c.origin) for c in cases}
+    added = new_entries(run_cases(cases), {str(e["id"]) for e in entries}, head_commit(), files)
     if added:
         target.write_text(dump(append(entries, added), HEADER), encoding="utf-8")
     return [str(e["id"]) for e in added]
@@ -149,16 +151,17 @@ def _file_name(origin: str) -> str:
 
 
 def main(argv: Sequence[str]) -> int:
-    """``enter``: append the new cases; ``check``: report broken links."""
+    """``enter [FILE ...]``: append the new cases (of those case files only, when named); ``check``: report broken
+    links."""
     if list(argv[:1]) == ["enter"]:
-        ids = enter()
+        ids = enter(only_files=list(argv[1:]))
         sys.stdout.write(f"entered {len(ids)} case(s): {', '.join(ids) or '-'}\n")
         return 0
     if list(argv[:1]) == ["check"]:
         bad = broken_links(load_ledger())
         sys.stdout.write("ledger intact\n" if not bad else f"rewritten or moved: {', '.join(bad)}\n")
         return 1 if bad else 0
-    sys.stderr.write("usage: python -m fabricsim.validation.ledger enter|check\n")
+    sys.stderr.write("usage: python -m fabricsim.validation.ledger enter [CASE_FILE.yaml ...] | check\n")
     return 2
 
 
