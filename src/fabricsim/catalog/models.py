@@ -283,6 +283,10 @@ class Tuning(Entry):
     dispatch_kernel_sms: dict[str, int] = Field(
         default_factory=dict, description="SMs the MoE token dispatch/combine kernels occupy while they run beside"
         " compute (EP communication overlap), per dispatcher (alltoall, deepep); 0 where absent")
+    collective_kernel_sms: int = Field(
+        0, ge=0, description="SMs an NCCL collective kernel (one CTA per channel) holds while it runs beside compute"
+        " (overlapped gradient reduction, parameter gathers, context-parallel exchanges): the compute beside it runs"
+        " on the rest of the GPU's SMs; 0: no contention")
     tree_net_channels_by_nvlink: dict[str, int] = Field(
         default_factory=dict, description="NICs per node that the tree and NVLS-tree cross the network with (one"
         " head rank per channel, each on its own NIC), per NVLink generation (link id); every NIC of the group"

@@ -63,7 +63,8 @@ def _microbatch(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, comms: _
         t_cp = t_step * (plan.cp - 1) * len(layers) * (passes + 1.0)  # backward also returns dK, dV
         attention_s = work.attention_fwd_s * (3.0 + work.recompute_attention)
         hidden = min(t_cp, attention_s)
-        out.add(kind, t_cp - hidden, hidden)
+        slowed = hidden * collective_sm_share(gpu, cluster)
+        out.add(kind, t_cp - hidden + slowed, hidden - slowed)
     if plan.pp > 1:
         t_p2p, kind = comms.pp_per_send
         out.add(kind, 2 * t_p2p * plan.virtual_stages)
@@ -88,6 +89,15 @@ def shared_expert_share(model: ModelSpec, layers: list[int]) -> float:
     return shared / total if total else 0.0
 
 
+def collective_sm_share(gpu: GPU, cluster: Cluster) -> float:
+    """Share of the GPU's SMs an NCCL collective holds while it overlaps compute (``collective_kernel_sms``): hiding
+    t seconds of gradient reduction, parameter gathers or context-parallel exchanges still costs share x t of the
+    compute beside it (0 where the catalog has no SM count for the GPU)."""
+    sms = gpu.sms.value if gpu.sms is not None else 0
+    held = cluster.catalog.tuning("default").collective_kernel_sms
+    return min(1.0, held / sms) if sms > 0 else 0.0
+
+
 def dispatch_sm_share(gpu: GPU, plan: ParallelPlan, cluster: Cluster) -> float:
     """Share of the GPU's SMs the dispatch/combine kernels hold while they overlap compute: the compute beside
     them runs on the rest, so hiding t seconds of all-to-all still costs share x t (0 where the catalog has no
@@ -107,6 +117,7 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
     out = Breakdown()
     params = stage_params(model, plan, stage)
     n = max(1, len(layers))
+    share = collective_sm_share(cluster.catalog.gpu(cluster.system.gpu), cluster)
     for count, group_kind, shards in ((params.dense, "dp_cp", plan.dp * plan.cp),
                                       (params.expert, "edp", plan.expert_dp)):
         if count <= 0 or shards < 2:
@@ -124,7 +135,8 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
         bwd_exposed = max(0.0, bwd_comm - bwd_layer) * (n - 1) + t_gather
         total = n * (t_gather + bwd_comm)
         exposed = min(total, fwd_exposed + bwd_exposed)
-        out.add(link, exposed, total - exposed)
+        slowed = (total - exposed) * share
+        out.add(link, exposed + slowed, total - exposed - slowed)
     return out
 
 
@@ -140,6 +152,7 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
     if plan.zero >= 3:
         return out
     params = stage_params(model, plan, stage)
+    share = collective_sm_share(cluster.catalog.gpu(cluster.system.gpu), cluster)
     for kind_name, count, shards in (("dp_cp", params.dense, plan.dp * plan.cp), ("edp", params.expert,
                                                                                    plan.expert_dp)):
         if count <= 0 or shards < 2:
@@ -154,10 +167,12 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
             t, link = _fabric_comm(cluster, plan, kind_name, shape, "reduce_scatter", grads)
             gather, _ = _fabric_comm(cluster, plan, kind_name, shape, "all_gather", count * PARAM_BYTES)
         exposed = max(t - work.backward_s, t * last_bucket) if plan.overlap_grad_reduce else t
-        out.add(link, exposed, t - exposed)
+        slowed = (t - exposed) * share
+        out.add(link, exposed + slowed, t - exposed - slowed)
         gather_exposed = (max(gather - work.forward_s, gather * last_bucket) if plan.overlap_param_gather
                           else gather)
-        out.add(link, gather_exposed, gather - gather_exposed)
+        slowed = (gather - gather_exposed) * share
+        out.add(link, gather_exposed + slowed, gather - gather_exposed - slowed)
     return out
 
 

@@ -1,0 +1,52 @@
+"""Overlapped NCCL collectives hold SMs: the compute beside an overlapped gradient reduction, FSDP gather or
+context-parallel exchange runs on the rest of the GPU (tuning ``collective_kernel_sms``, 24 of an H100's 132)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fabricsim.catalog import default_catalog
+from fabricsim.comm import Cluster
+from fabricsim.model import load_model
+from fabricsim.training import ParallelPlan, predict_training
+from fabricsim.training.schedule import collective_sm_share
+
+
+def _steps(plan: ParallelPlan, model: str, helds: tuple[int, ...]) -> list[float]:
+    catalog = default_catalog()
+    out = []
+    for held in helds:
+        tuning = catalog.tuning("default").model_copy(update={"collective_kernel_sms": held})
+        tuned = catalog.model_copy(update={"tunings": {**catalog.tunings, "default": tuning}})
+        out.append(predict_training(load_model(model), plan, Cluster(tuned.system("dgx-h100"), catalog=tuned))
+                   .step_time_s)
+    return out
+
+
+def test_share_is_the_held_sms_over_the_gpus() -> None:
+    catalog = default_catalog()
+    cluster = Cluster(catalog.system("dgx-h100"), catalog=catalog)
+    assert collective_sm_share(catalog.gpu("h100-sxm"), cluster) == pytest.approx(24 / 132)
+    assert collective_sm_share(catalog.gpu("b200"), cluster) == pytest.approx(24 / 148)
+
+
+@pytest.mark.parametrize("zero", [1, 3])
+def test_more_held_sms_never_make_an_overlapped_step_faster(zero: int) -> None:
+    """FSDP (ZeRO-3) gathers and the distributed optimizer's overlapped reduction both pay the share; holding no
+    SM is the plain overlap, and the slowdown is at most the held share of the hidden communication."""
+    plan = ParallelPlan.build(gpus=64, tp=1, pp=1, seq=4096, gbs=256, mbs=2, zero=zero, recompute="none",
+                              overlap_grad_reduce=True, overlap_param_gather=True)
+    steps = _steps(plan, "llama3-8b", (0, 12, 24, 66))
+    assert steps == sorted(steps) and steps[0] < steps[-1]
+    catalog = default_catalog()
+    free = predict_training(load_model("llama3-8b"), plan, Cluster(catalog.system("dgx-h100"), catalog=catalog))
+    hidden = sum(free.breakdown.overlapped.values())
+    assert steps[2] - steps[0] <= hidden * 24 / 132 * 1.0001 * 2  # forward and backward windows at most
+
+
+def test_no_overlap_no_contention() -> None:
+    """Communication that does not overlap compute costs its own time and no SM share."""
+    plan = ParallelPlan.build(gpus=64, tp=1, pp=1, seq=4096, gbs=256, mbs=2, zero=1, recompute="none",
+                              overlap_grad_reduce=False, overlap_param_gather=False)
+    first, second = _steps(plan, "llama3-8b", (0, 66))
+    assert first == pytest.approx(second)
