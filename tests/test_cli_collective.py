@@ -49,7 +49,7 @@ def test_validate_json(runner: CliRunner) -> None:
     assert result.exit_code in (0, 1), result.output
     data = json.loads(result.output)
     assert set(data["groups"]) == {"collective bandwidth", "collective latency", "training", "moe", "blackwell",
-                                   "fsdp", "inference", "serving"}
+                                   "fsdp", "long context", "inference", "serving"}
     assert len(data["cases"]) >= 15
     assert result.exit_code == (0 if all(c["passed"] for c in data["cases"]) else 1)
 

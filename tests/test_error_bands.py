@@ -74,6 +74,11 @@ def test_outside_every_validated_regime_says_so() -> None:
     assert found.to_json()["low"] is None
 
 
+def test_a_paper_named_by_its_arxiv_id_is_its_own_document() -> None:
+    assert source_key("arXiv 2310.03294 (Li, Shao, ...), Table 1") == source_key("arXiv:2310.03294 Table 3")
+    assert source_key("arXiv 2310.03294 Table 1") != source_key("arXiv 2309.14509 Table 2")
+
+
 def test_source_keys_name_documents_not_releases() -> None:
     assert source_key("NVIDIA/TensorRT-LLM docs/source/performance.md https://github.com/x") == \
         source_key("https://raw.githubusercontent.com/NVIDIA/TensorRT-LLM/release/0.5.0/docs/source/performance.md")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from fabricsim.validation import CaseResult, NotExpressible, group_summaries, run_validation
+from fabricsim.validation.cases import blind_campaign_ids
 
 # Counted cases known to sit beyond 30%, each with the mechanism still missing; the list may only shrink (empty).
 KNOWN_GAPS: dict[str, str] = {}
@@ -13,7 +14,10 @@ GROUPS = ("collective bandwidth", "collective latency", "training")
 
 @pytest.fixture(scope="module")
 def results() -> list[CaseResult | NotExpressible]:
-    return run_validation()
+    """The set these must-holds were written for: every case but the blind campaigns of issue 45 item 6, which
+    tests/test_blind_families.py holds to their own figures."""
+    blind = blind_campaign_ids()
+    return [r for r in run_validation() if r.id not in blind]
 
 
 def test_every_group_median_within_8_percent(results: list[CaseResult | NotExpressible]) -> None:

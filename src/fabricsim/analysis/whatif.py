@@ -122,7 +122,7 @@ def step_band(model: ModelSpec, base: TrainingPrediction, scenario: Scenario, st
               calibration: tuple[str, ...] = ()) -> dict[str, object]:
     """The error band (JSON) of a step time of this plan on ``scenario``'s GPUs, from comparable published runs."""
     gpu = scenario.catalog.gpu(scenario.system.gpu)
-    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus)
+    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus, base.sharded)
     return bands({"step_time_s": (step_time_s, True)}, regime, calibration)["step_time_s"].to_json()
 
 
@@ -131,5 +131,5 @@ def comparison_error(model: ModelSpec, base: TrainingPrediction, scenario: Scena
     """How far a predicted speed-up between two clusters for this plan may be off: paired published residuals of
     training runs like this one (``validation.comparison_band``)."""
     gpu = scenario.catalog.gpu(scenario.system.gpu)
-    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus)
+    regime = training_regime(model.moe is not None, gpu, base.peak_precision, base.gpus, base.sharded)
     return comparison_band(regime, published_residuals(calibration))

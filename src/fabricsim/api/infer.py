@@ -64,7 +64,7 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
     draft_tokens, acceptance = o.draft_tokens, o.acceptance
     trace = None if o.trace is None else Path(o.trace)
     calibration = list(o.calibration or [])
-    from fabricsim.catalog import load_catalog
+    from fabricsim.catalog import load_catalog, with_gpu_power
     from fabricsim.comm import Cluster
     from fabricsim.inference import InferencePlan, predict_inference
     from fabricsim.inputs import oversubscription as checked_oversubscription
@@ -75,7 +75,8 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
 
     profile = engine_profile(engine)  # an unknown engine is a one-line error naming the known ones
     catalog = load_catalog(*(calibration or []))
-    gpu = catalog.gpu(catalog.system(system, field="--system").gpu)
+    catalog = with_gpu_power(catalog, catalog.system(system, field="--system").gpu, o.gpu_power, field="--gpu-power")
+    gpu = catalog.gpu(catalog.system(system).gpu)
     serve = serve_request(rate=o.rate, duration=o.duration, trace=trace, slo_ttft=o.slo_ttft, slo_tpot=o.slo_tpot,
                           disagg=o.disagg, replicas=o.replicas, max_seqs=o.max_seqs,
                           max_batched_tokens=o.max_batched_tokens, chunked_prefill=o.chunked_prefill, seed=o.seed,

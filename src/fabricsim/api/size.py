@@ -149,9 +149,11 @@ def _size_inference(inputs: dict[str, Any], out: Path | None, progress: Callable
         _check(f"--engine: with --inference it names the serving engine (trtllm, vllm or sglang), not {engine!r}; "
                "--executor sets where a training search runs")
     spec = inference_spec({**inputs, "out": out})
-    from fabricsim.catalog import load_catalog
+    from fabricsim.catalog import limit_systems, load_catalog
 
     catalog = load_catalog(*inputs.get("calibration") or ())
+    catalog = limit_systems(catalog, spec.systems or catalog.priced_system_ids(), inputs.get("gpu_power"),
+                            "--gpu-power")
     check_fabrics(catalog, spec.fabrics)
     result = size_inference(spec, out=out, progress=progress, catalog=catalog)
     data = result.to_json()

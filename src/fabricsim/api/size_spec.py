@@ -116,7 +116,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         gpu_hour_usd=None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
         pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
-        top=kw["top"], calibration=tuple(str(p) for p in kw.get("calibration") or ()),
+        top=kw["top"], calibration=tuple(str(p) for p in kw.get("calibration") or ()), gpu_power=kw.get("gpu_power"),
         **_goodput_search(kw),
     )
 

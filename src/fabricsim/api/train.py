@@ -34,7 +34,7 @@ def prediction_bands(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction
     from fabricsim.validation import bands, training_regime
 
     gpu = cluster.catalog.gpu(cluster.system.gpu)
-    regime = training_regime(spec.moe is not None, gpu, pred.peak_precision, pred.gpus)
+    regime = training_regime(spec.moe is not None, gpu, pred.peak_precision, pred.gpus, pred.sharded)
     return bands({"step_time_s": (pred.step_time_s, True), "tokens_per_s": (pred.tokens_per_s, False),
                   "model_flops_per_s_per_gpu": (pred.model_tflops_per_gpu * 1e12, False)}, regime,
                  calibration or [])
@@ -77,7 +77,7 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step: the plan
     options of a run spec (`TrainRun`, `WhatIfRun`, or a `PlanOptions` of its own), its scale-out design (a
     rail-optimized fat tree when None) and flow simulation (analytical when None)."""
-    from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used
+    from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used, with_gpu_power
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
     from fabricsim.model import resolve_model
@@ -92,6 +92,7 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     oversubscription = checked_oversubscription(p.oversubscription)
     catalog = load_catalog(*calibration)
     catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
+    catalog = with_gpu_power(catalog, catalog.system(system).gpu, p.gpu_power, field="--gpu-power")
     if fabric is not None:  # resolved once here: every layer below gets the catalog's link id
         fabric = network_link_id(catalog, fabric, field="--ib")
     if gpus_per_node is not None:  # checked here so the error names the option
@@ -138,7 +139,7 @@ MOE_OPTIONS = ("moe_balance", "moe_dispatcher", "capacity_factor", "ep_comm_over
 """The plan options that act on expert layers only (refused on a dense model unless left at their default)."""
 PLAN_RENAMES = {"vpp": "virtual_stages", "flash_attn": "flash_attention"}
 """Run options whose ParallelPlan field is named otherwise."""
-NOT_PLAN = ("model", "system", "ib", "oversubscription", "gpus_per_node", "framework")
+NOT_PLAN = ("model", "system", "ib", "oversubscription", "gpus_per_node", "framework", "gpu_power")
 """Run options that choose the model, the cluster and the stack rather than a ParallelPlan field."""
 
 

@@ -28,6 +28,7 @@ from fabricsim.catalog.models import (
 from fabricsim.catalog.networks import NETWORK_KINDS, network_id, network_link_id, network_names
 from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
+from fabricsim.catalog.power import at_power, clock_fraction, limit_systems, with_gpu_power
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
 
 __all__ = [
@@ -52,8 +53,11 @@ __all__ = [
     "Switch",
     "System",
     "Tuning",
+    "at_power",
+    "clock_fraction",
     "default_catalog",
     "is_switch_system",
+    "limit_systems",
     "load_catalog",
     "load_documents",
     "network_id",
@@ -67,4 +71,5 @@ __all__ = [
     "read_yaml",
     "split_partial_id",
     "validation_message",
+    "with_gpu_power",
 ]

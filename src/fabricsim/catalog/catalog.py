@@ -32,6 +32,10 @@ class Catalog(BaseModel):
             return table[key]
         raise unknown_name_error(kind, entry_id, table, field=field)
 
+    def priced_system_ids(self) -> tuple[str, ...]:
+        """Systems with a price that ship today (a search's default candidates; a roadmap system when named)."""
+        return tuple(sid for sid, s in self.systems.items() if s.price_usd is not None and s.status == "shipping")
+
     def gpu(self, gpu_id: str) -> GPU:
         result: GPU = self._get("gpus", "gpu", gpu_id)
         return result

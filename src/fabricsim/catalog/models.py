@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Fraction, Seconds, Usd, Watts
 
@@ -67,6 +67,30 @@ class SourcedBytes(SourcedFigure):
     value: float = Field(gt=0)
 
 
+class PowerCurve(BaseModel):
+    """Sustained compute clock against the board power limit, both relative to the rated TDP: GEMM-heavy work runs
+    into the power limit, so a lower limit lowers the clock (memory and links keep their rates)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    points: list[tuple[float, float]] = Field(
+        min_length=2, description="(board power / tdp_w, sustained compute clock / the clock at tdp_w), ascending in"
+        " power, ending at (1, 1)")
+    source: str = Field(min_length=1)
+    verified: bool = True
+    notes: str = ""
+
+    @model_validator(mode="after")
+    def _ascending_to_rated(self) -> PowerCurve:
+        powers = [p for p, _ in self.points]
+        clocks = [c for _, c in self.points]
+        if powers != sorted(powers) or len(set(powers)) != len(powers) or clocks != sorted(clocks):
+            raise ValueError("power curve points must rise in power and in clock")
+        if self.points[-1] != (1.0, 1.0) or not all(0 < p <= 1 and 0 < c <= 1 for p, c in self.points):
+            raise ValueError("power curve points are fractions of the rated power and clock, ending at (1, 1)")
+        return self
+
+
 class GPU(Priced):
     vendor: str
     architecture: Literal["ampere", "hopper", "blackwell", "cdna3"] | None = Field(
@@ -108,6 +132,10 @@ class GPU(Priced):
         None, description="exponentials per second on the special-function units (MUFU.EX2): fused attention pays"
         " one per score and pass beside its tensor-core work; None: folded into attention_efficiency"
     )
+
+    power_curve: PowerCurve | None = Field(
+        None, description="sustained compute clock against the board power limit (both relative to tdp_w), for"
+        " --gpu-power; None: the GPU runs at its rated power only")
 
     device_memory: SourcedBytes | None = Field(
         None, description="memory CUDA reports as the device's total (torch's total_memory), a little under hbm_bytes:"

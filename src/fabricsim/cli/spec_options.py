@@ -13,6 +13,7 @@ _ = Path  # used by the generated types
 PLAN_OPTIONS: dict[str, Decl] = {
     'model': (Annotated[str, typer.Option('--model', help='preset name or model spec YAML/JSON file')], 'llama3-70b'),
     'system': (Annotated[str, typer.Option('--system', help='catalog system id (fabricsim catalog systems)')], 'dgx-h100'),
+    'gpu_power': (Annotated[float | None, typer.Option('--gpu-power', help="board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep their rates")], None),
     'gpus': (Annotated[int | None, typer.Option('--gpus', help='total GPUs (= tp*pp*dp*cp)')], None),
     'tp': (Annotated[int, typer.Option('--tp', help='tensor-parallel size')], 1),
     'pp': (Annotated[int, typer.Option('--pp', help='pipeline-parallel stages')], 1),
@@ -141,6 +142,7 @@ COLLECTIVE_OPTIONS: dict[str, Decl] = {
 SERVING_PLAN_OPTIONS: dict[str, Decl] = {
     'model': (Annotated[str, typer.Option('--model', help='preset name or model spec YAML/JSON file')], 'llama3-70b'),
     'system': (Annotated[str, typer.Option('--system', help='catalog system id (fabricsim catalog systems)')], 'dgx-h100'),
+    'gpu_power': (Annotated[float | None, typer.Option('--gpu-power', help="board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep their rates")], None),
     'gpus': (Annotated[int | None, typer.Option('--gpus', help='GPUs of the group (= tp*pp*dp); checked when given')], None),
     'tp': (Annotated[int, typer.Option('--tp', help='tensor-parallel size')], 1),
     'pp': (Annotated[int, typer.Option('--pp', help='pipeline-parallel stages')], 1),
@@ -200,6 +202,7 @@ SIZE_SEARCH_OPTIONS: dict[str, Decl] = {
     'gpus': (Annotated[str | None, typer.Option('--gpus', help='GPU counts: 1024..16384 (powers of two), a list or one')], None),
     'nodes': (Annotated[str | None, typer.Option('--nodes', help='node counts instead of --gpus')], None),
     'systems': (Annotated[str | None, typer.Option('--systems', help='candidate systems (default: every priced one)')], None),
+    'gpu_power': (Annotated[float | None, typer.Option('--gpu-power', help="board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep their rates")], None),
     'fabrics': (Annotated[str | None, typer.Option('--fabrics', help='candidate networks [default: hdr,ndr,xdr,eth-400g]')], None),
     'fabric_kinds': (Annotated[str | None, typer.Option('--fabric-kinds', help='scale-out designs to search: fat-tree, rail-only (a network per rail), 2-plane (a fat tree of 2 planes): the same step, each its own bill [default: fat-tree]')], None),
     'oversubscription': (Annotated[str, typer.Option('--oversubscription', help='fat-tree oversubscriptions')], '1,2'),

@@ -43,8 +43,8 @@ class Bound:
 
 def tie_spread_bound(moe: bool, choices: list[ClusterChoice], catalog: Catalog) -> float | None:
     """The widest comparison band (its high end) any best plan of this search could get: the tie rule uses the
-    best plan's regime (dense/MoE, GPU architecture, precision, scale), so the largest over every regime the
-    candidates can have bounds it (``moe``: whether the model is a mixture of experts)."""
+    best plan's regime (dense/MoE, sharded or not, GPU architecture, precision, scale), so the largest over every
+    regime the candidates can have bounds it (``moe``: whether the model is a mixture of experts)."""
     from fabricsim.validation import ComparisonBand, comparison_band, published_residuals, training_regime
 
     residuals = published_residuals()
@@ -53,9 +53,10 @@ def tie_spread_bound(moe: bool, choices: list[ClusterChoice], catalog: Catalog) 
         gpu = catalog.gpu(gpu_id)
         for precision in ("bf16", "fp8"):
             for gpus in sorted({c.gpus for c in choices}):
-                band = comparison_band(training_regime(moe, gpu, precision, gpus), residuals)
-                if isinstance(band, ComparisonBand):
-                    highs.append(max(0.0, band.high))
+                for sharded in (False, True):
+                    band = comparison_band(training_regime(moe, gpu, precision, gpus, sharded), residuals)
+                    if isinstance(band, ComparisonBand):
+                        highs.append(max(0.0, band.high))
     return max(highs) if highs else None
 
 

@@ -66,7 +66,8 @@ def with_bands(rows: list[dict[str, Any]], moe: bool, catalog: Catalog | None = 
     out = []
     for row in rows:
         gpu = catalog.gpu(catalog.system(str(row["system"])).gpu)
-        regime = training_regime(moe, gpu, str(row["plan"]["precision"]), int(row["gpus"]))
+        regime = training_regime(moe, gpu, str(row["plan"]["precision"]), int(row["gpus"]),
+                                 int(row["plan"]["zero"]) >= 3)
         values = {k: (float(row[k]), k != "tokens_per_s") for k in ("time_to_train_s", "tokens_per_s", "cost_usd",
                                                                      "energy_mwh") if row.get(k) is not None}
         out.append({**row, **band_fields(bands(values, regime))})

@@ -119,7 +119,8 @@ def ranking_ties(spec: SizingSpec, ranked: pd.DataFrame) -> Ties | None:
     catalog = spec.catalog()
     best = ranked.iloc[0]
     gpu = catalog.gpu(catalog.system(str(best["system"])).gpu)
-    regime = training_regime(spec_model(spec).moe is not None, gpu, str(best["precision"]), int(best["gpus"]))
+    regime = training_regime(spec_model(spec).moe is not None, gpu, str(best["precision"]), int(best["gpus"]),
+                             int(best["zero"]) >= 3)
     band = comparison_band(regime, published_residuals())
     spread = band.high if isinstance(band, ComparisonBand) else None
     mask = tie_mask(ranked, spec.objective, spread)

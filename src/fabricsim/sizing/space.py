@@ -58,7 +58,7 @@ class Shape:
 
 def priced_systems(catalog: Catalog) -> tuple[str, ...]:
     """Catalog systems with a price that ship today (the default candidates; a roadmap system when named)."""
-    return tuple(sid for sid, s in catalog.systems.items() if s.price_usd is not None and s.status == "shipping")
+    return catalog.priced_system_ids()
 
 
 def unit_gpus(system: System) -> int:

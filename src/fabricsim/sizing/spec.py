@@ -138,15 +138,24 @@ class SizingSpec(BaseModel):
     ``goodput``"""
     calibration: tuple[str, ...] = ()
     """catalog overlay files applied on top of the packaged catalog (`--calibration`, as `train` takes them)"""
+    gpu_power: float | None = Field(None, gt=0)
+    """board power limit of every candidate system's GPUs in W (`--gpu-power`; None: each GPU's rating)"""
 
     def catalog(self) -> Catalog:
-        """The catalog this search prices and times on: the packaged one with ``calibration`` applied."""
-        return overlay_catalog(self.calibration)
+        """The catalog this search prices and times on: the packaged one with ``calibration`` applied and the
+        candidate systems' GPUs at ``gpu_power``."""
+        from fabricsim.catalog import limit_systems
+
+        catalog = overlay_catalog(self.calibration)
+        if self.gpu_power is None:
+            return catalog
+        return limit_systems(catalog, self.systems or catalog.priced_system_ids(), self.gpu_power, "--gpu-power")
 
     def digest(self) -> str:
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""
         data = self.model_dump(mode="json", exclude={"top"})
-        for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", []), ("calibration", [])):
+        for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", []), ("calibration", []),
+                              ("gpu_power", None)):
             if data[name] == default:  # fields added later: a run that leaves them as they were keeps its digest
                 del data[name]
         for option in [data["goodput"], *data.get("goodput_variants", [])]:

@@ -56,6 +56,8 @@ class TrainingPrediction:
     warnings: tuple[str, ...]
     gpus: int
     nodes: int
+    sharded: bool = False
+    """parameters sharded over the data-parallel ranks (ZeRO-3 / FSDP): the band compares it with runs that were"""
 
     @property
     def mfu(self) -> float:

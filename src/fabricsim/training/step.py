@@ -178,4 +178,5 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
         warnings=tuple(warnings),
         gpus=gpus,
         nodes=nodes,
+        sharded=plan.zero >= 3,
     )

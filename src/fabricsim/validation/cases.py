@@ -18,6 +18,11 @@ DATA_PACKAGE = "fabricsim.validation.data"
 CONFIG_FILES = frozenset({"settings.yaml", "ledger.yaml"})
 # The layouts a case file may have: its top-level list keys and the kind of case each holds.
 LAYOUT_KEYS = ("cases", "collective_cases", "training_cases")
+# Case files gathered for the families the model misses (issue 45 item 6), every case entered in the blind ledger
+# before anything changed because of it. The must-holds written for the earlier, tuned set do not cover them; they
+# are held to their own recorded figures (tests/test_blind_families.py).
+BLIND_CAMPAIGN_FILES = frozenset({"nccl_multinode_cases.yaml", "long_context_cases.yaml", "moe_inference_cases.yaml",
+                                  "fsdp_scale_cases.yaml", "moe_training_cases.yaml"})
 
 
 class NotExpressibleCase(SpecError):
@@ -109,6 +114,16 @@ def case_kind(name: str, key: str, data: dict[str, Any], item: dict[str, Any]) -
     if "tokens_per_s" in item or "run" in item:
         return "training"
     return "collective"
+
+
+def case_file(case: Case) -> str:
+    """The name of the file a case was read from ('.../data/x.yaml (packaged copy)' -> x.yaml)."""
+    return Path(case.origin.split(" (", 1)[0]).name
+
+
+def blind_campaign_ids() -> frozenset[str]:
+    """Ids of the cases of ``BLIND_CAMPAIGN_FILES``."""
+    return frozenset(c.id for c in all_cases() if case_file(c) in BLIND_CAMPAIGN_FILES)
 
 
 def all_cases() -> list[Case]:

@@ -13,10 +13,15 @@ fewer than 2 / (1 - level) - 1 cases (9 at 80%) give no finite band, and the ans
 Two things keep the band honest about a run the model has never seen (issue 45). The residuals are out of sample:
 a case's blind residual (its prediction as first made, `fabricsim.validation.ledger`) where the ledger has one.
 And cases of one published campaign share an offset (a random effect per document): the comparable cases often
-come from one or two documents, whose spread says nothing about how far a new campaign sits from them, so the
-interval is widened, in quadrature, by the spread of the documents' mean residuals of the question's kind and
-family (``between_campaign``: their variance less the part their own case noise explains, the method-of-moments
-estimate of a random-effects model, DerSimonian & Laird, Controlled Clinical Trials 1986), at the band's level.
+come from one or two documents, whose spread says nothing about how far a new campaign sits from them. So a new
+campaign's case is modelled as a campaign offset plus a deviation within its campaign, each drawn from what was
+seen (``campaign_interval``): the offsets of the documents' mean residuals of the question's kind and family from
+their median, each shrunk by its reliability (``campaign_offsets``), and the comparable cases' deviations from
+their own document's mean; the band is the level's
+quantiles of every such sum about the comparable cases' median (an empirical random-effects prediction interval:
+heavy-tailed offsets, a few campaigns far off, widen it only as often as they occur, where a normal term in
+quadrature with the pooled interval counted the campaigns' spread twice). ``between_campaign`` reports the
+offsets' spread as a standard deviation (DerSimonian & Laird, Controlled Clinical Trials 1986).
 """
 
 from __future__ import annotations
@@ -26,7 +31,6 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
 
@@ -177,10 +181,7 @@ def between_campaign(regime: Regime, residuals: Sequence[Residual]) -> float:
     """The spread (standard deviation, log ratio) of published campaigns' mean residuals in ``regime``'s kind and
     family beyond what their own case noise explains: the method-of-moments between-document variance of a
     random-effects model, 0 where fewer than two documents or the documents agree."""
-    docs: dict[str, list[float]] = {}
-    for r in residuals:
-        if r.regime.kind == regime.kind and r.regime.family == regime.family and not r.own:
-            docs.setdefault(r.source, []).append(r.log_ratio)
+    docs = _documents(regime, residuals)
     if len(docs) < 2:
         return 0.0
     means = [statistics.fmean(v) for v in docs.values()]
@@ -190,18 +191,52 @@ def between_campaign(regime: Regime, residuals: Sequence[Residual]) -> float:
 
 def campaign_interval(matched: Sequence[Residual], residuals: Sequence[Residual], regime: Regime,
                       level: float = LEVEL) -> tuple[tuple[float, float], float] | None:
-    """The band of a new campaign's case (log ratios) and its centre: the conformal interval of the comparable
-    residuals ``matched`` about their median, widened in quadrature by the between-campaign spread of
-    ``residuals`` at ``level`` (not for the user's own calibration cases: one cluster, one campaign)."""
+    """The band of a new campaign's case (log ratios) and its centre, the comparable residuals' median: the
+    ``level`` quantiles of every sum of a campaign offset (each document's mean residual in ``residuals`` of the
+    regime's kind and family, less their median) and a within-campaign deviation (each of ``matched`` less its
+    document's mean). The user's own calibration cases (one cluster, one campaign) keep the conformal interval of
+    ``matched`` alone; None where too few residuals give a finite interval."""
     logs = [r.log_ratio for r in matched]
     interval = conformal_interval(logs, level)
     if interval is None:
         return None
     centre = statistics.median(logs)
-    tau = 0.0 if matched and matched[0].own else between_campaign(regime, residuals)
-    widen = NormalDist().inv_cdf((1.0 + level) / 2.0) * tau
-    low, high = centre - interval[0], interval[1] - centre
-    return (centre - math.hypot(low, widen), centre + math.hypot(high, widen)), centre
+    if matched and matched[0].own:
+        return interval, centre
+    by_document: dict[str, list[float]] = {}
+    for r in matched:
+        by_document.setdefault(r.source, []).append(r.log_ratio)
+    within = np.array([x - statistics.fmean(v) for v in by_document.values() for x in v])
+    sums = (campaign_offsets(regime, residuals)[:, None] + within[None, :]).ravel()
+    # the (n + 1) q-th order statistic, as the split-conformal interval takes it (numpy's 'weibull' quantile)
+    low, high = np.quantile(sums, [(1.0 - level) / 2.0, (1.0 + level) / 2.0], method="weibull")
+    return (centre + float(low), centre + float(high)), centre
+
+
+def campaign_offsets(regime: Regime, residuals: Sequence[Residual]) -> np.ndarray:
+    """Each published campaign's offset in ``regime``'s kind and family: its mean residual less the campaigns'
+    median, shrunk toward 0 by its reliability tau^2 / (tau^2 + s^2 / n) (tau: ``between_campaign``; s^2: the mean
+    squared deviation of a case from its campaign's mean; n: the campaign's cases), the best linear unbiased
+    predictor of a random effect, so a campaign of two cases does not pass its noise off as an offset; [0] where
+    fewer than two campaigns."""
+    docs = _documents(regime, residuals)
+    if len(docs) < 2:
+        return np.zeros(1)
+    tau2 = between_campaign(regime, residuals) ** 2
+    deviations = [x - statistics.fmean(v) for v in docs.values() for x in v]
+    s2 = statistics.fmean(d * d for d in deviations)
+    middle = statistics.median(statistics.fmean(v) for v in docs.values())
+    return np.array([(statistics.fmean(v) - middle) * (tau2 / (tau2 + s2 / len(v)) if tau2 > 0 else 0.0)
+                     for v in docs.values()])
+
+
+def _documents(regime: Regime, residuals: Sequence[Residual]) -> dict[str, list[float]]:
+    """The published residuals of ``regime``'s kind and family, by document (the user's own left out)."""
+    docs: dict[str, list[float]] = {}
+    for r in residuals:
+        if r.regime.kind == regime.kind and r.regime.family == regime.family and not r.own:
+            docs.setdefault(r.source, []).append(r.log_ratio)
+    return docs
 
 
 def band(value: float, time_like: bool, regime: Regime, residuals: Sequence[Residual], level: float = LEVEL
@@ -245,7 +280,7 @@ def _stem(path: str) -> str:
 def source_key(source: str) -> str:
     """The published document a case is from, so cross-validation can leave a whole one out: repository and
     document name (every release of TensorRT-LLM's performance.md is one document), an issue or pull request by
-    number, a web page by host and name, a paper by its first author."""
+    number, a web page by host and name, a paper by its arXiv id or else its first author."""
     text = source.strip()
     url = _URL.match(text)
     if url and "." in url.group("host"):
@@ -267,7 +302,13 @@ def source_key(source: str) -> str:
             if "/" in token or re.search(r"\.(md|html?|txt|pdf|yaml)\b", token):
                 return f"{repo}:{_stem(token)}".lower()
         return repo.lower()
+    paper = _ARXIV.match(text)
+    if paper:  # a paper named by its arXiv id: that paper, not every paper that starts 'arXiv ...'
+        return f"arxiv:{paper.group(1)}"
     return (tokens[0].rstrip(",.;") if tokens else "unknown").lower()
+
+
+_ARXIV = re.compile(r"arxiv[\s:]*(\d{4}\.\d{4,5})", re.IGNORECASE)
 
 
 @dataclass(frozen=True)

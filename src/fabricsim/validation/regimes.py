@@ -71,10 +71,14 @@ def collective_regime(nnodes: int, bound: str, op: str, gpu: GPU) -> Regime:
                                          ("op", op)), essential=2)
 
 
-def training_regime(moe: bool, gpu: GPU, precision: str, gpus: int) -> Regime:
-    """A training step: dense or mixture-of-experts (essential), GPU generation, precision, scale band."""
-    return Regime("training", "step", (("model", "moe" if moe else "dense"), ("gpu", architecture(gpu)),
-                                       ("precision", precision), ("scale", scale_band(gpus))), essential=1)
+def training_regime(moe: bool, gpu: GPU, precision: str, gpus: int, sharded: bool = False) -> Regime:
+    """A training step: dense or mixture-of-experts and whether the parameters are sharded over the data-parallel
+    ranks (ZeRO-3 / FSDP: per-layer gathers on the critical path, the PyTorch-native and JAX stacks) (both
+    essential: one kind of stack's errors say little about the other's), GPU generation, precision, scale band."""
+    return Regime("training", "step", (("model", "moe" if moe else "dense"),
+                                       ("sharding", "sharded (ZeRO-3/FSDP)" if sharded else "not sharded"),
+                                       ("gpu", architecture(gpu)), ("precision", precision),
+                                       ("scale", scale_band(gpus))), essential=1)
 
 
 def inference_family(metric: str) -> str:

@@ -44,7 +44,8 @@ def run_training_case(case: dict[str, Any], catalog: Catalog | None = None) -> C
     cat = catalog or default_catalog()
     pred = predict_case(case, cat)
     moe = ModelSpec.from_data(case["model"], source=str(case.get("id"))).moe is not None
-    regime = training_regime(moe, cat.gpu(cat.system(case["system"]).gpu), pred.peak_precision, pred.gpus)
+    regime = training_regime(moe, cat.gpu(cat.system(case["system"]).gpu), pred.peak_precision, pred.gpus,
+                             pred.sharded)
     measured = float(case["tokens_per_s"])
     error = (pred.tokens_per_s - measured) / measured
     tol = case_tolerance(case)

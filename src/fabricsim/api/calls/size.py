@@ -24,6 +24,7 @@ def size(
     gpus: str | None = None,
     nodes: str | None = None,
     systems: str | None = None,
+    gpu_power: float | None = None,
     fabrics: str | None = None,
     fabric_kinds: str | None = None,
     oversubscription: str = '1,2',
@@ -105,6 +106,9 @@ def size(
         gpus: GPU counts: 1024..16384 (powers of two), a list or one (--gpus)
         nodes: node counts instead of --gpus (--nodes)
         systems: candidate systems (default: every priced one) (--systems)
+        gpu_power: board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the
+            sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep
+            their rates [W] (--gpu-power)
         fabrics: candidate networks [default: hdr,ndr,xdr,eth-400g] (--fabrics)
         fabric_kinds: scale-out designs to search: fat-tree, rail-only (a network per rail), 2-plane (a fat tree of
             2 planes): the same step, each its own bill [default: fat-tree] (--fabric-kinds)

@@ -18,6 +18,7 @@ def train(
     *,
     model: str = 'llama3-70b',
     system: str = 'dgx-h100',
+    gpu_power: float | None = None,
     gpus: int | None = None,
     tp: int = 1,
     pp: int = 1,
@@ -81,6 +82,9 @@ def train(
     Keyword arguments (the command's options; docs/reference/options.md):
         model: preset name or model spec YAML/JSON file (--model)
         system: catalog system id (fabricsim catalog systems) (--system)
+        gpu_power: board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the
+            sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep
+            their rates [W] (--gpu-power)
         gpus: total GPUs (= tp*pp*dp*cp) (--gpus)
         tp: tensor-parallel size (--tp)
         pp: pipeline-parallel stages (--pp)

@@ -9,6 +9,7 @@ from fabricsim.api.specs.shared import (
     EpOption,
     FlashAttnOption,
     FrameworkOption,
+    GpuPowerOption,
     ModelOption,
     NetworkOption,
     OversubscriptionOption,
@@ -24,6 +25,7 @@ class PlanOptions(OptionGroup):
 
     model: ModelOption
     system: SystemOption
+    gpu_power: GpuPowerOption
     gpus: int | None = opt(None, "total GPUs (= tp*pp*dp*cp)")
     tp: TpOption
     pp: PpOption

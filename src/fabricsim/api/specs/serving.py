@@ -10,6 +10,7 @@ from fabricsim.api.specs.fields import ApiFunction, OptionGroup, opt
 from fabricsim.api.specs.runs import CalibrationOptions
 from fabricsim.api.specs.shared import (
     EpOption,
+    GpuPowerOption,
     ModelOption,
     NetworkOption,
     OversubscriptionOption,
@@ -34,6 +35,7 @@ class ServingPlanOptions(OptionGroup):
 
     model: ModelOption
     system: SystemOption
+    gpu_power: GpuPowerOption
     gpus: int | None = opt(None, "GPUs of the group (= tp*pp*dp); checked when given")
     tp: TpOption
     pp: PpOption

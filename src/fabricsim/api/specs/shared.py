@@ -17,6 +17,10 @@ TpOption = Annotated[int, opt(1, "tensor-parallel size")]
 PpOption = Annotated[int, opt(1, "pipeline-parallel stages")]
 EpOption = Annotated[int, opt(1, "expert-parallel size (MoE)")]
 SystemOption = Annotated[str, opt("dgx-h100", "catalog system id (fabricsim catalog systems)")]
+GpuPowerOption = Annotated[float | None, opt(
+    None, "board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the sustained "
+    "compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep their rates",
+    unit="W")]
 NodesOption = Annotated[int, opt(1, "compute nodes (servers, or racks for NVL72)")]
 NetworkOption = Annotated[str | None, opt(None, FABRIC_HELP, cli="--ib")]
 OversubscriptionOption = Annotated[float, opt(

@@ -24,6 +24,7 @@ from fabricsim.api.specs.shared import (
     Calibration,
     CapacityFactorOption,
     FlashAttnOption,
+    GpuPowerOption,
     ModelOption,
     RailOptimizedOption,
 )
@@ -42,6 +43,7 @@ class SizeSearchOptions(OptionGroup):
     gpus: str | None = opt(None, "GPU counts: 1024..16384 (powers of two), a list or one")
     nodes: str | None = opt(None, "node counts instead of --gpus")
     systems: str | None = opt(None, "candidate systems (default: every priced one)")
+    gpu_power: GpuPowerOption
     fabrics: str | None = opt(None, "candidate networks [default: hdr,ndr,xdr,eth-400g]")
     fabric_kinds: str | None = opt(None, "scale-out designs to search: fat-tree, rail-only (a network per rail), "
                                    "2-plane (a fat tree of 2 planes): the same step, each its own bill [default: "
