@@ -8,7 +8,7 @@ from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
-from fabricsim.training import TrainingPrediction, build_plan, parse_extra, predict_training
+from fabricsim.training import TrainingPrediction, build_plan, framework_profile, parse_extra, predict_training
 from fabricsim.validation.collective_cases import CaseResult
 from fabricsim.validation.regimes import training_regime
 
@@ -25,10 +25,23 @@ def predict_case(case: dict[str, Any], catalog: Catalog | None = None) -> Traini
     if unknown:
         raise SpecError(f"unknown run fields {sorted(unknown)}; allowed: {', '.join(RUN_FIELDS)}",
                         field=f"{case.get('id')}.run")
-    fields: dict[str, Any] = {**run, **parse_extra([str(x) for x in extra])}
+    flags, framework = _framework_flag([str(x) for x in extra], f"{case.get('id')}.run.extra")
+    fields: dict[str, Any] = {**run, **parse_extra(flags)}
+    if framework is not None:  # the stack's defaults for the knobs the case leaves unset, as `train --framework`
+        fields = {**framework_profile(framework).values(), **fields}
     plan = build_plan(fields)
     model = ModelSpec.from_data(case["model"], source=str(case.get("id")))
     return predict_training(model, plan, Cluster(cat.system(case["system"]), catalog=cat))
+
+
+def _framework_flag(extra: list[str], where: str) -> tuple[list[str], str | None]:
+    """``extra`` without its ``--framework NAME[@VERSION]`` and the name (None without one)."""
+    if "--framework" not in extra:
+        return extra, None
+    at = extra.index("--framework")
+    if at + 1 >= len(extra):
+        raise SpecError("--framework needs a name", field=where)
+    return extra[:at] + extra[at + 2:], extra[at + 1]
 
 
 def case_tolerance(case: dict[str, Any]) -> float:
