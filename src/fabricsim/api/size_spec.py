@@ -40,7 +40,7 @@ def sizing_spec(**kw: Any) -> SizingSpec:
             check_plan_value(field, kw[field], f"--{field.replace('_', '-')}")
             fixed[field] = kw[field]
     stack = stack_settings(kw.get("framework"))
-    for field in ("kernels", "grad_dtype", "tp_comm_overlap", "dropout"):  # the stack's, where the user gave none
+    for field in ("kernels", "attention_kernel", "grad_dtype", "tp_comm_overlap", "dropout"):  # the stack's
         if field in stack and field not in fixed:
             fixed[field] = stack[field]
     try:

@@ -30,6 +30,7 @@ PLAN_OPTIONS: dict[str, Decl] = {
     'zero': (Annotated[int | None, typer.Option('--zero', help='ZeRO stage 0-3 (1 = distributed optimizer, 3 = FSDP) (default: auto)')], None),
     'precision': (Annotated[str, typer.Option('--precision', help='bf16, or fp8 (TransformerEngine FP8 GEMMs)')], 'bf16'),
     'kernels': (Annotated[str | None, typer.Option('--kernels', help="element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; megatron: fused]")], None),
+    'attention_kernel': (Annotated[str | None, typer.Option('--attention-kernel', help="fused attention kernels: native (the GPU generation's own: TransformerEngine/cuDNN, FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: the flash-attn 2 package, PyTorch SDPA's flash backend; Ampere-style kernels at the GPU's sm80 kernel fraction on Hopper and later) [default: the framework's; megatron: native]")], None),
     'grad_dtype': (Annotated[str | None, typer.Option('--grad-dtype', help="gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 performance recipes) or fp16 (Megatron-LM --fp16) [default: the framework's; megatron: fp32]")], None),
     'pp_layout': (Annotated[str | None, typer.Option('--pp-layout', help='layers per pipeline stage, e.g. 7,8,8,7 (default: automatic)')], None),
     'flash_attn': (Annotated[bool, typer.Option('--flash-attn/--no-flash-attn', help='fused attention (no materialised scores)')], True),

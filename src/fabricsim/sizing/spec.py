@@ -50,7 +50,7 @@ RECOMPUTE = ("none", "selective", "full")
 Objective = Literal["time", "cost", "energy"]
 # Plan fields a search keeps as given (not searched): flags of the era or framework being sized.
 FIXED_FIELDS = ("flash_attention", "sequence_parallel", "overlap_grad_reduce", "overlap_param_gather",
-                "tp_comm_overlap", "kernels")
+                "tp_comm_overlap", "kernels", "attention_kernel")
 
 
 class Knobs(BaseModel):

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricsim.errors import SpecError, unknown_name_error
 
 DEFAULT_FRAMEWORK = "megatron"
-SETTABLE = ("kernels", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout")
+SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout")
 """The run options a profile may set (named as `train` names them)."""
 
 

@@ -23,6 +23,11 @@ explicit switch, so a 2021-era run states ``flash_attention=False, zero=0, overl
   dtype), as the 2021 SC21 runs did (examples/sc21/CONFIG.sh): the same 2 bytes as "bf16".
 - ``precision`` = "bf16"; "fp8" runs the weight GEMMs in FP8 as TransformerEngine does (BF16 elsewhere).
 - ``flash_attention`` on (fused attention: no materialised scores, causal block skipping).
+- ``attention_kernel`` = "native": fused attention at the GPU generation's own rate (TransformerEngine's cuDNN
+  attention; FlashAttention-3 class on Hopper); "fa2" is the FlashAttention-2 generation (the flash-attn 2 package,
+  PyTorch SDPA's flash backend): Ampere-style kernels (cp.async, mma.sync, no TMA/WGMMA) that reach 35% of an
+  H100's peak where FlashAttention-3 reaches 75% (Shah et al. 2024, arXiv:2407.08608), priced at the GPU's
+  ``sm80_kernel_fraction`` of the native rate.
 - ``kernels`` = "fused": norms, bias-dropout-add and activations fused as Megatron-Core/TE run them; "eager" is
   PyTorch eager mode (torchtitan without torch.compile), one kernel per element-wise op.
 - ``sequence_parallel``: on when tp > 1 (Korthikanti et al. 2022; Megatron-Core recipes).
@@ -60,6 +65,7 @@ Schedule = Literal["1f1b", "interleaved"]
 Recompute = Literal["none", "selective", "full"]
 Precision = Literal["bf16", "fp8"]
 Kernels = Literal["fused", "eager"]
+AttentionKernel = Literal["native", "fa2"]
 MoEBalance = Literal["forced", "random", "skewed"]
 MoEDispatcher = Literal["alltoall", "deepep"]
 GradDtype = Literal["fp32", "bf16", "fp16"]
@@ -125,6 +131,10 @@ class ParallelPlan(BaseModel):
     grad_dtype: GradDtype = Field("fp32", description="gradient buffer and reduction dtype: 'fp32', 'bf16' or 'fp16'")
     flash_attention: bool = Field(True, description="fused attention kernels (no materialised scores)")
     kernels: Kernels = Field("fused", description="element-wise kernels: 'fused' (Megatron/TE) or 'eager' (PyTorch)")
+    attention_kernel: AttentionKernel = Field(
+        "native", description="fused attention kernels: 'native' (the GPU generation's own: cuDNN/TransformerEngine,"
+        " FlashAttention-3 on Hopper) or 'fa2' (FlashAttention-2's Ampere-style kernels, at the GPU's"
+        " sm80_kernel_fraction on later generations)")
     sequence_parallel: bool = Field(description="Megatron sequence parallelism; default on when tp > 1")
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True

@@ -38,6 +38,7 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--order": ("order", str),
     "--precision": ("precision", str),
     "--kernels": ("kernels", str),
+    "--attention-kernel": ("attention_kernel", str),
     "--grad-dtype": ("grad_dtype", str),
     "--pp-layout": ("pp_layout", parse_layout),
 }

@@ -21,6 +21,7 @@ from fabricsim.model import (
     hbm_efficiency,
     k_efficiency,
     kernel_gap_s,
+    sm80_kernel_fraction,
 )
 from fabricsim.training.elementwise import fp8_cast_bytes, grad_accumulation_bytes, layer_forward_bytes
 from fabricsim.training.experts import routed_load_peak
@@ -71,6 +72,8 @@ def _stage_compute(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layers: tuple
     gemm_flops = fwd.linear / share + kv_replication_flops(model, plan, len(layers))
     bf16 = achievable_flops_per_s(gpu)
     attention_rate = attention_flops_per_s(gpu, model.attention_flops_per_exp()) if plan.flash_attention else bf16
+    if plan.flash_attention and plan.attention_kernel == "fa2":  # Ampere-style kernels on a later generation
+        attention_rate *= sm80_kernel_fraction(gpu)
     kernels = KERNELS_PER_LAYER_FORWARD + (FP8_CAST_KERNELS_PER_LAYER if precision == "fp8" else 0)
     passes = 3.0 + (1.0 if plan.recompute == "full" else 0.0)
     return _StageCompute(

@@ -35,6 +35,7 @@ def train(
     zero: int | None = None,
     precision: str = 'bf16',
     kernels: str | None = None,
+    attention_kernel: str | None = None,
     grad_dtype: str | None = None,
     pp_layout: str | None = None,
     flash_attn: bool = True,
@@ -104,6 +105,10 @@ def train(
         precision: bf16, or fp8 (TransformerEngine FP8 GEMMs) (--precision)
         kernels: element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; megatron: fused]
             (--kernels)
+        attention_kernel: fused attention kernels: native (the GPU generation's own: TransformerEngine/cuDNN,
+            FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: the flash-attn 2 package, PyTorch SDPA's flash
+            backend; Ampere-style kernels at the GPU's sm80 kernel fraction on Hopper and later) [default: the
+            framework's; megatron: native] (--attention-kernel)
         grad_dtype: gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 performance recipes) or
             fp16 (Megatron-LM --fp16) [default: the framework's; megatron: fp32] (--grad-dtype)
         pp_layout: layers per pipeline stage, e.g. 7,8,8,7 (default: automatic) (--pp-layout)

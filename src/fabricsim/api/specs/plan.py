@@ -45,6 +45,11 @@ class PlanOptions(OptionGroup):
     precision: str = opt("bf16", "bf16, or fp8 (TransformerEngine FP8 GEMMs)")
     kernels: str | None = opt(None, "element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; "
                               "megatron: fused]")
+    attention_kernel: str | None = opt(None, "fused attention kernels: native (the GPU generation's own: "
+                                       "TransformerEngine/cuDNN, FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: "
+                                       "the flash-attn 2 package, PyTorch SDPA's flash backend; Ampere-style kernels "
+                                       "at the GPU's sm80 kernel fraction on Hopper and later) [default: the "
+                                       "framework's; megatron: native]")
     grad_dtype: str | None = opt(None, "gradient buffer and reduction: fp32 (Megatron default), bf16 (NeMo FP8 "
                                  "performance recipes) or fp16 (Megatron-LM --fp16) [default: the framework's; "
                                  "megatron: fp32]")
