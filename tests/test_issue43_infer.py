@@ -134,5 +134,10 @@ def test_size_inference_marks_every_confirmed_plan_as_cheap_as_the_best_a_tie() 
     assert all(r["simulated"] and r["tie"] for r in cheap)  # as cheap as the best: confirmed, and a tie
     assert not any(r["tie"] for r in rows if r["usd_per_million_output_tokens"] > best)
     text = _run(args)
-    assert f"{len(cheap)} confirmed plan(s) cost as little as the cheapest" in text
-    assert "no comparable published measurement" in text  # why there is no band on comparisons
+    # worded as a tie within the comparison band where published pairs give one (SGLang serving pairs arrived with
+    # issue 45's blind campaigns), else as plans costing as little as the cheapest
+    if f"{len(cheap)} confirmed plan(s) cost within the model's error" in text:
+        assert "at 80%" in text  # the band the ties come from
+    else:
+        assert f"{len(cheap)} confirmed plan(s) cost as little as the cheapest" in text
+        assert "no comparable published measurement" in text  # why there is no band on comparisons
