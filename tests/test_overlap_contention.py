@@ -64,3 +64,29 @@ def test_fa2_attention_runs_at_the_sm80_fraction_off_ampere() -> None:
                                                             recompute="full", attention_kernel=kernel),
                                   cluster).step_time_s for kernel in ("native", "fa2")]
         assert (steps[1] > steps[0] * 1.05) if slower else steps[1] == pytest.approx(steps[0])
+
+
+def test_zero3_calls_per_layer_each_pay_the_latency() -> None:
+    """DeepSpeed's ZeRO-3 gathers every sub-module by its own call and reduces in buckets: more calls per layer move
+    the same bytes with more latency, never faster, and far more so across 1,536 ranks than across 64."""
+    model = load_model("llama3-70b")
+    catalog = default_catalog()
+    cluster = Cluster(catalog.system("dgx-h100"), catalog=catalog)
+
+    def step(gpus: int, calls: int, bucket: float | None = None) -> float:
+        plan = ParallelPlan.build(gpus=gpus, tp=1, pp=1, seq=4096, gbs=2 * gpus, mbs=1, zero=3, recompute="full",
+                                  zero3_gathers_per_layer=calls, zero3_reduce_bucket_params=bucket)
+        return predict_training(model, plan, cluster).step_time_s
+
+    small = [step(64, c) for c in (1, 7, 14)]
+    large = [step(1536, c) for c in (1, 7, 14)]
+    assert small == sorted(small) and large == sorted(large)
+    assert large[1] / large[0] > small[1] / small[0]
+    assert step(1536, 1, 1e8) >= step(1536, 1, 5e8)  # smaller reduce buckets: more calls
+
+
+def test_deepspeed_profile_gathers_by_sub_module() -> None:
+    from fabricsim.training import framework_profile
+
+    values = framework_profile("deepspeed").values()
+    assert values["zero3_gathers_per_layer"] == 7 and values["zero3_reduce_bucket_params"] == 5e8

@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from fabricsim.errors import SpecError, unknown_name_error
 
 DEFAULT_FRAMEWORK = "megatron"
-SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout")
+SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout",
+            "zero3_gathers_per_layer", "zero3_reduce_bucket_params")
 """The run options a profile may set (named as `train` names them)."""
 
 

@@ -23,6 +23,10 @@ explicit switch, so a 2021-era run states ``flash_attention=False, zero=0, overl
   dtype), as the 2021 SC21 runs did (examples/sc21/CONFIG.sh): the same 2 bytes as "bf16".
 - ``precision`` = "bf16"; "fp8" runs the weight GEMMs in FP8 as TransformerEngine does (BF16 elsewhere).
 - ``flash_attention`` on (fused attention: no materialised scores, causal block skipping).
+- ``zero3_gathers_per_layer`` = 1 and ``zero3_reduce_bucket_params`` = None: a ZeRO-3/FSDP layer is gathered and
+  its gradients reduce-scattered by one collective each (PyTorch FSDP and FSDP2 wrap each transformer block as one
+  unit); DeepSpeed's ZeRO-3 gathers each sub-module's parameters with its own call and reduces gradients in
+  buckets, and every call pays the collective's latency, which grows with the ranks of a ring.
 - ``attention_kernel`` = "native": fused attention at the GPU generation's own rate (TransformerEngine's cuDNN
   attention; FlashAttention-3 class on Hopper); "fa2" is the FlashAttention-2 generation (the flash-attn 2 package,
   PyTorch SDPA's flash backend): Ampere-style kernels (cp.async, mma.sync, no TMA/WGMMA) that reach 35% of an
@@ -131,6 +135,12 @@ class ParallelPlan(BaseModel):
     grad_dtype: GradDtype = Field("fp32", description="gradient buffer and reduction dtype: 'fp32', 'bf16' or 'fp16'")
     flash_attention: bool = Field(True, description="fused attention kernels (no materialised scores)")
     kernels: Kernels = Field("fused", description="element-wise kernels: 'fused' (Megatron/TE) or 'eager' (PyTorch)")
+    zero3_gathers_per_layer: int = Field(
+        1, ge=1, le=64, description="ZeRO-3/FSDP all-gathers per layer and pass: 1 gathers a layer at once (an FSDP"
+        " unit); DeepSpeed gathers each sub-module's parameters by its own call, each paying the collective's latency")
+    zero3_reduce_bucket_params: float | None = Field(
+        None, gt=0, description="parameters per ZeRO-3 gradient reduce-scatter (DeepSpeed reduce_bucket_size); None:"
+        " one per layer")
     attention_kernel: AttentionKernel = Field(
         "native", description="fused attention kernels: 'native' (the GPU generation's own: cuDNN/TransformerEngine,"
         " FlashAttention-3 on Hopper) or 'fa2' (FlashAttention-2's Ampere-style kernels, at the GPU's"

@@ -39,6 +39,8 @@ EXTRA_FLAGS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "--precision": ("precision", str),
     "--kernels": ("kernels", str),
     "--attention-kernel": ("attention_kernel", str),
+    "--zero3-gathers-per-layer": ("zero3_gathers_per_layer", int),
+    "--zero3-reduce-bucket-params": ("zero3_reduce_bucket_params", float),
     "--grad-dtype": ("grad_dtype", str),
     "--pp-layout": ("pp_layout", parse_layout),
 }

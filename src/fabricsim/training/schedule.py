@@ -111,7 +111,8 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
                  forward_s: float, backward_s: float) -> Breakdown:
     """ZeRO-3 / FSDP, per micro-batch: each layer's weights are all-gathered before its forward and again before
     its backward (and before its recomputed forward: the weights were freed after the forward, ZeRO-3 as in
-    DeepSpeed), and its gradients reduce-scattered after its backward. The next layer's gather is prefetched
+    DeepSpeed), and its gradients reduce-scattered after its backward, by as many calls as the stack makes
+    (``zero3_gathers_per_layer``, ``zero3_reduce_bucket_params``). The next layer's gather is prefetched
     under the current layer's work (its matmuls and element-wise kernels, ``forward_s`` / ``backward_s`` of the
     stage), so per layer only what exceeds that work is exposed, and the first gather of each pass whole."""
     out = Breakdown()
@@ -124,9 +125,13 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
             continue
         shape = _group_shape_of(cluster, plan, group_kind, False)
         per_layer = count / n
-        t_gather, link = collective_time(shape, "all_gather", per_layer * PARAM_BYTES, cluster.catalog)
-        t_rs, _ = collective_time(shape, "reduce_scatter", per_layer * GRAD_DTYPE_BYTES[plan.grad_dtype],
-                                  cluster.catalog)
+        calls = plan.zero3_gathers_per_layer  # each call pays the collective's latency
+        t_call, link = collective_time(shape, "all_gather", per_layer * PARAM_BYTES / calls, cluster.catalog)
+        t_gather = calls * t_call
+        reduces = per_layer / (plan.zero3_reduce_bucket_params or per_layer)  # buckets per layer (may be < 1)
+        t_bucket, _ = collective_time(shape, "reduce_scatter",
+                                      per_layer / reduces * GRAD_DTYPE_BYTES[plan.grad_dtype], cluster.catalog)
+        t_rs = reduces * t_bucket
         fwd_layer = forward_s / n
         bwd_layer = backward_s / n
         gathers_bwd = 2.0 if plan.recompute == "full" else 1.0

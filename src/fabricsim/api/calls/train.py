@@ -35,6 +35,8 @@ def train(
     zero: int | None = None,
     precision: str = 'bf16',
     kernels: str | None = None,
+    zero3_gathers_per_layer: int | None = None,
+    zero3_reduce_bucket_params: float | None = None,
     attention_kernel: str | None = None,
     grad_dtype: str | None = None,
     pp_layout: str | None = None,
@@ -105,6 +107,11 @@ def train(
         precision: bf16, or fp8 (TransformerEngine FP8 GEMMs) (--precision)
         kernels: element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; megatron: fused]
             (--kernels)
+        zero3_gathers_per_layer: ZeRO-3/FSDP all-gathers per layer and pass, each paying the collective's latency: 1
+            gathers a layer as one FSDP unit; DeepSpeed gathers each sub-module (linear layer) by its own call
+            [default: the framework's; megatron: 1] (--zero3-gathers-per-layer)
+        zero3_reduce_bucket_params: parameters per ZeRO-3 gradient reduce-scatter (DeepSpeed reduce_bucket_size)
+            [default: the framework's; megatron: one per layer] [parameters] (--zero3-reduce-bucket-params)
         attention_kernel: fused attention kernels: native (the GPU generation's own: TransformerEngine/cuDNN,
             FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: the flash-attn 2 package, PyTorch SDPA's flash
             backend; Ampere-style kernels at the GPU's sm80 kernel fraction on Hopper and later) [default: the

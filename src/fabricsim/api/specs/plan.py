@@ -45,6 +45,13 @@ class PlanOptions(OptionGroup):
     precision: str = opt("bf16", "bf16, or fp8 (TransformerEngine FP8 GEMMs)")
     kernels: str | None = opt(None, "element-wise kernels: fused (Megatron/TE) or eager [default: the framework's; "
                               "megatron: fused]")
+    zero3_gathers_per_layer: int | None = opt(None, "ZeRO-3/FSDP all-gathers per layer and pass, each paying the "
+                                              "collective's latency: 1 gathers a layer as one FSDP unit; DeepSpeed "
+                                              "gathers each sub-module (linear layer) by its own call [default: the "
+                                              "framework's; megatron: 1]")
+    zero3_reduce_bucket_params: float | None = opt(None, "parameters per ZeRO-3 gradient reduce-scatter "
+                                                   "(DeepSpeed reduce_bucket_size) [default: the framework's; "
+                                                   "megatron: one per layer]", unit="parameters")
     attention_kernel: str | None = opt(None, "fused attention kernels: native (the GPU generation's own: "
                                        "TransformerEngine/cuDNN, FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: "
                                        "the flash-attn 2 package, PyTorch SDPA's flash backend; Ampere-style kernels "
