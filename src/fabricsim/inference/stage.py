@@ -217,6 +217,12 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         bytes_read = touched * st.expert_share_params * st.weight_bytes
         _roof(st.moe_layers * flops / st.expert_gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
+        # the routed copies: each token's hidden state expanded into its top-k rows in expert order before the
+        # grouped GEMMs and the k expert outputs gathered back and summed after (TensorRT-LLM moe_kernels.cu
+        # expandInputRows / finalizeMoeRouting; vLLM and SGLang fused_moe's per-(token, k) output cache and
+        # moe_sum): every TP rank of an expert-TP group permutes all of its tokens, an EP rank the rows it receives
+        rows = (tokens_group * st.top_k * peak / st.ep) if st.ep > 1 else tokens_rank * st.top_k
+        _roof(0.0, st.moe_layers * 2.0 * (rows + tokens_rank) * st.hidden * ACT_BYTES / st.hbm_rate, out)
     kv_pairs = kv_rank if kv_pairs_rank is None else kv_pairs_rank
     attn_s = st.layers * (st.attn_flops_pair_layer * pairs_rank / st.attention_rate
                           + st.attn_flops_kv_layer * kv_pairs / st.decode_attention_rate)

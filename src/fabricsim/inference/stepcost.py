@@ -63,6 +63,8 @@ class InferenceStepCost:
     host_s: float = 0.0  # the engine's host work per iteration
     host_per_seq_s: float = 0.0  # and per sequence in it
     host_overlapped: bool = False  # run beside the GPU's work (only what exceeds it shows), else added to it
+    moe_copy_s: float = 0.0  # seconds per hidden-sized row the routed copies write and read (all MoE layers)
+    ep: int = 1  # expert-parallel ranks: an EP rank permutes the rows it receives, an expert-TP rank all its tokens
 
     def _pass_s(self, prefill_tokens: float, prefill_attn_pairs: float, decode_seqs: float, decode_kv_tokens: float,
                 queries: int = 1) -> float:
@@ -86,6 +88,8 @@ class InferenceStepCost:
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
             t += max(self.moe_flop_s * tokens * self.load.peak(tokens), self.moe_bytes_s * touched)
+            copies = tokens * self.top_k * self.load.peak(tokens) / self.ep if self.ep > 1 else rank * self.top_k
+            t += self.moe_copy_s * (copies + rank)
         extra = decode_seqs * (queries - 1)  # the drafts' own keys beside the cache
         t += max(self.pair_s * prefill_attn_pairs / dp
                  + self.kv_flop_s * (queries * decode_kv_tokens + extra * queries / 2.0) / dp,
@@ -147,6 +151,9 @@ class InferenceStepCost:
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
             t = t + np.maximum(self.moe_flop_s * tokens * self.load.peak_many(tokens), self.moe_bytes_s * touched)
+            rows = (tokens * self.top_k * self.load.peak_many(tokens) / self.ep if self.ep > 1
+                    else tokens / dp * self.top_k)
+            t = t + self.moe_copy_s * (rows + tokens / dp)
         extra = decode * (queries - 1)
         t = t + np.maximum(self.pair_s * pairs / dp + self.kv_flop_s * (queries * kv + extra * queries / 2.0) / dp,
                            self.kv_bytes_s * (kv + extra) / dp)
@@ -262,6 +269,8 @@ def _coefficients(st: _Stage, plan: InferencePlan, pp: int, overhead_s: float, c
         router_bytes_s=pp * st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate,
         moe_flop_s=moe_flop, moe_bytes_s=moe_bytes, experts=st.experts, top_k=st.top_k,
         load=expert_load_terms(st.experts, st.top_k, plan.ep),
+        moe_copy_s=pp * st.moe_layers * 2.0 * st.hidden * ACT_BYTES / st.hbm_rate if st.experts else 0.0,
+        ep=plan.ep,
         pair_s=pp * st.layers * st.attn_flops_pair_layer / st.attention_rate,
         kv_flop_s=pp * st.layers * st.attn_flops_kv_layer / st.decode_attention_rate,
         kv_bytes_s=pp * st.layers * st.kv_bytes_token_layer * st.kv_reads / st.hbm_rate,
