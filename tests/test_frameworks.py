@@ -55,10 +55,10 @@ def test_a_stack_sets_the_knobs_left_unset_and_the_user_wins() -> None:
     titan = fabricsim.train(**RUN, framework="torchtitan")
     assert (titan.plan.zero, titan.plan.kernels, titan.plan.grad_dtype) == (3, "eager", "fp32")
     assert titan.to_dict()["framework"]["settings_applied"] == {"kernels": "eager", "zero": 3, "grad_dtype": "fp32",
-                                                                "tp_comm_overlap": False}
+                                                                "tp_comm_overlap": False, "fsdp_copy_out": True}
     given = fabricsim.train(**RUN, framework="torchtitan", zero=1, kernels="fused")
     assert (given.plan.zero, given.plan.kernels) == (1, "fused")
-    assert set(given.to_dict()["framework"]["settings_applied"]) == {"grad_dtype", "tp_comm_overlap"}
+    assert set(given.to_dict()["framework"]["settings_applied"]) == {"grad_dtype", "tp_comm_overlap", "fsdp_copy_out"}
     assert titan.step_time_s != fabricsim.train(**RUN).step_time_s  # eager kernels and FSDP cost time
     maxtext = fabricsim.train(**RUN, framework="maxtext")
     assert (maxtext.plan.recompute, maxtext.plan.dropout, maxtext.plan.zero) == ("full", False, 3)

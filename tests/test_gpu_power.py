@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from fabricsim.catalog import default_catalog
-from fabricsim.catalog import at_power, clock_fraction, with_gpu_power
+from fabricsim.catalog import at_power, clock_fraction, default_catalog, with_gpu_power
 from fabricsim.cli import app
 from fabricsim.errors import SpecError
 
@@ -91,7 +90,8 @@ def test_decode_keeps_its_rate_and_prefill_slows() -> None:
 
 def test_size_limits_the_systems_it_searches() -> None:
     ok = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "1e10", "--systems", "dgx-h100",
-                                  "--gpu-power", "500", "--json"])
+                                  "--gpus", "64", "--fabrics", "ndr", "--oversubscription", "1", "--gpu-power", "500",
+                                  "--json"])
     assert ok.exit_code == 0, ok.output
     refused = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "1e10", "--gpu-power", "500"])
     assert refused.exit_code == 2 and "--gpu-power" in refused.output and "dgx-a100" in refused.output

@@ -90,3 +90,25 @@ def test_deepspeed_profile_gathers_by_sub_module() -> None:
 
     values = framework_profile("deepspeed").values()
     assert values["zero3_gathers_per_layer"] == 7 and values["zero3_reduce_bucket_params"] == 5e8
+
+
+def test_fsdp2_copy_out_reads_and_writes_every_gathered_layer() -> None:
+    """FSDP2 copies each gathered layer out of the flat all-gather output on the compute stream: the step gains
+    that read and write of the weights per gather (forward, backward, and the recompute's), in HBM time, and FSDP1
+    or DeepSpeed plans (no copy-out) are untouched."""
+    from fabricsim.model import hbm_efficiency
+    from fabricsim.training import framework_profile
+
+    assert framework_profile("torchtitan").values()["fsdp_copy_out"] is True
+    model = load_model("llama3-8b")
+    catalog = default_catalog()
+    cluster = Cluster(catalog.system("dgx-h100"), catalog=catalog)
+    base = dict(gpus=8, tp=1, pp=1, seq=4096, gbs=16, mbs=2, zero=3, recompute="full")
+    plain = predict_training(model, ParallelPlan.build(**base), cluster)
+    copied = predict_training(model, ParallelPlan.build(**base, fsdp_copy_out=True), cluster)
+    gpu = catalog.gpu("h100-sxm")
+    rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
+    extra = copied.breakdown.exposed["hbm"] - plain.breakdown.exposed["hbm"]
+    assert extra > 0 and copied.step_time_s > plain.step_time_s
+    # 3 gathers per layer (forward, recompute, backward), 2 bytes read + 2 written per parameter, per micro-batch
+    assert extra <= 8 * 3 * 4 * 8.1e9 / 8 / rate * 1.01  # micro-batches x gathers x bytes x params / dp / rate

@@ -15,7 +15,7 @@ from fabricsim.errors import SpecError, unknown_name_error
 
 DEFAULT_FRAMEWORK = "megatron"
 SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout",
-            "zero3_gathers_per_layer", "zero3_reduce_bucket_params")
+            "zero3_gathers_per_layer", "zero3_reduce_bucket_params", "fsdp_copy_out")
 """The run options a profile may set (named as `train` names them)."""
 
 

@@ -27,6 +27,10 @@ explicit switch, so a 2021-era run states ``flash_attention=False, zero=0, overl
   its gradients reduce-scattered by one collective each (PyTorch FSDP and FSDP2 wrap each transformer block as one
   unit); DeepSpeed's ZeRO-3 gathers each sub-module's parameters with its own call and reduces gradients in
   buckets, and every call pays the collective's latency, which grows with the ranks of a ring.
+- ``fsdp_copy_out`` off: the gathered layer is used where it lands (FSDP1's flat parameter, DeepSpeed, Megatron);
+  PyTorch FSDP2 (per-parameter sharding) copies each all-gathered layer out of the flat output into its parameters
+  on the compute stream (``foreach_all_gather_copy_out``: ``split_with_sizes_copy``), a read and a write of the
+  layer's weights that nothing hides.
 - ``attention_kernel`` = "native": fused attention at the GPU generation's own rate (TransformerEngine's cuDNN
   attention; FlashAttention-3 class on Hopper); "fa2" is the FlashAttention-2 generation (the flash-attn 2 package,
   PyTorch SDPA's flash backend): Ampere-style kernels (cp.async, mma.sync, no TMA/WGMMA) that reach 35% of an
@@ -141,6 +145,9 @@ class ParallelPlan(BaseModel):
     zero3_reduce_bucket_params: float | None = Field(
         None, gt=0, description="parameters per ZeRO-3 gradient reduce-scatter (DeepSpeed reduce_bucket_size); None:"
         " one per layer")
+    fsdp_copy_out: bool = Field(
+        False, description="FSDP2: each all-gathered layer is copied out of the flat gather output into its"
+        " parameters on the compute stream (split_with_sizes_copy), an exposed read and write of its weights")
     attention_kernel: AttentionKernel = Field(
         "native", description="fused attention kernels: 'native' (the GPU generation's own: cuDNN/TransformerEngine,"
         " FlashAttention-3 on Hopper) or 'fa2' (FlashAttention-2's Ampere-style kernels, at the GPU's"

@@ -54,6 +54,7 @@ SWITCHES: dict[str, str] = {
     "ep-comm-overlap": "ep_comm_overlap",
     "shared-expert-overlap": "shared_expert_overlap",
     "dropout": "dropout",
+    "fsdp-copy-out": "fsdp_copy_out",
 }
 SWITCH_FLAGS: dict[str, tuple[str, bool]] = {
     **{f"--{flag}": (name, True) for flag, name in SWITCHES.items()},

@@ -7,7 +7,7 @@ import numpy as np
 
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
-from fabricsim.model import ModelSpec, layer_linear_params
+from fabricsim.model import ModelSpec, hbm_efficiency, layer_linear_params
 from fabricsim.training.comms import _fabric_comm, _group_shape_of, _LayerComms
 from fabricsim.training.memory import stage_params
 from fabricsim.training.placement import Placement
@@ -142,6 +142,10 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
         exposed = min(total, fwd_exposed + bwd_exposed)
         slowed = (total - exposed) * share
         out.add(link, exposed + slowed, total - exposed - slowed)
+        if plan.fsdp_copy_out:  # FSDP2: every gather's output copied into the parameters (read + write)
+            gpu = cluster.catalog.gpu(cluster.system.gpu)
+            out.add("hbm", n * (1.0 + gathers_bwd) * 2.0 * per_layer * PARAM_BYTES
+                    / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value))
     return out
 
 

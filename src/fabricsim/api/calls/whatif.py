@@ -37,6 +37,7 @@ def whatif(
     kernels: str | None = None,
     zero3_gathers_per_layer: int | None = None,
     zero3_reduce_bucket_params: float | None = None,
+    fsdp_copy_out: bool | None = None,
     attention_kernel: str | None = None,
     grad_dtype: str | None = None,
     pp_layout: str | None = None,
@@ -103,6 +104,9 @@ def whatif(
             [default: the framework's; megatron: 1] (--zero3-gathers-per-layer)
         zero3_reduce_bucket_params: parameters per ZeRO-3 gradient reduce-scatter (DeepSpeed reduce_bucket_size)
             [default: the framework's; megatron: one per layer] [parameters] (--zero3-reduce-bucket-params)
+        fsdp_copy_out: FSDP2 copies each all-gathered layer out of the flat gather output into its parameters on the
+            compute stream (an exposed read and write of its weights) [default: the framework's; torchtitan, nemo-
+            automodel: on; megatron: off] (--fsdp-copy-out/--no-fsdp-copy-out)
         attention_kernel: fused attention kernels: native (the GPU generation's own: TransformerEngine/cuDNN,
             FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: the flash-attn 2 package, PyTorch SDPA's flash
             backend; Ampere-style kernels at the GPU's sm80 kernel fraction on Hopper and later) [default: the

@@ -52,6 +52,10 @@ class PlanOptions(OptionGroup):
     zero3_reduce_bucket_params: float | None = opt(None, "parameters per ZeRO-3 gradient reduce-scatter "
                                                    "(DeepSpeed reduce_bucket_size) [default: the framework's; "
                                                    "megatron: one per layer]", unit="parameters")
+    fsdp_copy_out: bool | None = opt(None, "FSDP2 copies each all-gathered layer out of the flat gather output "
+                                     "into its parameters on the compute stream (an exposed read and write of its "
+                                     "weights) [default: the framework's; torchtitan, nemo-automodel: on; "
+                                     "megatron: off]")
     attention_kernel: str | None = opt(None, "fused attention kernels: native (the GPU generation's own: "
                                        "TransformerEngine/cuDNN, FlashAttention-3 on Hopper) or fa2 (FlashAttention-2: "
                                        "the flash-attn 2 package, PyTorch SDPA's flash backend; Ampere-style kernels "
