@@ -21,6 +21,7 @@ FIGURES: dict[tuple[str, str], tuple[float, float]] = {
     ("moe_inference_cases.yaml", "serving"): (0.611, 0.54),
     ("fsdp_scale_cases.yaml", "fsdp"): (0.319, 0.26),
     ("moe_training_cases.yaml", "moe"): (0.194, 0.20),
+    ("vllm_moe_cases.yaml", "serving"): (0.554, 0.56),
 }
 
 
