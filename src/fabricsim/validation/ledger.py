@@ -23,6 +23,8 @@ from typing import Any
 
 import yaml
 
+from fabricsim.inputs import load_packaged_yaml
+
 LEDGER_FILE = "ledger.yaml"
 FIELDS = ("id", "group", "kind", "file", "arrived", "parent", "measured", "unit", "blind_predicted", "blind_error",
           "blind_note", "blind_method")
@@ -38,7 +40,7 @@ def ledger_path() -> Path:
 def load_ledger(path: Path | None = None) -> list[dict[str, Any]]:
     """Every entry, in order."""
     text = (path or ledger_path()).read_text(encoding="utf-8")
-    data = yaml.safe_load(text) or {}
+    data = load_packaged_yaml(text, str(path or LEDGER_FILE)) or {}  # libyaml: fabricsim's own data
     entries = data.get("entries", []) if isinstance(data, dict) else []
     return [dict(e) for e in entries]
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from pydantic import BaseModel
 
+from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
-from fabricsim.validation.cases import Case, all_cases
+from fabricsim.validation.cases import Case, all_cases, validation_sources
 from fabricsim.validation.collective_cases import LATENCY_METRICS, CaseResult, run_collective_case
 from fabricsim.validation.inference_cases import run_inference_case
 from fabricsim.validation.overlay import OverlayCatalogs
@@ -103,6 +105,14 @@ def run_cases(cases: list[Case], catalog: Catalog | None = None,
     return [evaluate(c, catalogs, chosen) for c in cases]
 
 
+_RUNS: BoundedMemo[tuple[CaseResult | NotExpressible, ...]] = BoundedMemo(4)
+
+
 def run_validation(catalog: Catalog | None = None) -> list[CaseResult | NotExpressible]:
-    """Every case of every validation file."""
-    return run_cases(all_cases(), catalog)
+    """Every case of every validation file. Remembered per catalog object and case-file texts within a process:
+    `validate`, the bands and the tests ask for it many times, and the same model on the same files answers the
+    same (the results are immutable)."""
+    chosen = catalog or default_catalog()
+    sources = validation_sources()
+    digest = hashlib.sha256(repr([(name, text) for name, (text, _) in sources.items()]).encode()).hexdigest()
+    return list(_RUNS.get((ByIdentity(chosen), digest), lambda: tuple(run_cases(all_cases(), chosen))))
