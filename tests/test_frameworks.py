@@ -96,6 +96,10 @@ def test_size_searches_as_the_stack_runs() -> None:
     assert mine.knobs.zero == (1, 2)
     plain = sizing_spec(**base, framework=None)
     assert plain.knobs.zero is None and "kernels" not in plain.fixed
+    # every setting a stack fixes holds in the search as in `train` (FSDP2's copy-out, DeepSpeed's ZeRO-3 calls)
+    assert titan.fixed["fsdp_copy_out"] is True
+    deepspeed = sizing_spec(**{**base, "zero": "3"}, framework="deepspeed")
+    assert deepspeed.fixed["zero3_gathers_per_layer"] == 7 and deepspeed.fixed["zero3_reduce_bucket_params"] == 5e8
     with pytest.raises(SpecError, match="--framework"):
         fabricsim.size(model="llama3-8b", inference=True, rate="5", framework="torchtitan")
 

@@ -30,6 +30,7 @@ def sizing_spec(**kw: Any) -> SizingSpec:
 
     from fabricsim.errors import cli_field, spec_error
     from fabricsim.sizing import Knobs, check_plan_value, parse_list, sizing_defaults
+    from fabricsim.training import FRAMEWORK_SEARCHED
 
     defaults = sizing_defaults()
     fixed: dict[str, Any] = {"flash_attention": kw["flash_attn"]}
@@ -40,9 +41,9 @@ def sizing_spec(**kw: Any) -> SizingSpec:
             check_plan_value(field, kw[field], f"--{field.replace('_', '-')}")
             fixed[field] = kw[field]
     stack = stack_settings(kw.get("framework"))
-    for field in ("kernels", "attention_kernel", "grad_dtype", "tp_comm_overlap", "dropout"):  # the stack's
-        if field in stack and field not in fixed:
-            fixed[field] = stack[field]
+    for field, value in stack.items():  # the stack's settings, held in every plan (the searched ones: candidates)
+        if field not in FRAMEWORK_SEARCHED and field not in fixed:
+            fixed[field] = value
     try:
         knobs = Knobs(tp=parse_list(kw["tp"], "--tp", int), pp=parse_list(kw["pp"], "--pp", int),
                       cp=parse_list(kw["cp"], "--cp", int), ep=parse_list(kw["ep"], "--ep", int),

@@ -147,7 +147,7 @@ def plan_fields(p: PlanOptions, stack: Mapping[str, Any] | None = None) -> dict[
     """The ParallelPlan fields of a run's plan options (the pipeline layout parsed): a knob left unset (None) takes
     the training stack's setting (``stack``, its profile's values) where it names one, else the plan's default."""
     from fabricsim.api.specs import PlanOptions
-    from fabricsim.training import FRAMEWORK_SETTABLE, parse_layout
+    from fabricsim.training import FRAMEWORK_SEARCHED, FRAMEWORK_SETTABLE, parse_layout
 
     fields = {PLAN_RENAMES.get(name, name): getattr(p, name) for name in PlanOptions.model_fields
               if name not in NOT_PLAN}
@@ -155,7 +155,7 @@ def plan_fields(p: PlanOptions, stack: Mapping[str, Any] | None = None) -> dict[
         if fields.get(name) is None:
             if stack and name in stack:
                 fields[name] = stack[name]
-            elif name not in ("zero", "recompute"):  # left to the plan's default (zero and recompute: the search)
+            elif name not in FRAMEWORK_SEARCHED:  # left to the plan's default (the searched knobs: the search)
                 fields.pop(name, None)
     fields["pp_layout"] = parse_layout(p.pp_layout)
     return fields

@@ -5,6 +5,7 @@ about parallel plans.
 
 from fabricsim.model.compute import (
     achievable_flops_per_s,
+    achievable_hbm_bytes_per_s,
     attention_flops_per_s,
     compute_time,
     default_matmul_efficiency,
@@ -65,6 +66,7 @@ __all__ = [
     "Preset",
     "ShippedConfig",
     "achievable_flops_per_s",
+    "achievable_hbm_bytes_per_s",
     "attention_flops_per_s",
     "compute_time",
     "default_matmul_efficiency",

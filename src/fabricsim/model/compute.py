@@ -118,7 +118,7 @@ def grouped_gemm_efficiency(rows: NDArray[np.float64], gpu: GPU, precision: str)
     measured efficiency follows rows / (rows + M_half) with M_half 180-200 fitted where the ridge is ~290.
     ``inf`` rows (one dense GEMM whose rows are the whole batch) pay nothing; more rows never lower it."""
     weight_bytes = 1.0 if precision == "fp8" else 2.0
-    ridge = gemm_flops_per_s(gpu, precision) * weight_bytes / (2.0 * gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    ridge = gemm_flops_per_s(gpu, precision) * weight_bytes / (2.0 * achievable_hbm_bytes_per_s(gpu))
     r = np.asarray(rows, dtype=np.float64)
     finite = np.isfinite(r)
     out: NDArray[np.float64] = np.ones_like(r)
@@ -158,6 +158,11 @@ def sm80_kernel_fraction(gpu: GPU) -> float:
 def hbm_efficiency(gpu: GPU) -> Efficiency:
     """The GPU's achievable fraction of its HBM bandwidth on streaming kernels, with its source (or the default)."""
     return gpu.hbm_efficiency if gpu.hbm_efficiency is not None else default_hbm_efficiency()
+
+
+def achievable_hbm_bytes_per_s(gpu: GPU) -> float:
+    """Bytes per second a streaming kernel reaches on the GPU: its HBM bandwidth at ``hbm_efficiency``."""
+    return gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
 
 
 def matmul_efficiency(gpu: GPU) -> Efficiency:

@@ -50,7 +50,8 @@ RECOMPUTE = ("none", "selective", "full")
 Objective = Literal["time", "cost", "energy"]
 # Plan fields a search keeps as given (not searched): flags of the era or framework being sized.
 FIXED_FIELDS = ("flash_attention", "sequence_parallel", "overlap_grad_reduce", "overlap_param_gather",
-                "tp_comm_overlap", "kernels", "attention_kernel")
+                "tp_comm_overlap", "kernels", "attention_kernel", "grad_dtype", "dropout", "zero3_gathers_per_layer",
+                "zero3_reduce_bucket_params", "fsdp_copy_out")
 
 
 class Knobs(BaseModel):

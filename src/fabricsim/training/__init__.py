@@ -12,6 +12,7 @@ from fabricsim.training.frameworks import (
     framework_profile,
     frameworks,
 )
+from fabricsim.training.frameworks import SEARCHED as FRAMEWORK_SEARCHED
 from fabricsim.training.frameworks import SETTABLE as FRAMEWORK_SETTABLE
 from fabricsim.training.goodput import (
     Goodput,
@@ -43,6 +44,7 @@ from fabricsim.training.step import microbatch_floor, plan_memory, predict_train
 __all__ = [
     "DEFAULT_FRAMEWORK",
     "DEFAULT_MBS",
+    "FRAMEWORK_SEARCHED",
     "FRAMEWORK_SETTABLE",
     "LAYERS",
     "AutoChoice",

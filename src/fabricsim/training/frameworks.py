@@ -17,6 +17,8 @@ DEFAULT_FRAMEWORK = "megatron"
 SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout",
             "zero3_gathers_per_layer", "zero3_reduce_bucket_params", "fsdp_copy_out")
 """The run options a profile may set (named as `train` names them)."""
+SEARCHED = ("zero", "recompute")
+"""Settable knobs that the knob search chooses when neither the user nor the stack sets them."""
 
 
 class Setting(BaseModel):

@@ -7,7 +7,7 @@ import numpy as np
 
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
-from fabricsim.model import ModelSpec, hbm_efficiency, layer_linear_params
+from fabricsim.model import ModelSpec, achievable_hbm_bytes_per_s, layer_linear_params
 from fabricsim.training.comms import _fabric_comm, _group_shape_of, _LayerComms
 from fabricsim.training.memory import stage_params
 from fabricsim.training.placement import Placement
@@ -93,17 +93,19 @@ def collective_sm_share(gpu: GPU, cluster: Cluster) -> float:
     """Share of the GPU's SMs an NCCL collective holds while it overlaps compute (``collective_kernel_sms``): hiding
     t seconds of gradient reduction, parameter gathers or context-parallel exchanges still costs share x t of the
     compute beside it (0 where the catalog has no SM count for the GPU)."""
-    sms = gpu.sms.value if gpu.sms is not None else 0
-    held = cluster.catalog.tuning("default").collective_kernel_sms
-    return min(1.0, held / sms) if sms > 0 else 0.0
+    return held_sm_share(gpu, cluster.catalog.tuning("default").collective_kernel_sms)
 
 
 def dispatch_sm_share(gpu: GPU, plan: ParallelPlan, cluster: Cluster) -> float:
     """Share of the GPU's SMs the dispatch/combine kernels hold while they overlap compute: the compute beside
     them runs on the rest, so hiding t seconds of all-to-all still costs share x t (0 where the catalog has no
     SM count for the GPU)."""
+    return held_sm_share(gpu, cluster.catalog.tuning("default").dispatch_kernel_sms.get(plan.moe_dispatcher, 0))
+
+
+def held_sm_share(gpu: GPU, held: int) -> float:
+    """The share of the GPU's SMs that ``held`` SMs are, at most all (0 where the catalog has no SM count)."""
     sms = gpu.sms.value if gpu.sms is not None else 0
-    held = cluster.catalog.tuning("default").dispatch_kernel_sms.get(plan.moe_dispatcher, 0)
     return min(1.0, held / sms) if sms > 0 else 0.0
 
 
@@ -118,7 +120,8 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
     out = Breakdown()
     params = stage_params(model, plan, stage)
     n = max(1, len(layers))
-    share = collective_sm_share(cluster.catalog.gpu(cluster.system.gpu), cluster)
+    gpu = cluster.catalog.gpu(cluster.system.gpu)
+    share = collective_sm_share(gpu, cluster)
     for count, group_kind, shards in ((params.dense, "dp_cp", plan.dp * plan.cp),
                                       (params.expert, "edp", plan.expert_dp)):
         if count <= 0 or shards < 2:
@@ -143,9 +146,7 @@ def _fsdp_layers(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: 
         slowed = (total - exposed) * share
         out.add(link, exposed + slowed, total - exposed - slowed)
         if plan.fsdp_copy_out:  # FSDP2: every gather's output copied into the parameters (read + write)
-            gpu = cluster.catalog.gpu(cluster.system.gpu)
-            out.add("hbm", n * (1.0 + gathers_bwd) * 2.0 * per_layer * PARAM_BYTES
-                    / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value))
+            out.add("hbm", n * (1.0 + gathers_bwd) * 2.0 * per_layer * PARAM_BYTES / achievable_hbm_bytes_per_s(gpu))
     return out
 
 

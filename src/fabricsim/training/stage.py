@@ -14,11 +14,11 @@ from fabricsim.catalog import GPU
 from fabricsim.model import (
     ModelSpec,
     achievable_flops_per_s,
+    achievable_hbm_bytes_per_s,
     attention_flops_per_s,
     forward_flops,
     gemm_flops_per_s,
     grouped_gemm_efficiency,
-    hbm_efficiency,
     k_efficiency,
     kernel_gap_s,
     sm80_kernel_fraction,
@@ -145,7 +145,7 @@ def _stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int, laye
 def _priced_stage_work(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stage: int) -> _StageWork:
     layers = stage_layers(model, plan)[stage]
     last = stage == plan.pp - 1
-    hbm_rate = gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value
+    hbm_rate = achievable_hbm_bytes_per_s(gpu)
     recompute_passes = 1.0 if plan.recompute == "full" else 0.0
     work = _stage_compute(model, plan, gpu, layers, last, plan.precision)
     kinds = layer_kinds(model, layers)  # element-wise bytes depend on a layer only through its kind

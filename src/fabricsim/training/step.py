@@ -30,7 +30,7 @@ from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
-from fabricsim.model import ModelSpec, hbm_efficiency
+from fabricsim.model import ModelSpec, achievable_hbm_bytes_per_s
 from fabricsim.training.comms import _layer_comms
 from fabricsim.training.elementwise import optimizer_bytes
 from fabricsim.training.flops import mfu_peak, step_flops
@@ -127,7 +127,7 @@ def _optimizer_s(plan: ParallelPlan, layout: _PlanLayout, gpu: GPU) -> float:
     p = layout.worst_params
     sharded = plan.zero >= 1
     owned = p.dense / (plan.dp * plan.cp if sharded else 1) + p.expert / (plan.expert_dp if sharded else 1)
-    return optimizer_bytes(owned) / (gpu.hbm_bytes_per_s * hbm_efficiency(gpu).value)
+    return optimizer_bytes(owned) / achievable_hbm_bytes_per_s(gpu)
 
 
 def _memory_stages(model: ModelSpec, plan: ParallelPlan) -> list[int]:

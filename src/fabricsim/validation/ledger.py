@@ -134,22 +134,17 @@ HEADER = ("# The blind ledger (fabricsim.validation.ledger): each validation cas
 def enter(path: Path | None = None, only_files: Sequence[str] = ()) -> list[str]:
     """Append an entry for every validated case the ledger lacks (the model as it stands), or only for those of
     the case files named in ``only_files`` (others still being written wait for their own entry); the ids added."""
-    from fabricsim.validation.cases import all_cases
+    from fabricsim.validation.cases import all_cases, case_file
     from fabricsim.validation.runner import run_cases
 
     target = path or ledger_path()
     entries = load_ledger(target)
-    cases = [c for c in all_cases() if not only_files or _file_name(c.origin) in only_files]
-    files = {c.id: _file_name(c.origin) for c in cases}
+    cases = [c for c in all_cases() if not only_files or case_file(c) in only_files]
+    files = {c.id: case_file(c) for c in cases}
     added = new_entries(run_cases(cases), {str(e["id"]) for e in entries}, head_commit(), files)
     if added:
         target.write_text(dump(append(entries, added), HEADER), encoding="utf-8")
     return [str(e["id"]) for e in added]
-
-
-def _file_name(origin: str) -> str:
-    """A case file's name from where it was read ('.../data/found_cases.yaml (packaged copy)' -> found_cases.yaml)."""
-    return Path(origin.split(" (", 1)[0]).name
 
 
 def main(argv: Sequence[str]) -> int:
