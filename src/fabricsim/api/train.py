@@ -306,6 +306,15 @@ class TrainResult(Result):
         return self.prediction.bottleneck
 
 
+def run_launch_json(run: Run, model: Any) -> dict[str, Any]:
+    """The training stack's own launch line for the run's plan (``{"train": ...}``, or ``{"error": why}``)."""
+    from fabricsim.training import framework_launch_json, framework_profile
+
+    profile = run.framework or framework_profile("megatron")
+    model_id = model if isinstance(model, str) else run.spec.name
+    return framework_launch_json(profile, run.plan, run.spec, model_id, run.cluster.system.gpus_per_node)
+
+
 def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
     """`fabricsim.train` (generated in `fabricsim.api.calls` from `TrainRun`): the run spec's step, bands and
     goodput; ``inputs`` the call's keyword arguments as given, the result's ``inputs`` echo."""
@@ -324,7 +333,8 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
         lambda: run_goodput(prepared.spec, prepared.cluster, pred, options), goodput_given(o))
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
             "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
-            "framework": prepared.framework_json(), **model_import_fields(prepared.imported)}
+            "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
+            "launch": run_launch_json(prepared, o.model)}
     if note is not None:
         data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}

@@ -1,6 +1,7 @@
 """Hardware catalog: GPUs, link technologies, switches, NICs, cables and system presets, each sourced."""
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
+from fabricsim.catalog.launch import LaunchFlag, LaunchSettings, RenderedFlags, config_text, render_flags, set_option
 from fabricsim.catalog.loader import (
     default_catalog,
     load_catalog,
@@ -44,9 +45,12 @@ __all__ = [
     "Entry",
     "FailureRate",
     "FailureUnit",
+    "LaunchFlag",
+    "LaunchSettings",
     "LinkTech",
     "Priced",
     "ProtocolParams",
+    "RenderedFlags",
     "SourcedRate",
     "StorageServer",
     "StorageTier",
@@ -55,6 +59,7 @@ __all__ = [
     "Tuning",
     "at_power",
     "clock_fraction",
+    "config_text",
     "default_catalog",
     "is_switch_system",
     "limit_systems",
@@ -69,6 +74,8 @@ __all__ = [
     "read_packaged_yaml",
     "read_spec_file",
     "read_yaml",
+    "render_flags",
+    "set_option",
     "split_partial_id",
     "validation_message",
     "with_gpu_power",

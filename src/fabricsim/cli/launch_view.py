@@ -1,5 +1,5 @@
-"""The engine's own launch settings beside a prediction: `infer` and `size --inference` print the command (and the
-config file it reads) that starts the chosen plan, or say why the engine release has none."""
+"""A tool's own launch settings beside a prediction: `infer` and `size --inference` print the serving engine's command
+(and the config file it reads) that starts the chosen plan, `train` the training stack's; or why there is none."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def launch_lines(data: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     for role, settings in data.items():
         times = f" (x{settings['instances']})" if settings["instances"] > 1 else ""
-        head = "launch" if role == "serve" else f"launch {role}{times}"
+        head = "launch" if role in ("serve", "train") else f"launch {role}{times}"
         lines.append(f"{head} ({settings['engine']}): {settings['command']}")
         for name, text in settings["config_files"].items():
             lines.append(f"  {name}: " + text.strip().replace("\n", "; "))

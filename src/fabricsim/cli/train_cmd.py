@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.goodput_options import goodput_lines, storage_fallback_notes
+from fabricsim.cli.launch_view import launch_lines
 from fabricsim.cli.options import TRAIN, declared, run_options
 
 if TYPE_CHECKING:
@@ -114,5 +115,5 @@ def train_command(**options: Any) -> None:
     ui.console.print(render_training(pred, run_title(run)))
     ui.console.print(choice_line(run.choice))
     good = [] if result.goodput is None else goodput_lines(result.goodput)
-    for line in summary_lines(pred, result.bands) + good:
+    for line in summary_lines(pred, result.bands) + good + launch_lines(result.data["launch"]):
         ui.console.print(line)

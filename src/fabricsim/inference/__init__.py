@@ -2,10 +2,11 @@
 the serving simulator prices its batches with.
 """
 
+from fabricsim.catalog import LaunchSettings
 from fabricsim.inference.engines import DEFAULT_ENGINE, MODERN_KERNELS, EngineProfile, engine_profile
 from fabricsim.inference.engines import engines as serving_engines
 from fabricsim.inference.experts import expert_load_peak, touched_experts
-from fabricsim.inference.launch import LaunchSettings, launch_json, launch_settings
+from fabricsim.inference.launch import launch_json, launch_settings
 from fabricsim.inference.memory import (
     InferenceMemory,
     decode_step_floor_s,

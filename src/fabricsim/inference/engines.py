@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from fabricsim import units
 from fabricsim.catalog import GPU, read_packaged_yaml
+from fabricsim.catalog import LaunchFlag as BaseLaunchFlag
 from fabricsim.errors import SpecError, spec_error
 
 ENGINES_FILE = "engines.yaml"
@@ -143,32 +144,12 @@ LaunchField = Literal["tp", "pp", "dp", "ep", "tp_x_dp", "max_seqs", "max_batche
                       "weights", "kv", "chunked_prefill"]
 
 
-class LaunchFlag(BaseModel):
-    """One launch flag: when ``field``'s value meets ``when`` (``always``; ``gt1``: above 1; ``on``/``off`` for
-    chunked prefill; a format name for weights or KV), ``args`` join the command line (``{value}`` and any field
-    in braces formatted), ``option`` (a dotted key of the engine's config file) is set to ``set_to`` (else the
-    value), and ``note`` says what the command cannot (a checkpoint to load)."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class LaunchFlag(BaseLaunchFlag):
+    """One launch flag of an engine (``fabricsim.catalog.launch.LaunchFlag``), its field one of the serving plan's
+    and its condition ``always``, ``gt1``, ``on``/``off`` (chunked prefill) or a weight or KV format."""
 
     field: LaunchField
     when: Literal["always", "gt1", "on", "off", "bf16", "fp8", "int4", "fp4"]
-    args: list[str] = Field(default_factory=list)
-    option: str | None = None
-    set_to: str | int | float | bool | None = None
-    note: str = ""
-
-    def applies(self, value: Any) -> bool:
-        if self.when == "always":
-            return True
-        if self.when == "gt1":
-            return bool(value > 1)
-        if self.when in ("on", "off"):
-            return bool(value) is (self.when == "on")
-        return bool(value == self.when)
-
-    def option_value(self, value: Any) -> Any:
-        return value if self.set_to is None else self.set_to
 
 
 class Launch(_Figure):

@@ -4,37 +4,15 @@ names live in ``data/engines.yaml`` (each release's ``launch`` block), not here.
 
 from __future__ import annotations
 
-import json
-import shlex
-from dataclasses import dataclass, field
 from typing import Any
 
-from fabricsim.catalog import GPU
+from fabricsim.catalog import GPU, LaunchSettings, config_text, render_flags
 from fabricsim.errors import SpecError
 from fabricsim.inference.engines import Launch
 from fabricsim.inference.plan import InferencePlan
 
 ROLES = ("prefill", "decode")
 PARALLEL_FIELDS = ("tp", "pp", "dp", "ep")
-
-
-@dataclass(frozen=True)
-class LaunchSettings:
-    """The engine's command line (``argv``), the config file it reads (name -> YAML text, empty when none) and notes
-    on what the command cannot say (a checkpoint to load)."""
-
-    engine: str
-    argv: tuple[str, ...]
-    config_files: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    @property
-    def command(self) -> str:
-        return shlex.join(self.argv)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"engine": self.engine, "command": self.command, "argv": list(self.argv),
-                "config_files": dict(self.config_files), "notes": list(self.notes)}
 
 
 def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int | None = None,
@@ -59,19 +37,9 @@ def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int 
         "memory_fraction": engine.settings.kv_memory.fraction, "weights": plan.weights, "kv": plan.kv,
     }
     argv = [part.format(**values) for part in launch.command]
-    options: dict[str, Any] = {}
-    notes: list[str] = []
-    stated: set[str] = set()
-    for flag in launch.flags:
-        value = values[flag.field]
-        if not flag.applies(value):
-            continue
-        stated.add(flag.field)
-        argv += [part.format(value=value, **values) for part in flag.args]
-        if flag.option is not None:
-            _set(options, flag.option, flag.option_value(value))
-        if flag.note:
-            notes.append(flag.note.format(value=value, **values))
+    rendered = render_flags(list(launch.flags), values)
+    argv += rendered.args
+    options, notes, stated = rendered.options, rendered.notes, rendered.stated
     if "tp_x_dp" in stated:  # the engine's tensor-parallel flag spans the attention data-parallel ranks too
         stated.add("tp")
     for name in PARALLEL_FIELDS:
@@ -94,29 +62,9 @@ def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int 
         if launch.config_file is None or launch.config_flag is None:
             raise SpecError(f"{engine.name} {engine.version}: a setting needs a config file its profile does not "
                             "name", field="--engine")
-        files[launch.config_file] = _yaml(options)
+        files[launch.config_file] = config_text(launch.config_file, options)
         argv += [launch.config_flag, launch.config_file]
     return LaunchSettings(engine.label, tuple(argv), files, tuple(notes))
-
-
-def _set(options: dict[str, Any], dotted: str, value: Any) -> None:
-    keys = dotted.split(".")
-    node = options
-    for key in keys[:-1]:
-        node = node.setdefault(key, {})
-    node[keys[-1]] = value
-
-
-def _yaml(options: dict[str, Any], indent: int = 0) -> str:
-    """A small YAML mapping (nested dicts of scalars), keys in the order set."""
-    lines = []
-    for key, value in options.items():
-        if isinstance(value, dict):
-            lines.append(" " * indent + f"{key}:")
-            lines.append(_yaml(value, indent + 2).rstrip("\n"))
-        else:
-            lines.append(" " * indent + f"{key}: {json.dumps(value)}")
-    return "\n".join(lines) + "\n"
 
 
 def _with_launch(engine_id: str | None, disaggregated: bool = False) -> str:

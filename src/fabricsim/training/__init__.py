@@ -9,6 +9,7 @@ from fabricsim.training.flops import StepFlops, mfu_peak, stage_microbatch_flops
 from fabricsim.training.frameworks import (
     DEFAULT_FRAMEWORK,
     FrameworkProfile,
+    framework_launch_json,
     framework_profile,
     frameworks,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "check_plan",
     "checkpoint_bytes",
     "domains_spanned",
+    "framework_launch_json",
     "framework_profile",
     "frameworks",
     "goodput_at",

@@ -12,6 +12,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricsim.errors import SpecError, unknown_name_error
+from fabricsim.model import ModelSpec
+from fabricsim.training.launch import TrainingLaunch, training_launch
+from fabricsim.training.plan import ParallelPlan
 
 DEFAULT_FRAMEWORK = "megatron"
 SETTABLE = ("kernels", "attention_kernel", "zero", "grad_dtype", "tp_comm_overlap", "recompute", "dropout",
@@ -40,6 +43,7 @@ class FrameworkProfile(BaseModel):
     version: str
     source: str = Field(min_length=1)
     settings: dict[str, Setting] = Field(default_factory=dict)
+    launch: TrainingLaunch | None = None
 
     def values(self) -> dict[str, Any]:
         """Option name -> the value this stack runs."""
@@ -47,7 +51,8 @@ class FrameworkProfile(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "version": self.version, "source": self.source,
-                "settings": {k: s.model_dump() for k, s in self.settings.items()}}
+                "settings": {k: s.model_dump() for k, s in self.settings.items()},
+                "launch_source": None if self.launch is None else self.launch.source}
 
 
 @cache
@@ -79,3 +84,17 @@ def framework_profile(name: str, *, field: str = "--framework") -> FrameworkProf
         raise SpecError(f"{profile.id} is profiled as of {profile.version}; give {profile.id} or {profile.id}@{read}",
                         field=field)
     return profile
+
+
+def framework_launch_json(profile: FrameworkProfile, plan: ParallelPlan, model: ModelSpec, model_id: str,
+                          gpus_per_node: int) -> dict[str, Any]:
+    """The stack's own launch line for ``plan`` as JSON, ``{"train": settings}``, or ``{"error": why}`` when the
+    profile has none or its flags cannot state the plan (an add-on: it never fails the prediction)."""
+    if profile.launch is None:
+        return {"error": f"{profile.id} has no launch settings in fabricsim"}
+    label = f"{profile.id}@{profile.launch.read_at}"
+    try:
+        settings = training_launch(profile.launch, label, plan, model, model_id, gpus_per_node)
+    except SpecError as exc:
+        return {"error": str(exc)}
+    return {"train": {**settings.to_json(), "instances": 1}}
