@@ -82,7 +82,7 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
                           max_batched_tokens=o.max_batched_tokens, chunked_prefill=o.chunked_prefill, seed=o.seed,
                           engine_max_seqs=profile.max_batch(gpu),
                           engine_max_batched_tokens=profile.max_batched_tokens(gpu),
-                          engine_chunked_prefill=profile.scheduler.chunked_prefill)
+                          engine_chunked_prefill=profile.scheduler.chunked_prefill, lengths=o.lengths)
     spec, imported = resolve_model(model)
     if draft_tokens and acceptance is None:
         raise SpecError("speculative decoding needs the mean tokens a step yields per sequence (1 + expected accepted "
@@ -213,16 +213,18 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     else:
         assert serve.rate_per_s is not None
         requests = poisson_requests(serve.rate_per_s, serve.duration_s, seed=serve.seed,
-                                    prompt=plan.prompt_tokens, output=plan.output_tokens)
+                                    prompt=plan.prompt_tokens, output=plan.output_tokens, dataset=serve.lengths)
     if plan.prefix_hit:
         requests = requests.with_prefix_hit(plan.prefix_hit)
     if plan.prefix_host:  # the host tier's share, copied back over the GPU's host link before the request runs
         requests = requests.with_host_hit(plan.prefix_host,
                                           kv_bytes_per_token_gpu(spec, plan) / host_link_bytes_per_s(cluster))
     cost = step_cost(spec, cluster, plan)
-    if cost.kv_capacity_tokens < plan.context:
+    # the longest request must fit (drawn lengths run past the means; fixed ones are the plan's)
+    longest = plan.context if serve.lengths is None else int((requests.prompt_tokens + requests.output_tokens).max())
+    if cost.kv_capacity_tokens < longest:
         raise SpecError(f"the KV cache of one replica holds {cost.kv_capacity_tokens} tokens, fewer than one request "
-                        f"of {plan.context}; add --tp/--pp or use --weights fp8 / --kv fp8", field="--rate")
+                        f"of {longest}; add --tp/--pp or use --weights fp8 / --kv fp8", field="--rate")
     decode_cost = None
     decode_plan, decode_cluster = decode or (plan, cluster)  # the decode pool: its own plan and system, or these
     p, d = serve.disagg or (1, 0)
@@ -230,9 +232,9 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
                  and p * plan.gpus + d * decode_plan.gpus <= cluster.system.nvlink_domain_gpus)
     if decode is not None and serve.disagg is not None:
         decode_cost = step_cost(spec, decode_cluster, decode_plan)
-        if decode_cost.kv_capacity_tokens < plan.context:
+        if decode_cost.kv_capacity_tokens < longest:
             raise SpecError(f"the KV cache of one decode replica holds {decode_cost.kv_capacity_tokens} tokens, "
-                            f"fewer than one request of {plan.context}; raise --decode-tp or use --kv fp8",
+                            f"fewer than one request of {longest}; raise --decode-tp or use --kv fp8",
                             field="--decode-tp")
         cost = with_kv_handoff(cost, spec, cluster, plan, decode_plan)
     layout = ServingLayout(replicas=serve.replicas, routing="shortest_queue" if serve.replicas > 1 else "round_robin",

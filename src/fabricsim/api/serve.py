@@ -6,10 +6,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fabricsim import units
 from fabricsim.errors import SpecError
+
+if TYPE_CHECKING:
+    from fabricsim.serving import DatasetLengths
 
 
 @dataclass(frozen=True)
@@ -28,6 +31,7 @@ class ServeRequest:
     chunked_prefill: bool
     seed: int
     budget_from_engine: bool = False  # --max-batched-tokens not given: the engine's (whole prompts: the longest)
+    lengths: DatasetLengths | None = None  # --lengths: a dataset's per-request spread (None: fixed lengths)
 
     @property
     def active(self) -> bool:
@@ -38,7 +42,8 @@ class ServeRequest:
                 "trace": None if self.trace is None else str(self.trace), "slo_ttft_s": self.slo_ttft_s,
                 "slo_tpot_s": self.slo_tpot_s, "disagg": None if self.disagg is None else list(self.disagg),
                 "replicas": self.replicas, "max_seqs": self.max_seqs, "max_batched_tokens": self.max_batched_tokens,
-                "chunked_prefill": self.chunked_prefill, "seed": self.seed}
+                "chunked_prefill": self.chunked_prefill, "seed": self.seed,
+                "lengths": "fixed" if self.lengths is None else self.lengths.id}
 
 
 MAX_RATE_PER_S = 1e5  # beyond any single deployment; keeps a typo from simulating billions of requests
@@ -90,8 +95,8 @@ DEFAULT_DURATION = "600s"
 def serve_request(*, rate: float | None, duration: str | None, trace: Path | None, slo_ttft: str | None,
                   slo_tpot: str | None, disagg: str | None, replicas: int | None, max_seqs: int | None,
                   max_batched_tokens: int | None, chunked_prefill: bool | None, seed: int | None,
-                  engine_max_seqs: int, engine_max_batched_tokens: int, engine_chunked_prefill: bool = True
-                  ) -> ServeRequest:
+                  engine_max_seqs: int, engine_max_batched_tokens: int, engine_chunked_prefill: bool = True,
+                  lengths: str | None = None) -> ServeRequest:
     """Parse and check the serving options (one-line errors naming the option). Every serving option acts only on
     the serving simulation, so one given without --rate or --trace is an error naming them, not silently unused.
     --max-seqs, --max-batched-tokens and --chunked-prefill default to the engine's scheduler (``engine_*``;
@@ -103,16 +108,18 @@ def serve_request(*, rate: float | None, duration: str | None, trace: Path | Non
                         field="--trace")
     given = {"--slo-ttft": slo_ttft, "--slo-tpot": slo_tpot, "--disagg": disagg, "--replicas": replicas,
              "--max-seqs": max_seqs, "--max-batched-tokens": max_batched_tokens,
-             "--chunked-prefill/--no-chunked-prefill": chunked_prefill, "--duration": duration, "--seed": seed}
+             "--chunked-prefill/--no-chunked-prefill": chunked_prefill, "--duration": duration, "--seed": seed,
+             "--lengths": lengths}
     if rate is None and trace is None:
         for name, option in given.items():
             if option is not None:
                 raise SpecError("acts only on the serving simulation: add --rate N (Poisson requests/s) or --trace "
                                 "FILE (a JSONL request trace)", field=name)
     if trace is not None:
-        for name in ("--duration", "--seed"):
+        for name in ("--duration", "--seed", "--lengths"):
             if given[name] is not None:
-                raise SpecError("sets --rate's Poisson arrivals; a --trace gives its own arrival times", field=name)
+                raise SpecError("sets --rate's Poisson arrivals; a --trace gives its own arrival times and lengths",
+                                field=name)
     duration = DEFAULT_DURATION if duration is None else duration
     replicas = 1 if replicas is None else replicas
     max_seqs = engine_max_seqs if max_seqs is None else max_seqs
@@ -135,5 +142,8 @@ def serve_request(*, rate: float | None, duration: str | None, trace: Path | Non
     split = parse_disagg(disagg)
     if split is not None and replicas != 1:
         raise SpecError("give --replicas or --disagg, not both", field="--disagg")
+    from fabricsim.serving import length_dataset  # numpy: loaded when a command runs, not for --help
+
+    dataset = None if lengths is None else length_dataset(lengths, field="--lengths")
     return ServeRequest(rate, duration_s, trace, ttft, tpot, split, replicas, max_seqs, max_batched_tokens,
-                        chunked_prefill, seed, budget_from_engine)
+                        chunked_prefill, seed, budget_from_engine, dataset)

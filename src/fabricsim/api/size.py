@@ -76,6 +76,8 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
         return _size_inference(inputs, out, progress)
     if disagg:
         _check("--disagg: sizes disaggregated serving pools; add --inference")
+    if o.lengths is not None:
+        _check("--lengths: sets the request lengths of size --inference's simulated arrivals; add --inference")
     if checkpoint is not None:
         _check("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
     if objective not in ("time", "cost", "energy"):

@@ -184,6 +184,7 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")), "checkpoint": kw.get("checkpoint"),
+        "lengths": kw.get("lengths") or "fixed",
     }
     if fields["checkpoint"] is not None and not fields["checkpoint"].strip():
         raise SpecError("empty; name the checkpoint path or hub id of the launch commands, or leave the option out "

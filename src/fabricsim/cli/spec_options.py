@@ -175,6 +175,7 @@ SERVE_OPTIONS: dict[str, Decl] = {
     'max_batched_tokens': (Annotated[int | None, typer.Option('--max-batched-tokens', help="scheduler: tokens per iteration (vLLM max_num_batched_tokens; default: the engine's)")], None),
     'chunked_prefill': (Annotated[bool | None, typer.Option('--chunked-prefill/--no-chunked-prefill', help="split long prompts over iterations (default: the engine's: on for vLLM V1 and SGLang, off for vLLM V0 and TensorRT-LLM)")], None),
     'seed': (Annotated[int | None, typer.Option('--seed', help='random seed of the Poisson arrivals (default 0)')], None),
+    'lengths': (Annotated[str | None, typer.Option('--lengths', help="request lengths of the simulated arrivals: fixed (default: every request --prompt/--output tokens) or sharegpt (vLLM's ShareGPT benchmark sample, its per-request spread scaled to those means)")], None),
 }
 
 ENGINE_OPTIONS: dict[str, Decl] = {
@@ -258,6 +259,7 @@ SIZE_SERVING_OPTIONS: dict[str, Decl] = {
     'kv': (Annotated[str | None, typer.Option('--kv', help='inference: KV-cache formats [default: bf16,fp8]')], None),
     'duration': (Annotated[str | None, typer.Option('--duration', help='inference: simulated arrival window [default: 120s]')], None),
     'seed': (Annotated[int, typer.Option('--seed', help='inference: seed of the simulated arrivals')], 0),
+    'lengths': (Annotated[str | None, typer.Option('--lengths', help="request lengths of the simulated arrivals: fixed (default: every request --prompt/--output tokens) or sharegpt (vLLM's ShareGPT benchmark sample, its per-request spread scaled to those means)")], None),
     'max_gpus': (Annotated[int | None, typer.Option('--max-gpus', help='inference: at most this many GPUs in all')], None),
     'slo_percentile': (Annotated[int | None, typer.Option('--slo-percentile', help='inference: SLO percentile 50, 90 or 99 [default: 90]')], None),
     'utilization': (Annotated[float | None, typer.Option('--utilization', help="inference: target utilisation of a replica's capacity [default: 0.8]")], None),

@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
+from fabricsim.serving.datasets import DatasetLengths
 
 LengthKind = Literal["fixed", "uniform", "lognormal"]
 
@@ -136,8 +137,9 @@ class RequestTrace:
 
 
 def poisson_requests(rate_per_s: float, duration_s: float, *, seed: int, prompt: LengthDist | int = 1024,
-                     output: LengthDist | int = 256) -> RequestTrace:
-    """Poisson arrivals at rate_per_s over [0, duration_s) with lengths from prompt/output (ints mean fixed)."""
+                     output: LengthDist | int = 256, dataset: DatasetLengths | None = None) -> RequestTrace:
+    """Poisson arrivals at rate_per_s over [0, duration_s) with lengths from prompt/output (ints mean fixed), or,
+    with ``dataset``, its per-request lengths scaled to prompt/output's means."""
     if not (math.isfinite(rate_per_s) and rate_per_s > 0.0):
         raise SpecError(f"must be finite and > 0, got {rate_per_s}", field="rate")
     if not (math.isfinite(duration_s) and duration_s > 0.0):
@@ -156,8 +158,23 @@ def poisson_requests(rate_per_s: float, duration_s: float, *, seed: int, prompt:
         arrivals = np.concatenate([arrivals, more])
     arrivals = arrivals[arrivals < duration_s]
     n = len(arrivals)
+    if dataset is not None:
+        prompts, outputs = dataset.draw(n, prompt_dist.mean_tokens, output_dist.mean_tokens)
+        return RequestTrace(arrivals.astype(np.float64), prompts, outputs, float(duration_s))
     return RequestTrace(arrivals.astype(np.float64), prompt_dist.draw(rng, n), output_dist.draw(rng, n),
                         float(duration_s))
+
+
+def all_at_once(n: int, *, prompt: int, output: int, dataset: DatasetLengths | None = None) -> RequestTrace:
+    """``n`` requests arriving together at time 0 (a benchmark that sends every prompt at once): each of
+    ``prompt``/``output`` tokens, or, with ``dataset``, its per-request lengths scaled to those means."""
+    if n < 1:
+        raise SpecError(f"must be >= 1, got {n}", field="requests")
+    if dataset is not None:
+        prompts, outputs = dataset.draw(n, prompt, output)
+    else:
+        prompts, outputs = np.full(n, prompt, dtype=np.int64), np.full(n, output, dtype=np.int64)
+    return RequestTrace(np.zeros(n), prompts, outputs, 0.0)
 
 
 def _int_field(record: dict[str, object], key: str, where: str, source: str) -> int:

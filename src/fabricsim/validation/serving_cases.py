@@ -13,7 +13,15 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference import InferencePlan, step_cost
 from fabricsim.model import ModelSpec
-from fabricsim.serving import RequestTrace, engine_scheduler_config, poisson_requests, simulate_serving
+from fabricsim.serving import (
+    DatasetLengths,
+    RequestTrace,
+    all_at_once,
+    engine_scheduler_config,
+    length_dataset,
+    poisson_requests,
+    simulate_serving,
+)
 from fabricsim.validation.cases import NotExpressibleCase
 
 SERVING_METRICS = ("total_token_throughput", "output_throughput_total", "request_throughput", "tpot_mean",
@@ -46,11 +54,21 @@ def _rate(value: Any) -> float:
     return rate
 
 
-def _trace(n: int, prompt: int, output: int, rate: float) -> RequestTrace:
+def _trace(n: int, prompt: int, output: int, rate: float, dataset: DatasetLengths | None) -> RequestTrace:
     if math.isinf(rate):
-        return RequestTrace(np.zeros(n), np.full(n, prompt, dtype=np.int64), np.full(n, output, dtype=np.int64),
-                            0.0)
-    return poisson_requests(rate, n / rate, seed=POISSON_SEED, prompt=prompt, output=output)
+        return all_at_once(n, prompt=prompt, output=output, dataset=dataset)
+    return poisson_requests(rate, n / rate, seed=POISSON_SEED, prompt=prompt, output=output, dataset=dataset)
+
+
+def case_dataset(config: dict[str, Any]) -> DatasetLengths | None:
+    """The packaged per-request lengths of the dataset a case's client sampled (``dataset: sharegpt``: vLLM's
+    ShareGPT sampler), scaled to the case's mean lengths; None (every request at the stated lengths) for synthetic
+    datasets and for clients with another sampler (SGLang's bench_serving draws ShareGPT without vLLM's caps)."""
+    name = str(config.get("dataset") or "").strip().lower()
+    client = str(config.get("flags") or "").lower()
+    if name != "sharegpt" or "bench_serving" in client or "sglang" in str(config.get("framework") or "").lower():
+        return None
+    return length_dataset("sharegpt")
 
 
 def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluster, plan: InferencePlan
@@ -71,12 +89,14 @@ def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluste
     max_seqs = engine.max_batch(gpu)
     if concurrency is not None:
         max_seqs = min(max_seqs, _count(concurrency, "concurrency"))
-    trace = _trace(n, plan.prompt_tokens, plan.output_tokens, rate)
+    dataset = case_dataset(config)
+    trace = _trace(n, plan.prompt_tokens, plan.output_tokens, rate, dataset)
+    longest = int((trace.prompt_tokens + trace.output_tokens).max())
     cost = step_cost(model, cluster, plan)
-    if cost.kv_capacity_tokens < plan.context:
+    if cost.kv_capacity_tokens < longest:
         raise SpecError(f"the KV cache holds {cost.kv_capacity_tokens} tokens, fewer than one request of "
-                        f"{plan.context}: the engine would not start on the stated GPUs")
-    scheduler = engine_scheduler_config(engine, gpu, max_seqs=max_seqs, longest_request_tokens=plan.context)
+                        f"{longest}: the engine would not start on the stated GPUs")
+    scheduler = engine_scheduler_config(engine, gpu, max_seqs=max_seqs, longest_request_tokens=longest)
     r = simulate_serving(cost, trace, scheduler=scheduler, drain_s=DRAIN_S)
     if r.requests_unfinished:
         raise SpecError(f"{r.requests_unfinished} of {n} requests did not finish in the simulation")
@@ -91,7 +111,9 @@ def predict_serving_case(case: dict[str, Any], model: ModelSpec, cluster: Cluste
              "tpot_median": float(np.nanmedian(r.tpot_s)) * 1e3, "ttft_mean": float(np.mean(ttft)) * 1e3,
              "ttft_median": float(np.median(ttft)) * 1e3}[metric]
     where = "all at once" if math.isinf(rate) else f"Poisson {rate:g}/s (seed {POISSON_SEED})"
-    detail = (f"served: {n} requests of {plan.prompt_tokens}/{plan.output_tokens} tokens {where}, at most "
+    lengths = (f"{plan.prompt_tokens}/{plan.output_tokens} tokens" if dataset is None else
+               f"{dataset.id} lengths at mean {plan.prompt_tokens}/{plan.output_tokens} tokens")
+    detail = (f"served: {n} requests of {lengths} {where}, at most "
               f"{max_seqs} running, {engine.label} {scheduler.policy} scheduler, tp={plan.tp} "
               f"{plan.weights}/{plan.kv}; "
               f"mean batch {r.mean_batch_size:.1f}, {r.preemptions} preemptions, TTFT mean "

@@ -45,6 +45,7 @@ def infer(
     max_batched_tokens: int | None = None,
     chunked_prefill: bool | None = None,
     seed: int | None = None,
+    lengths: str | None = None,
     engine: str = 'trtllm',
     prefix_hit: float = 0.0,
     prefix_host: float = 0.0,
@@ -100,6 +101,8 @@ def infer(
         chunked_prefill: split long prompts over iterations (default: the engine's: on for vLLM V1 and SGLang, off
             for vLLM V0 and TensorRT-LLM) (--chunked-prefill/--no-chunked-prefill)
         seed: random seed of the Poisson arrivals (default 0) (--seed)
+        lengths: request lengths of the simulated arrivals: fixed (default: every request --prompt/--output tokens)
+            or sharegpt (vLLM's ShareGPT benchmark sample, its per-request spread scaled to those means) (--lengths)
         engine: serving engine as NAME[@VERSION]: trtllm, vllm or sglang (e.g. vllm@0.6.3): the KV-cache memory,
             batch, prefill chunk and host time per step of that release (--engine)
         prefix_hit: fraction of each prompt already in the engine's prefix cache (0..1; not computed again): TTFT,

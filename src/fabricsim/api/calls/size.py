@@ -73,6 +73,7 @@ def size(
     kv: str | None = None,
     duration: str | None = None,
     seed: int = 0,
+    lengths: str | None = None,
     max_gpus: int | None = None,
     slo_percentile: int | None = None,
     utilization: float | None = None,
@@ -169,6 +170,8 @@ def size(
         kv: inference: KV-cache formats [default: bf16,fp8] (--kv)
         duration: inference: simulated arrival window [default: 120s] [s] (--duration)
         seed: inference: seed of the simulated arrivals (--seed)
+        lengths: request lengths of the simulated arrivals: fixed (default: every request --prompt/--output tokens)
+            or sharegpt (vLLM's ShareGPT benchmark sample, its per-request spread scaled to those means) (--lengths)
         max_gpus: inference: at most this many GPUs in all (--max-gpus)
         slo_percentile: inference: SLO percentile 50, 90 or 99 [default: 90] (--slo-percentile)
         utilization: inference: target utilisation of a replica's capacity [default: 0.8] (--utilization)

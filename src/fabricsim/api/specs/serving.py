@@ -25,6 +25,9 @@ SloTtftOption = Annotated[str | None, opt(None, "time-to-first-token SLO, e.g. 2
                                           "size --inference meets", unit="s")]
 SloTpotOption = Annotated[str | None, opt(None, "time-per-output-token SLO, e.g. 50ms: what infer's goodput counts, "
                                           "what size --inference meets", unit="s")]
+LengthsOption = Annotated[str | None, opt(None, "request lengths of the simulated arrivals: fixed (default: every "
+                                          "request --prompt/--output tokens) or sharegpt (vLLM's ShareGPT benchmark "
+                                          "sample, its per-request spread scaled to those means)")]
 CheckpointOption = Annotated[str | None, opt(None, "checkpoint path or hub id the printed engine launch command names "
                                              "(default: the model's name, to replace)")]
 
@@ -75,6 +78,7 @@ class ServeOptions(OptionGroup):
     chunked_prefill: bool | None = opt(None, "split long prompts over iterations (default: the engine's: on for vLLM "
                                        "V1 and SGLang, off for vLLM V0 and TensorRT-LLM)")
     seed: int | None = opt(None, "random seed of the Poisson arrivals (default 0)")
+    lengths: LengthsOption
 
 
 class EngineOptions(OptionGroup):

@@ -18,7 +18,14 @@ from fabricsim.api.specs.goodput import (
     StorageServer,
     StorageServers,
 )
-from fabricsim.api.specs.serving import CheckpointOption, OutputOption, PromptOption, SloTpotOption, SloTtftOption
+from fabricsim.api.specs.serving import (
+    CheckpointOption,
+    LengthsOption,
+    OutputOption,
+    PromptOption,
+    SloTpotOption,
+    SloTtftOption,
+)
 from fabricsim.api.specs.shared import (
     FRAMEWORK_HELP,
     Calibration,
@@ -104,6 +111,7 @@ class SizeServingOptions(OptionGroup):
     kv: str | None = opt(None, "inference: KV-cache formats [default: bf16,fp8]")
     duration: str | None = opt(None, "inference: simulated arrival window [default: 120s]", unit="s")
     seed: int = opt(0, "inference: seed of the simulated arrivals")
+    lengths: LengthsOption
     max_gpus: int | None = opt(None, "inference: at most this many GPUs in all")
     slo_percentile: int | None = opt(None, "inference: SLO percentile 50, 90 or 99 [default: 90]")
     utilization: float | None = opt(None, "inference: target utilisation of a replica's capacity [default: 0.8]")

@@ -92,7 +92,7 @@ def best_pools(spec: InferenceSizingSpec, model: ModelSpec, plans: list[ReplicaP
     for plan in plans:
         cfg = schedulers[plan.system]
         cost = replica_step_cost(model, plan, spec, catalog)
-        if cost.kv_capacity_tokens < spec.prompt_tokens + spec.output_tokens:
+        if cost.kv_capacity_tokens < spec.longest_request_tokens:
             continue
         key = (plan.system, plan.weights, plan.kv)
         pre = prefill_member(plan, cost, spec, cfg.max_num_batched_tokens)

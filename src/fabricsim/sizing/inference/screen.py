@@ -185,6 +185,7 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog,
     if max_context is not None and context > max_context:
         raise SpecError(f"prompt + output = {context} tokens exceeds the model's context window of {max_context}",
                         field="--prompt")
+    longest = spec.longest_request_tokens  # the longest simulated request must fit one replica's KV cache
     rows: list[dict[str, object]] = []
     reasons: dict[str, int] = {}
     evaluated = pruned = 0
@@ -200,7 +201,7 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog,
                     pruned += 1
                     continue
                 cost = replica_step_cost(model, plan, spec, catalog)
-                if cost.kv_capacity_tokens < context:
+                if cost.kv_capacity_tokens < longest:
                     _prune(reasons, "memory: weights + KV of one request at full context do not fit")
                     pruned += 1
                     continue
@@ -214,7 +215,7 @@ def engine_scheduler(spec: InferenceSizingSpec, gpu: GPU) -> SchedulerConfig:
     policy, KV admission, chunking and prefix cache (``serving.engine_scheduler_config``). The screen's batch
     curves read its batch and budget; the confirmation simulates it whole."""
     return engine_scheduler_config(engine_profile(spec.engine), gpu,
-                                   longest_request_tokens=spec.prompt_tokens + spec.output_tokens)
+                                   longest_request_tokens=spec.longest_request_tokens)
 
 
 def _preset_context(spec: InferenceSizingSpec) -> int | None:

@@ -17,7 +17,14 @@ from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster
 from fabricsim.inference import launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
-from fabricsim.serving import RequestTrace, ServingLayout, ServingResult, poisson_requests, simulate_serving
+from fabricsim.serving import (
+    RequestTrace,
+    ServingLayout,
+    ServingResult,
+    length_dataset,
+    poisson_requests,
+    simulate_serving,
+)
 from fabricsim.sizing.bands import inference_ties, result_bands
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.inference.screen import (
@@ -176,7 +183,7 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None, catalo
     candidates: list[dict[str, Any]] = ([{str(k): v for k, v in r.items()} for r in ok.to_dict("records")]
                                         if len(ok) else [])
     trace = poisson_requests(spec.rate_per_s, spec.duration_s, seed=spec.seed, prompt=spec.prompt_tokens,
-                             output=spec.output_tokens) if candidates else None
+                             output=spec.output_tokens, dataset=length_dataset(spec.lengths)) if candidates else None
     max_confirm = int(sizing_defaults()["inference_max_confirm"].value)
     passed: list[dict[str, Any]] = []
     rejected: list[dict[str, Any]] = []
@@ -228,7 +235,7 @@ def _disaggregated(spec: InferenceSizingSpec, model: ModelSpec, frame: pd.DataFr
     plans = list(dict.fromkeys(_plan_of({str(k): v for k, v in r.items()}, catalog)
                                for r in frame.to_dict("records")))
     trace = poisson_requests(spec.rate_per_s, spec.duration_s, seed=spec.seed, prompt=spec.prompt_tokens,
-                             output=spec.output_tokens)
+                             output=spec.output_tokens, dataset=length_dataset(spec.lengths))
     schedulers = {p.system: engine_scheduler(spec, catalog.gpu(catalog.system(p.system).gpu)) for p in plans}
     out: list[dict[str, Any]] = []
     runs = 0

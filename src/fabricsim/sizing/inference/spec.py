@@ -18,7 +18,8 @@ DEFAULT_KV: tuple[KvFormat, ...] = ("bf16", "fp8")
 FLAGS = {"rate_per_s": "--rate", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--slo-tpot", "prompt_tokens": "--prompt",
          "output_tokens": "--output", "duration_s": "--duration", "max_gpus": "--max-gpus",
          "slo_percentile": "--slo-percentile", "target_utilization": "--utilization", "weights": "--weights",
-         "kv": "--kv", "confirm_top": "--confirm", "max_replicas": "--max-replicas", "engine": "--engine"}
+         "kv": "--kv", "confirm_top": "--confirm", "max_replicas": "--max-replicas", "engine": "--engine",
+         "lengths": "--lengths"}
 
 
 def _default(key: str) -> float:
@@ -68,6 +69,28 @@ class InferenceSizingSpec(BaseModel):
     engine: str = "trtllm"  # the serving engine (NAME[@VERSION]): its memory, scheduler and host time per step
     disagg: bool = False  # also search disaggregated prefill and decode pools (each pool's plan, the P:D ratio)
     checkpoint: str | None = None  # the checkpoint path or hub id the launch commands name (None: the model's name)
+    lengths: str = "fixed"  # the simulated requests' lengths: fixed, or a dataset's spread scaled to the means
+
+    @property
+    def longest_request_tokens(self) -> int:
+        """Prompt + output tokens of the longest simulated request (the means with fixed lengths)."""
+        from fabricsim.serving import length_dataset
+
+        dataset = length_dataset(self.lengths)
+        if dataset is None:
+            return self.prompt_tokens + self.output_tokens
+        return dataset.longest(self.prompt_tokens, self.output_tokens)
+
+    @field_validator("lengths")
+    @classmethod
+    def _known_lengths(cls, value: str) -> str:
+        from fabricsim.serving import length_dataset
+
+        try:
+            found = length_dataset(value)
+        except SpecError as exc:  # an unknown dataset: the message names the known ones
+            raise ValueError(exc.message) from None
+        return "fixed" if found is None else found.id
 
     @field_validator("engine")
     @classmethod

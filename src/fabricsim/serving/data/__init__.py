@@ -1,0 +1,1 @@
+"""Packaged serving data: the per-request lengths of benchmark datasets (YAML)."""
