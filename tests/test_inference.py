@@ -22,7 +22,7 @@ from fabricsim.inference.memory import decode_step_floor_s, kv_bytes_per_token_g
 from fabricsim.inference.params import kernel_latency_s
 from fabricsim.inference.plan import InferencePlan
 from fabricsim.inference.predict import predict_inference
-from fabricsim.inference.stage import _gemm_rate, _stage, gemm_waves_s
+from fabricsim.inference.stage import _gemm_rate, _stage, _stage_work, gemm_waves_s
 from fabricsim.inference.stepcost import step_cost
 from fabricsim.model import gemm_tile
 from fabricsim.model.compute import fp4_matmul_efficiency, fp8_matmul_efficiency, hbm_efficiency
@@ -156,9 +156,26 @@ def test_moe_decode_reads_only_touched_experts(catalog: Catalog) -> None:
     assert one.decode_step_s["hbm"] < many.decode_step_s["hbm"]
 
 
+@pytest.mark.parametrize("tokens", [16.0, 2048.0, 16384.0])
+def test_routed_experts_stream_their_weights_beside_their_math(catalog: Catalog, tokens: float) -> None:
+    """Grouped (per-expert) GEMMs: a step pays the routed experts' math plus the touched experts' weight traffic
+    (model.grouped_gemm_efficiency's mechanism), not only the larger of the two as a dense GEMM does."""
+    spec, gpu = load_model("deepseek-v3"), catalog.gpu("h200-sxm")
+    stage = _stage(spec, InferencePlan(tp=8, batch=1, prompt_tokens=2048, output_tokens=8, weights="fp8"), gpu)
+    with_experts = _stage_work(stage, tokens, tokens, 0.0, 0.0, 0.0, False)
+    without = _stage_work(replace(stage, experts=0), tokens, tokens, 0.0, 0.0, 0.0, False)
+    delta = sum(with_experts.values()) - sum(without.values())
+    math_s = stage.moe_layers * 2.0 * tokens * stage.top_k * stage.expert_share_params / stage.expert_gemm_rate
+    weights_s = (stage.moe_layers * touched_experts(stage.experts, stage.top_k, tokens) * stage.expert_share_params
+                 * stage.weight_bytes / stage.hbm_rate)
+    assert delta >= (math_s + weights_s) * (1 - 1e-9)  # the most loaded expert carries at least the mean
+    if min(math_s, weights_s) > 0.2 * max(math_s, weights_s):  # comparable: the sum shows
+        assert delta > max(math_s, weights_s) * 1.15
+
+
 def test_sm80_moe_kernels_slow_only_the_expert_math_on_hopper(catalog: Catalog) -> None:
     """TensorRT-LLM before 0.10 ran MoE GEMMs on Ampere kernels at 16 bits: on Hopper a compute-bound MoE prefill
-    slows, weight streaming (decode at batch 1) does not, and an A100 (native SM80, BF16) is unchanged."""
+    slows, weight streaming (decode at batch 1) barely, and an A100 (native SM80, BF16) is unchanged."""
     spec = load_model("mixtral-8x7b")
     h100 = _cluster(catalog, "dgx-h100")
     base = InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8, weights="fp8")
@@ -169,7 +186,7 @@ def test_sm80_moe_kernels_slow_only_the_expert_math_on_hopper(catalog: Catalog) 
     one, one_legacy = (predict_inference(spec, h100, InferencePlan(tp=2, batch=1, prompt_tokens=16, output_tokens=64,
                                                                    weights="fp8", moe_sm80_kernels=flag))
                        for flag in (False, True))
-    assert one_legacy.tpot_s == pytest.approx(one.tpot_s, rel=1e-9)
+    assert one_legacy.tpot_s == pytest.approx(one.tpot_s, rel=0.01)  # its math is a sliver beside the weights
     a100 = _cluster(catalog, "dgx-a100")
     bf16 = InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8)
     assert predict_inference(spec, a100, InferencePlan(tp=2, batch=64, prompt_tokens=2048, output_tokens=8,

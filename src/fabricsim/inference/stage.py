@@ -215,7 +215,11 @@ def _stage_work(st: _Stage, tokens_rank: float, tokens_group: float, pairs_rank:
         peak = expert_load_peak(st.experts, st.top_k, st.ep, tokens_group)
         flops = 2.0 * tokens_group * st.top_k * st.expert_share_params * peak
         bytes_read = touched * st.expert_share_params * st.weight_bytes
-        _roof(st.moe_layers * flops / st.expert_gemm_rate, st.moe_layers * bytes_read / st.hbm_rate, out)
+        # grouped (per-expert) GEMMs stream each touched expert's weights beside their math, not under it: compute
+        # plus weight traffic, as model.grouped_gemm_efficiency prices the training model's (DeepGEMM's grouped
+        # and vLLM PR #23280's fused-MoE M sweeps), where a dense GEMM is the larger of the two
+        out["compute"] += st.moe_layers * flops / st.expert_gemm_rate
+        out["hbm"] += st.moe_layers * bytes_read / st.hbm_rate
         _roof(0.0, st.moe_layers * st.router_params * ACT_BYTES / st.hbm_rate, out)
         # the routed copies: each token's hidden state expanded into its top-k rows in expert order before the
         # grouped GEMMs and the k expert outputs gathered back and summed after (TensorRT-LLM moe_kernels.cu

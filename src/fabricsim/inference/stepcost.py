@@ -87,7 +87,7 @@ class InferenceStepCost:
             t += max(flop_s, bytes_s)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            t += max(self.moe_flop_s * tokens * self.load.peak(tokens), self.moe_bytes_s * touched)
+            t += self.moe_flop_s * tokens * self.load.peak(tokens) + self.moe_bytes_s * touched  # grouped GEMMs
             copies = tokens * self.top_k * self.load.peak(tokens) / self.ep if self.ep > 1 else rank * self.top_k
             t += self.moe_copy_s * (copies + rank)
         extra = decode_seqs * (queries - 1)  # the drafts' own keys beside the cache
@@ -150,7 +150,7 @@ class InferenceStepCost:
         t = self.overhead_s + self.router_bytes_s + np.sum(np.maximum(flop_s, np.asarray(self.gemm_bytes_s)), axis=-1)
         if self.experts:
             touched = self.experts * (1.0 - (1.0 - self.top_k / self.experts) ** tokens)
-            t = t + np.maximum(self.moe_flop_s * tokens * self.load.peak_many(tokens), self.moe_bytes_s * touched)
+            t = t + self.moe_flop_s * tokens * self.load.peak_many(tokens) + self.moe_bytes_s * touched
             rows = (tokens * self.top_k * self.load.peak_many(tokens) / self.ep if self.ep > 1
                     else tokens / dp * self.top_k)
             t = t + self.moe_copy_s * (rows + tokens / dp)
