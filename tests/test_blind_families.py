@@ -17,11 +17,11 @@ from fabricsim.validation.ledger import load_ledger
 FIGURES: dict[tuple[str, str], tuple[float, float]] = {
     ("nccl_multinode_cases.yaml", "collective bandwidth"): (0.115, 0.12),
     ("long_context_cases.yaml", "long context"): (0.185, 0.20),
-    ("moe_inference_cases.yaml", "inference"): (0.285, 0.145),
-    ("moe_inference_cases.yaml", "serving"): (0.611, 0.46),
+    ("moe_inference_cases.yaml", "inference"): (0.285, 0.105),
+    ("moe_inference_cases.yaml", "serving"): (0.611, 0.27),
     ("fsdp_scale_cases.yaml", "fsdp"): (0.319, 0.26),
     ("moe_training_cases.yaml", "moe"): (0.194, 0.20),
-    ("vllm_moe_cases.yaml", "serving"): (0.554, 0.46),
+    ("vllm_moe_cases.yaml", "serving"): (0.554, 0.30),
 }
 
 

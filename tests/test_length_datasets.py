@@ -47,7 +47,7 @@ def test_a_draw_keeps_the_means_and_the_order(n: int, prompt: int, output: int) 
 
 def test_fixed_is_none_and_an_unknown_name_lists_the_known() -> None:
     assert length_dataset("fixed") is None
-    with pytest.raises(SpecError, match="unknown length dataset 'sharegtp'.*did you mean 'sharegpt'.*fixed"):
+    with pytest.raises(SpecError, match=r"unknown length dataset 'sharegtp'.*did you mean 'sharegpt'.*fixed"):
         length_dataset("sharegtp")
 
 

@@ -1,6 +1,7 @@
 """What one GPU of a pipeline stage holds and the rates it runs at (``_Stage``), and the compute, HBM and kernel
-seconds of one forward pass on it: every weight GEMM a roofline (dense ones in tile waves under fixed tactics), the
-routed experts the tokens touch, attention over the prompt or the cache, and the LM head."""
+seconds of one forward pass on it: every weight GEMM a roofline at its own reduction depth (dense ones in tile waves
+under fixed tactics), the routed experts the tokens touch (their math plus their weight traffic), attention over the
+prompt or the cache, and the LM head."""
 
 from __future__ import annotations
 
@@ -84,9 +85,16 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
     common = layers * attention + dense_layers * model.mlp_params() / tp + moe_layers * shared
     share = 1.0 / (tp * dp)
     rate = _effective_gemm_rate(gpu, weights, model.hidden)
-    # SM80 MoE kernels: 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
-    expert_rate = (_effective_gemm_rate(gpu, "bf16", model.hidden) * sm80_kernel_fraction(gpu) if moe_sm80_kernels
-                   else rate)
+    # the routed experts' GEMMs: gate and up reduce over the hidden width, down over the expert's width split
+    # across its expert-TP ranks (tp x dp / ep GPUs hold each expert once), FLOP-weighted; SM80 MoE kernels run
+    # 16-bit math (8-bit weights dequantised in the main loop) at the GPU's SM80 fraction
+    expert_format, scale = ("bf16", sm80_kernel_fraction(gpu)) if moe_sm80_kernels else (weights, 1.0)
+    expert_rate = 0.0
+    if model.moe is not None:
+        inputs = model.mlp_matrices - 1
+        down_k = model.expert_ffn_hidden * ep / (tp * dp)
+        expert_rate = scale * model.mlp_matrices / (inputs / _effective_gemm_rate(gpu, expert_format, model.hidden)
+                                                     + 1.0 / _effective_gemm_rate(gpu, expert_format, down_k))
     dense_gemms = _dense_gemms(model, tp, layers, dense_layers, moe_layers, fused_gate_up)
     formats = (attention_out_weights, attention_weights) + (weights,) * (len(dense_gemms) - 2)  # O, QKV, then MLPs
     attention_rate = attention_flops_per_s(gpu, model.attention_flops_per_exp())  # priced as training prices it
@@ -108,7 +116,7 @@ def _cached_stage(model_ref: ByIdentity[ModelSpec], tp: int, pp: int, ep: int, d
         attn_flops_pair_layer=model.attention_flops_per_pair() / tp,
         attn_flops_kv_layer=model.attention_flops_per_pair(absorbed=True) / tp, hidden=model.hidden,
         dense_gemms=dense_gemms, gemm_bytes=tuple(WEIGHT_BYTES[f] for f in formats),
-        gemm_rates=tuple(_effective_gemm_rate(gpu, f, model.hidden) for f in formats),
+        gemm_rates=tuple(_effective_gemm_rate(gpu, f, k) for f, (_, k, _) in zip(formats, dense_gemms, strict=True)),
         sms=gpu.sms.value if fixed_gemm_tiles and gpu.sms is not None else 0,
         kernels=_stage_kernels(model, layers, dense_layers, moe_layers, dense_gemms),
     )
@@ -178,12 +186,14 @@ def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
     return achievable_flops_per_s(gpu), "bf16"
 
 
-def _effective_gemm_rate(gpu: GPU, weights: str, hidden: int) -> float:
-    """FLOP/s of a weight GEMM in this format at the model's reduction depth: the format's rate x the reduction-depth
-    factor hidden / (hidden + gemm_k_overhead, scaled by the format's speed-up over BF16)."""
+def _effective_gemm_rate(gpu: GPU, weights: str, k: float) -> float:
+    """FLOP/s of a weight GEMM in this format at reduction depth ``k`` (its input width on this GPU): the format's
+    rate x k / (k + gemm_k_overhead, scaled by the format's speed-up over BF16), as the training model prices each
+    GEMM (model.k_efficiency): a row-parallel GEMM under high TP (O and down projections, K = width / tp) runs below
+    the best shape."""
     rate, precision = _gemm_rate(gpu, weights)
     scale = rate / achievable_flops_per_s(gpu) if precision != "bf16" else 1.0
-    return rate * hidden / (hidden + gemm_k_overhead() * scale)
+    return rate * k / (k + gemm_k_overhead() * scale)
 
 
 def _roof(flops_s: float, bytes_s: float, out: dict[str, float]) -> None:
