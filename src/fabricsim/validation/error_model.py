@@ -11,7 +11,8 @@ case with probability at least ``level``. Few cases widen the band by themselves
 fewer than 2 / (1 - level) - 1 cases (9 at 80%) give no finite band, and the answer says so instead of pretending.
 
 Two things keep the band honest about a run the model has never seen (issue 45). The residuals are out of sample:
-a case's blind residual (its prediction as first made, `fabricsim.validation.ledger`) where the ledger has one.
+a case's blind residual (its prediction as first made, `fabricsim.validation.ledger`) where the ledger has one and the
+model still makes that prediction (a mechanism that changed it leaves the model's own residual).
 And cases of one published campaign share an offset (a random effect per document): the comparable cases often
 come from one or two documents, whose spread says nothing about how far a new campaign sits from them. So a new
 campaign's case is modelled as a campaign offset plus a deviation within its campaign, each drawn from what was
@@ -47,7 +48,7 @@ class Residual:
     id: str
     source: str  # the document it is from (``source_key``): cross-validation leaves a whole one out
     regime: Regime
-    log_ratio: float  # out of sample: the blind residual where the ledger has one
+    log_ratio: float  # out of sample: the blind residual where the ledger has one and the prediction stands
     own: bool = False  # a measurement of the user's own cluster kept in a calibration overlay
     model_log_ratio: float | None = None  # the model's own residual as it stands (None: ``log_ratio``)
 

@@ -33,6 +33,8 @@ from fabricsim.validation.regimes import Regime, collective_regime
 CACHE_ENV = "FABRICSIM_CACHE_DIR"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 TABLE_VERSION = 1
+SAME_PREDICTION = 0.01
+"""A case's prediction still counts as its first one (the ledger's) while within this fraction of it."""
 
 
 def regime_from_json(data: dict[str, Any]) -> Regime:
@@ -43,13 +45,18 @@ def regime_from_json(data: dict[str, Any]) -> Regime:
 
 def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = None) -> list[Residual]:
     """The residual of every counted case that carries a regime (validation's ``CaseResult``s): its blind error
-    (``blind``: case id -> error as first predicted, the ledger's) where there is one, else the model's own."""
+    (``blind``: case id -> error as first predicted, the ledger's) while the model still makes that prediction (within
+    1%), else the model's own. A blind residual is the out-of-sample error of the prediction as first made; once a
+    mechanism changes the prediction it describes a model that no longer exists, and centring a band on it would
+    correct a bias the model has shed (issue 45: the MoE inference campaigns, first predicted 30-60% optimistic)."""
     out: list[Residual] = []
     for r in results:
         regime = getattr(r, "regime", None)
         if not regime or r.measured <= 0 or r.predicted <= 0:
             continue
-        error = (blind or {}).get(r.id, r.error)
+        first = (blind or {}).get(r.id)
+        error = first if first is not None and abs((1.0 + r.error) / (1.0 + first) - 1.0) <= SAME_PREDICTION \
+            else r.error
         out.append(Residual(id=r.id, source=source_key(r.source), regime=regime_from_json(regime),
                             log_ratio=log_ratio(error, r.time_like), model_log_ratio=log_ratio(r.error, r.time_like)))
     return out
