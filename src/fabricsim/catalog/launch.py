@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +75,15 @@ class RenderedFlags:
     options: dict[str, Any] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     stated: set[str] = field(default_factory=set)
+
+    def unstated(self, values: dict[str, Any], names: Iterable[str]) -> str | None:
+        """The first of ``names`` whose value is set (on, or above 1) that no applied flag stated: a launch line
+        without it would run another plan; None when every one is stated."""
+        for name in names:
+            value = values[name]
+            if (value is True or (value is not False and value > 1)) and name not in self.stated:
+                return name
+        return None
 
 
 def render_flags(flags: list[LaunchFlag], values: dict[str, Any]) -> RenderedFlags:

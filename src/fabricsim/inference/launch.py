@@ -42,10 +42,10 @@ def launch_settings(plan: InferencePlan, gpu: GPU, model: str, *, max_seqs: int 
     options, notes, stated = rendered.options, rendered.notes, rendered.stated
     if "tp_x_dp" in stated:  # the engine's tensor-parallel flag spans the attention data-parallel ranks too
         stated.add("tp")
-    for name in PARALLEL_FIELDS:
-        if values[name] > 1 and name not in stated:
-            raise SpecError(f"{engine.name} {engine.version}'s launch settings cannot state {name}={values[name]}; "
-                            "run it as separate servers, or pick a release that has the flag", field=f"--{name}")
+    missing = rendered.unstated(values, PARALLEL_FIELDS)
+    if missing is not None:
+        raise SpecError(f"{engine.name} {engine.version}'s launch settings cannot state {missing}={values[missing]}; "
+                        "run it as separate servers, or pick a release that has the flag", field=f"--{missing}")
     offload = engine.settings.kv_offload
     if plan.prefix_host and offload is not None:  # the plan counts on the host tier: switch it on
         argv += list(offload.args)

@@ -21,9 +21,9 @@ from fabricsim.model import (
     achievable_flops_per_s,
     achievable_hbm_bytes_per_s,
     attention_flops_per_s,
+    depth_factor,
     fp4_matmul_efficiency,
     fp8_matmul_efficiency,
-    gemm_k_overhead,
     gemm_tile,
     kv_bytes_per_token_layer,
     kv_heads_per_gpu,
@@ -188,12 +188,12 @@ def _gemm_rate(gpu: GPU, weights: str) -> tuple[float, str]:
 
 def _effective_gemm_rate(gpu: GPU, weights: str, k: float) -> float:
     """FLOP/s of a weight GEMM in this format at reduction depth ``k`` (its input width on this GPU): the format's
-    rate x k / (k + gemm_k_overhead, scaled by the format's speed-up over BF16), as the training model prices each
-    GEMM (model.k_efficiency): a row-parallel GEMM under high TP (O and down projections, K = width / tp) runs below
+    rate x model.depth_factor at the format's speed-up over BF16, as the training model prices each GEMM: a
+    row-parallel GEMM under high TP (O and down projections, K = width / tp) runs below
     the best shape."""
     rate, precision = _gemm_rate(gpu, weights)
     scale = rate / achievable_flops_per_s(gpu) if precision != "bf16" else 1.0
-    return rate * k / (k + gemm_k_overhead() * scale)
+    return float(rate * depth_factor(k, scale))
 
 
 def _roof(flops_s: float, bytes_s: float, out: dict[str, float]) -> None:

@@ -99,13 +99,17 @@ def gemm_k_overhead() -> float:
     return float(_defaults_document()["gemm_k_overhead"]["bf16_k"])
 
 
+def depth_factor(k: Any, speedup: float = 1.0) -> Any:
+    """Fraction of the best-shape GEMM rate reached with reduction depth ``k`` (a number or an array): each output
+    tile pays a fixed prologue/epilogue beside its K loop, k / (k + k0); a format whose loop runs ``speedup`` times
+    BF16's pays k0 x speedup. The training and inference models both price a GEMM's depth with it."""
+    return k / (k + gemm_k_overhead() * speedup)
+
+
 def k_efficiency(k: NDArray[np.float64], gpu: GPU, precision: str) -> NDArray[np.float64]:
-    """Fraction of the best-shape GEMM rate reached with reduction depth ``k``: each output tile pays a fixed
-    prologue/epilogue beside its K loop, k / (k + k0); the loop runs faster at FP8, so k0 scales with the rate."""
-    k0 = gemm_k_overhead()
-    if precision == "fp8" and gpu.fp8_flops_per_s:
-        k0 *= gpu.fp8_flops_per_s / gpu.bf16_flops_per_s
-    out: NDArray[np.float64] = k / (k + k0)
+    """``depth_factor`` at the precision's peak speed-up over BF16 (FP8: its peak ratio)."""
+    speedup = gpu.fp8_flops_per_s / gpu.bf16_flops_per_s if precision == "fp8" and gpu.fp8_flops_per_s else 1.0
+    out: NDArray[np.float64] = depth_factor(k, speedup)
     return out
 
 

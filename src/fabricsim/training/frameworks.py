@@ -49,11 +49,6 @@ class FrameworkProfile(BaseModel):
         """Option name -> the value this stack runs."""
         return {k: s.value for k, s in self.settings.items()}
 
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "version": self.version, "source": self.source,
-                "settings": {k: s.model_dump() for k, s in self.settings.items()},
-                "launch_source": None if self.launch is None else self.launch.source}
-
 
 @cache
 def frameworks() -> dict[str, FrameworkProfile]:

@@ -71,7 +71,7 @@ def launch_values(plan: ParallelPlan, model: ModelSpec, model_id: str, gpus_per_
         "zero3_reduce_bucket_params": int(plan.zero3_reduce_bucket_params or 0),
         "expert_tp_own": plan.ep > 1 and plan.expert_tp != plan.tp, "tp_without_sp": plan.tp > 1 and not
         plan.sequence_parallel, "param_gather_overlap": plan.overlap_param_gather and plan.zero >= 1,
-        "pp_schedule": "interleaved1f1b" if plan.virtual_stages > 1 else "1f1b", "dropout": plan.dropout,
+        "dropout": plan.dropout,
         "moe_alltoall": moe is not None and plan.moe_dispatcher == "alltoall",
         "moe_deepep": moe is not None and plan.moe_dispatcher == "deepep",
         "layers": model.layers, "hidden": model.hidden, "heads": model.heads, "kv_heads": model.kv_heads,
@@ -92,11 +92,11 @@ def training_launch(launch: TrainingLaunch, stack: str, plan: ParallelPlan, mode
     ``gpus_per_node`` GPUs; a plan the stack's flags cannot state is a one-line SpecError."""
     values = launch_values(plan, model, model_id, gpus_per_node)
     rendered = render_flags(list(launch.flags), values)
-    for name, option in PLACED.items():
-        value = values[name]
-        if (value is True or (value is not False and value > 1)) and name not in rendered.stated:
-            raise SpecError(f"{stack}'s launch settings cannot state {option}={values[option]} (no flag for it "
-                            "in fabricsim's profile of the stack)", field=f"--{option}")
+    missing = rendered.unstated(values, PLACED)
+    if missing is not None:
+        option = PLACED[missing]
+        raise SpecError(f"{stack}'s launch settings cannot state {option}={values[option]} (no flag for it in "
+                        "fabricsim's profile of the stack)", field=f"--{option}")
     for name in launch.requires:
         if not values[name]:
             raise SpecError(f"{stack}'s launch settings cannot place this plan on nodes of {values['gpus_per_node']}"
