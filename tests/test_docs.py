@@ -5,7 +5,8 @@ stays a first screen: at most 160 lines, and the demo output it shows is what `f
 An example line offers variants in two ways: `a|b|c` alternatives of one value, and optional `[...]` groups (which
 may hold alternatives of their own, `[--replicas 2 | --disagg 1:1]`). Each line runs as its base command (groups
 dropped, first alternatives) and once more for each other alternative and each optional group, one change at a time,
-in a working directory that holds the input files the examples name (jobs.yaml, requests.jsonl, matrix.csv, run.json):
+in a working directory that holds the input files the examples name (jobs.yaml, qos_jobs.yaml, requests.jsonl,
+matrix.csv, run.json):
 exit 0, and no plan in it reports that it does not fit (issue 21: an example must finish in seconds on 2 cores).
 A command line that appears on several pages runs once. The README's ```python block runs in tests/test_api.py."""
 
@@ -114,6 +115,13 @@ def inputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "background:\n"
         "  - {kind: checkpoint_write, job: neighbour, bytes: 64M}\n"
         "storage_nodes: 1\n", encoding="utf-8")
+    (tmp_path / "qos_jobs.yaml").write_text(
+        "storage_nodes: 2\n"
+        "classes: {training: 4, storage: 1}\n"
+        "jobs:\n"
+        "  - {name: train, gpus: 64, pattern: all_reduce, bytes: 64M, class: training}\n"
+        "background:\n"
+        "  - {kind: checkpoint_write, job: train, bytes: 256M, class: storage}\n", encoding="utf-8")
     (tmp_path / "requests.jsonl").write_text("".join(
         json.dumps({"arrival_s": i * 0.125, "prompt_tokens": 1024, "output_tokens": 256}) + "\n" for i in range(240)),
         encoding="utf-8")

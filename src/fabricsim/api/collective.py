@@ -12,7 +12,7 @@ from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from fabricsim.api.specs import CollectiveRun
-    from fabricsim.catalog import GPU, Catalog
+    from fabricsim.catalog import GPU, Catalog, CongestionControl
     from fabricsim.collectives import CollectiveModel, Prediction
     from fabricsim.validation import BandResult
 
@@ -60,7 +60,11 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
     if routing is not None and sim != "flow":
         raise SpecError("routing only acts on the flow simulator; add --sim flow (the analytical model has no "
                         "routes)", field="--routing")
+    if o.cc is not None and sim != "flow":
+        raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow (the analytical "
+                        "model shares no links)", field="--cc")
     catalog = load_catalog(*calibration)
+    behaviour = catalog.congestion_control(o.cc) if o.cc is not None else None  # resolved once, here
     sysm = catalog.system(system, field="--system")
     if nodes < 1:
         raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
@@ -96,7 +100,8 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
         with flow_progress(progress_bar()):  # on stderr, once a run passes 2 s
             prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
                                           ib, oversubscription, dtype, catalog,
-                                          {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing})
+                                          {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing},
+                                          behaviour)
     elif sim == "analytical":
         prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
     else:
@@ -170,9 +175,11 @@ def _row_bands(prediction: Prediction, nnodes: int, op: str, gpu: GPU, calibrati
 
 def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,
                      routing: str, fabric: str | None, oversubscription: float, dtype: str,
-                     catalog: Catalog, design: dict[str, Any] | None = None) -> Prediction:
+                     catalog: Catalog, design: dict[str, Any] | None = None,
+                     behaviour: CongestionControl | None = None) -> Prediction:
     """The sweep on the flow simulator: a fabric of `nodes` nodes (a fat tree unless ``design`` names another
-    design, planes or dragonfly routing), the group's GPUs spread `per_node` a node."""
+    design, planes or dragonfly routing), the group's GPUs spread `per_node` a node, under the fabric's behaviour
+    (None: ideal max-min)."""
     from fabricsim.collectives import predict_on_flow, resolve_fabric_link
     from fabricsim.topology import build_cluster
 
@@ -181,4 +188,4 @@ def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str
     topology = build_cluster(system, nodes=nodes, link=link, oversubscription=oversubscription, catalog=catalog,
                              **(design or {"fabric": "fat-tree"}))
     gpus = [node * sysm.gpus_per_node + local for node in range(nodes) for local in range(per_node)][:ngpus]
-    return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype)
+    return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype, behaviour=behaviour)

@@ -89,6 +89,10 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
         design.fabric_kind, design.planes, design.dragonfly_routing)
     sim, routing, jobs, cluster_nodes = ("analytical", "ecmp", None, None) if flow is None else (
         flow.sim, flow.routing, None if flow.jobs is None else Path(flow.jobs), flow.cluster_nodes)
+    cc, qos = (None, True) if flow is None else (flow.cc, flow.qos)
+    if cc is not None and sim != "flow":
+        raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow (the analytical "
+                        "model shares no links)", field="--cc")
     oversubscription = checked_oversubscription(p.oversubscription)
     catalog = load_catalog(*calibration)
     catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
@@ -106,10 +110,14 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     other_jobs: list[JobSpec] = []
     background: list[BackgroundSpec] = []
     storage = 0
+    classes: dict[str, float] = {}
+    own_class = "default"
     if jobs is not None:
-        from fabricsim.traffic import load_jobs
+        from fabricsim.traffic import load_jobs_file
 
-        other_jobs, background, storage = load_jobs(jobs)
+        parsed = load_jobs_file(jobs)
+        other_jobs, background, storage = parsed.jobs, parsed.background, parsed.storage_nodes
+        classes, own_class = parsed.classes, parsed.own_class
     world = gpus if gpus is not None else (p.tp * p.pp * p.cp * dp if dp is not None else None)
     kind = fabric_kind.strip().lower()
     sysm = catalog.system(system)
@@ -119,7 +127,9 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     cluster = Cluster(sysm, fabric=fabric, oversubscription=oversubscription, catalog=catalog,
                       sim=sim, routing=routing, other_jobs=tuple(other_jobs), background=tuple(background),
                       fabric_kind=kind, planes=planes, dragonfly_routing=dragonfly_routing,
-                      storage_nodes=storage, fabric_nodes=cluster_nodes)
+                      storage_nodes=storage, fabric_nodes=cluster_nodes,
+                      congestion=catalog.congestion_control(cc) if cc is not None else None, qos=qos,
+                      classes=tuple(classes.items()), own_class=own_class)
     check_design(kind, planes, dragonfly_routing, sim=sim)
     _check_planes(cluster)
     if world is not None:  # refused as `topo` refuses it, before the search

@@ -1,6 +1,7 @@
 """Hardware catalog: GPUs, link technologies, switches, NICs, cables and system presets, each sourced."""
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
+from fabricsim.catalog.fabric_control import DEFAULT_CONGESTION_CONTROL, CongestionControl
 from fabricsim.catalog.launch import LaunchFlag, LaunchSettings, RenderedFlags, config_text, render_flags, set_option
 from fabricsim.catalog.loader import (
     default_catalog,
@@ -34,12 +35,14 @@ from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, Fai
 
 __all__ = [
     "CATEGORY_MODELS",
+    "DEFAULT_CONGESTION_CONTROL",
     "DEFAULT_STORAGE_TIER",
     "GPU",
     "NETWORK_KINDS",
     "NIC",
     "Cable",
     "Catalog",
+    "CongestionControl",
     "Count",
     "Efficiency",
     "Entry",

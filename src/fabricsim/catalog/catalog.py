@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from fabricsim.catalog.fabric_control import CongestionControl
 from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System, Tuning
 from fabricsim.catalog.reliability import FailureRate, StorageServer, StorageTier
 from fabricsim.errors import SpecError, unknown_name_error
@@ -24,6 +25,7 @@ class Catalog(BaseModel):
     failures: dict[str, FailureRate]
     storage: dict[str, StorageTier]
     storage_servers: dict[str, StorageServer]
+    congestion_controls: dict[str, CongestionControl]
 
     def _get(self, category: str, kind: str, entry_id: str, field: str | None = None) -> Any:
         table: dict[str, Any] = getattr(self, category)
@@ -85,6 +87,11 @@ class Catalog(BaseModel):
 
     def storage_server(self, server_id: str) -> StorageServer:
         result: StorageServer = self._get("storage_servers", "storage server", server_id)
+        return result
+
+    def congestion_control(self, control_id: str, *, field: str = "--cc") -> CongestionControl:
+        """A fabric behaviour by id (`ideal`, `ib`, `roce-dcqcn`, ...): the one resolver of ``--cc`` names."""
+        result: CongestionControl = self._get("congestion_controls", "congestion control", control_id, field)
         return result
 
     def tuning(self, tuning_id: str = "default") -> Tuning:
@@ -165,4 +172,5 @@ CATEGORY_MODELS: dict[str, type[BaseModel]] = {
     "failures": FailureRate,
     "storage": StorageTier,
     "storage_servers": StorageServer,
+    "congestion_controls": CongestionControl,
 }

@@ -43,6 +43,7 @@ class Category(StrEnum):
     failures = "failures"
     storage = "storage"
     storage_servers = "storage-servers"
+    congestion = "congestion"
 
 
 HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
@@ -181,6 +182,15 @@ COLUMNS: dict[Category, list[Column]] = {
         ("power", lambda e, c: f"{e.power_w:,.0f} W" if e.power_w is not None else "-"),
         ("verified", lambda e, c: _verified(e)),
     ],
+    Category.congestion: [
+        ("id", lambda e, c: e.id),
+        ("fabric", lambda e, c: e.fabric),
+        ("flow control", lambda e, c: e.flow_control),
+        ("reaction", lambda e, c: "none (no rate control)" if e.reaction_s is None
+         else "at once" if e.reaction_s == 0 else units.format_duration(e.reaction_s)),
+        ("verified", lambda e, c: _verified(e)),
+        ("behaviour", lambda e, c: e.name),
+    ],
     Category.frameworks: [
         ("id", lambda e, c: e.id),
         ("settings", lambda e, c: ", ".join(f"{k}={_setting(v.value)}" for k, v in e.settings.items())
@@ -255,6 +265,8 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
         from fabricsim.training import frameworks
 
         return dict(frameworks())
+    if category is Category.congestion:
+        return dict(catalog.congestion_controls)
     if category is Category.models:
         from fabricsim.model import list_presets, preset
 
@@ -344,7 +356,8 @@ def catalog_command(
                                                "parameters), engines (serving engines for infer --engine), "
                                                "frameworks (training stacks for train --framework), "
                                                "failures (interruption rates per part), storage (checkpoint "
-                                               "tiers) or storage-servers; default: the hardware categories"),
+                                               "tiers), storage-servers or congestion (fabric behaviours for "
+                                               "--cc); default: the hardware categories"),
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
@@ -368,9 +381,9 @@ def catalog_command(
         console.print(hf_configs_table(hf_configs))
         console.print(HF_USAGE)
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models`, `tunings`, `engines`, `frameworks`, `failures`, `storage` and `storage-servers` "
-                  "list model presets, collective tunings, serving engines, training stacks, failure rates, storage "
-                  "tiers and servers.[/]")
+                  "catalog models`, `tunings`, `engines`, `frameworks`, `failures`, `storage`, `storage-servers` and "
+                  "`congestion` list model presets, collective tunings, serving engines, training stacks, failure "
+                  "rates, storage tiers and servers, and fabric behaviours.[/]")
     if Category.systems in categories:
         joinable = [sid for sid, s in catalog.systems.items() if catalog.why_not_joinable(s) is None]
         if joinable:

@@ -61,7 +61,9 @@ DESIGN_OPTIONS: dict[str, Decl] = {
 FLOW_OPTIONS: dict[str, Decl] = {
     'sim': (Annotated[str, typer.Option('--sim', help='analytical, or flow: data- and expert-parallel collectives of every group at once on the built fat tree (flow simulation)')], 'analytical'),
     'routing': (Annotated[str, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], 'ecmp'),
+    'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
     'jobs': (Annotated[Path | None, typer.Option('--jobs', help="with --sim flow: other jobs and background traffic (the `traffic --jobs` YAML), placed after this job's GPUs")], None),
+    'qos': (Annotated[bool, typer.Option('--qos/--no-qos', help='traffic classes of a jobs file (its `classes:` weights) each get their own queue at their weight (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared queue')], True),
     'cluster_nodes': (Annotated[int | None, typer.Option('--cluster-nodes', help="with --sim flow: nodes of the whole fabric (default: this job's)")], None),
 }
 
@@ -140,6 +142,7 @@ COLLECTIVE_OPTIONS: dict[str, Decl] = {
     'dtype': (Annotated[str, typer.Option('--dtype', help='element type for the count column')], 'float'),
     'sim': (Annotated[str, typer.Option('--sim', help="analytical (NCCL-style closed forms) or flow (the algorithm's schedule on the built fat tree, max-min flow simulation)")], 'analytical'),
     'routing': (Annotated[str | None, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], None),
+    'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
     'oversubscription': (Annotated[float, typer.Option('--oversubscription', help='fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it')], 1.0),
 }
 
@@ -288,6 +291,8 @@ TRAFFIC_OPTIONS: dict[str, Decl] = {
     'placement': (Annotated[str, typer.Option('--placement', help='packed, scattered or random')], 'packed'),
     'seed': (Annotated[int, typer.Option('--seed', help='seed of random placements and permutations')], 0),
     'routing': (Annotated[str, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], 'ecmp'),
+    'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
+    'qos': (Annotated[bool, typer.Option('--qos/--no-qos', help='traffic classes of a jobs file (its `classes:` weights) each get their own queue at their weight (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared queue')], True),
     'jobs_file': (Annotated[Path | None, typer.Option('--jobs', help='YAML of several jobs and background traffic (replaces --pattern/--bytes/--gpus/--placement)')], None),
     'checkpoint': (Annotated[str | None, typer.Option('--checkpoint', help="a model (preset or file) whose checkpoint the job writes, at its start, to converged storage at the fabric's end: simulated beside the job's traffic and compared with the goodput model")], None),
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from fabricsim.traffic import TrafficRun
 
 
-def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[str, Any]:
-    """jobs, links (by tier, hottest), flows, events, wall_s."""
+def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float], congestion: str = "ideal",
+                 qos: bool = False) -> dict[str, Any]:
+    """jobs, links (by tier, hottest), flows, events, wall_s; the fabric behaviour and whether classes were
+    separated."""
     from fabricsim.traffic import job_metrics, link_summary
     from fabricsim.validation import unvalidated_band
 
@@ -33,7 +35,8 @@ def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float]) -> dict[
             j["slowdown"] = slow[j["name"]]
         j.update({f"{k}_band": none for k in ("completion_time_s", "bytes_per_s_per_gpu",
                                                "scale_out_bytes_per_s_per_gpu")})
-    return {"routing": routing, "gpus": run.topology.num_gpus, "jobs": jobs, "links": link_summary(run),
+    return {"routing": routing, "congestion_control": congestion, "qos": qos, "gpus": run.topology.num_gpus,
+            "jobs": jobs, "links": link_summary(run),
             "flows": run.flowset.num_flows, "events": run.result.events,
             "makespan_s": run.result.makespan, "makespan_s_band": none, "wall_s": run.wall_s}
 
@@ -44,8 +47,11 @@ UNVALIDATED = ("no comparable published measurement: flow-level traffic is check
 
 def traffic_tables(data: dict[str, Any]) -> list[Table]:
     """Jobs, utilisation by tier, hottest links."""
+    behaviour = "" if data.get("congestion_control", "ideal") == "ideal" else f", {data['congestion_control']}"
+    qos = ", QoS classes" if data.get("qos") else ""
     jobs = ui.new_table(title=f"traffic: {data['flows']:,} flows, {data['events']:,} events, routing "
-                        f"{data['routing']}, simulated in {data['wall_s']:.2f} s", header_style="bold")
+                        f"{data['routing']}{behaviour}{qos}, simulated in {data['wall_s']:.2f} s",
+                        header_style="bold")
     ui.text_column(jobs, "job")
     for col in ("GPUs", "flows", "completion", "sent/s per GPU", "scale-out/s per GPU", "% of NIC line rate",
                 "slowdown"):
@@ -138,7 +144,7 @@ def traffic_command(**options: Any) -> None:
         build_traffic,
         check_pattern,
         check_seed,
-        load_jobs,
+        load_jobs_file,
         run_traffic,
         slowdowns,
     )
@@ -157,14 +163,18 @@ def traffic_command(**options: Any) -> None:
     if checkpoint is not None and jobs_file is not None:
         raise SpecError("--checkpoint writes the --pattern job's checkpoint: give it without --jobs (a jobs file "
                         "names its own background)", field="--checkpoint")
+    classes: dict[str, float] = {}
     if jobs_file is not None:
-        jobs, background, storage = load_jobs(jobs_file)
+        parsed = load_jobs_file(jobs_file)
+        jobs, background, storage, classes = parsed.jobs, parsed.background, parsed.storage_nodes, parsed.classes
     else:
         jobs, background, storage = [JobSpec("traffic", -1, check_pattern(options["pattern"]),
                                              float(parse_buffer_size(options["nbytes"], "--bytes")), placement, 0.0,
                                              seed)], [], 0
     spec = cluster_spec(**{name: options[name] for name in CLUSTER})
     catalog = load_catalog(*options["calibration"])
+    behaviour = catalog.congestion_control(options["cc"]) if options["cc"] is not None else None
+    qos = options["qos"]
     spec = resolved_names(spec, catalog, system=options["system"], nvlink_domain=options["nvlink_domain"],
                           eth=options["eth"], switch=options["switch"])
     ck = None
@@ -187,11 +197,12 @@ def traffic_command(**options: Any) -> None:
         compute_gpus = topo.num_gpus - storage * topo.gpus_per_node
         jobs = [JobSpec("traffic", compute_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
-    traffic = build_traffic(topo, jobs, background, storage)
+    traffic = build_traffic(topo, jobs, background, storage, classes=classes)
     with flow_progress(None if options["as_json"] or form != "table" else progress_bar()):
-        run = run_traffic(topo, traffic, route)
-        slow = slowdowns(topo, run, route) if len(jobs) > 1 or background or plot is not None else {}
-    data = traffic_json(run, route, slow)
+        run = run_traffic(topo, traffic, route, behaviour, qos)
+        slow = slowdowns(topo, run, route, behaviour, qos) if len(jobs) > 1 or background or plot is not None else {}
+    data = traffic_json(run, route, slow, behaviour.id if behaviour is not None else "ideal",
+                        qos and len(traffic.classes) > 1)
     if ck is not None:
         written = next(j["completion_time_s"] for j in data["jobs"] if j["name"].startswith("checkpoint_write"))
         data["checkpoint"] = {"bytes": ck.checkpoint_bytes, "storage_nodes": ck.storage_nodes,

@@ -15,6 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
+from fabricsim.catalog import CongestionControl
 from fabricsim.collectives.algorithms import tree_channels
 from fabricsim.collectives.conventions import busbw_factor, check_op, dtype_bytes
 from fabricsim.collectives.group import GroupShape, group_shape_on
@@ -25,6 +26,7 @@ from fabricsim.collectives.schedule import Phase, ring_orders, schedule, schedul
 from fabricsim.errors import SpecError
 from fabricsim.network import (
     check_memory,
+    fabric_control,
     flow_count_bound,
     routed_flowset,
     simulate,
@@ -49,6 +51,12 @@ class StagedFlows(Protocol):
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]: ...
 
+    def class_weights(self) -> np.ndarray: ...
+
+    def stage_classes(self) -> np.ndarray: ...
+
+    def stage_groups(self) -> np.ndarray: ...
+
 
 def flow_algorithm(op: str, algo: str) -> str:
     """The algorithm whose schedule the flow simulator runs: the one asked for, else ring (direct for all_to_all
@@ -62,8 +70,10 @@ def flow_algorithm(op: str, algo: str) -> str:
 
 
 def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Sequence[int], algo: str = "auto",
-                    routing: str = "ecmp", dtype: str = "float") -> Prediction:
-    """Rows in nccl-tests conventions from flow-simulated schedules of `op` over `gpus` (rank r on gpus[r])."""
+                    routing: str = "ecmp", dtype: str = "float",
+                    behaviour: CongestionControl | None = None) -> Prediction:
+    """Rows in nccl-tests conventions from flow-simulated schedules of `op` over `gpus` (rank r on gpus[r]), under
+    the fabric's behaviour (None: ideal max-min)."""
     name = check_op(op)
     where = np.asarray(gpus, dtype=np.int64)
     per_node = int(np.bincount(where // topology.gpus_per_node).max())
@@ -80,7 +90,7 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
         scaled, choice = _modelled_links(topology, shape, model, name, chosen, float(size))
         fixed = fixed_seconds(choice.cost, size)
         phases = schedule(chosen, name, len(where), per_node, float(size), channels=channels)
-        moving, timings = time_schedule_flow(scaled, phases, routing, where)
+        moving, timings = time_schedule_flow(scaled, phases, routing, where, behaviour)
         total = max(choice.cost.floor_s, moving + fixed)
         alone = choice.cost.time_s(size)
         bound = max(timings, key=lambda t: t.time_s).bottleneck_kind if timings else "latency"
@@ -88,7 +98,9 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
         rows.append(CollectiveRow(op=name, size_bytes=int(size), count=int(size) // elem, dtype=dtype, time_s=total,
                                   algbw_GBps=algbw, busbw_GBps=algbw * factor, algorithm=chosen,
                                   protocol=choice.protocol, bound=bound, congestion_s=max(0.0, total - alone)))
-    assumptions = {"op": name, "sim": "flow", "routing": routing, "ranks": len(where), "nodes": topology.num_nodes,
+    assumptions = {"op": name, "sim": "flow", "routing": routing,
+                   **({"congestion_control": behaviour.id} if behaviour is not None else {}),
+                   "ranks": len(where), "nodes": topology.num_nodes,
                    "algorithm": chosen, "topology": {"system": topology.system.id, "switch": topology.fabric_switch.id,
                                                      "tiers": topology.tiers,
                                                      "oversubscription": topology.oversubscription}}
@@ -96,7 +108,9 @@ def predict_on_flow(topology: Topology, gpus: Sequence[int], op: str, sizes: Seq
 
 
 def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size_bytes: float,
-                           routing: str = "ecmp", others: StagedFlows | None = None) -> tuple[float, str]:
+                           routing: str = "ecmp", others: StagedFlows | None = None,
+                           behaviour: CongestionControl | None = None, qos: bool = True,
+                           own_class: int = 0) -> tuple[float, str]:
     """Seconds for every group of `groups` (rows of GPU indices) to run `op` on `size_bytes` at the same time,
     and the link kind of the most loaded link: what a training step's data-parallel or expert-parallel
     collectives do, all groups of a kind together, sharing the fabric (max-min fair flows).
@@ -105,8 +119,9 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
     (each edge carries the ring's per-rank wire bytes: 2(n-1)/n S for all_reduce, (n-1)/n S for all_gather /
     reduce_scatter with S the nccl-tests size); NCCL's rail-aware channels (one per GPU of a node) spread them
     over the NICs. all_to_all sends S/n to every peer at once. `others` (other jobs and background traffic,
-    placed elsewhere on the same fabric) run alongside, with their own release times and stage order; the time
-    returned is the groups' own.
+    placed elsewhere on the same fabric) run alongside, with their own release times, stage order and traffic
+    classes (the groups' own: `own_class`; with `qos` each class has its own queue and weight); `behaviour` is the
+    fabric's flow and rate control (None: ideal max-min). The time returned is the groups' own.
     """
     name = check_op(op)
     n = groups.shape[1]
@@ -139,7 +154,7 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
                                        "direct" if name == "all_to_all" else "ring", size_bytes)
     fixed = fixed_seconds(choice.cost, size_bytes)
     if others is None or not others.release:
-        total, timings = time_schedule_flow(topology, [phase], routing)
+        total, timings = time_schedule_flow(topology, [phase], routing, behaviour=behaviour)
         return total + fixed, timings[0].bottleneck_kind if timings else "nvlink"
     o_src, o_dst, o_size, o_stage = others.arrays()
     fs = routed_flowset(topology, np.concatenate([phase.src, o_src]), np.concatenate([phase.dst, o_dst]),
@@ -148,7 +163,11 @@ def concurrent_groups_time(topology: Topology, groups: np.ndarray, op: str, size
                         np.concatenate([[0.0], np.asarray(others.release, dtype=np.float64)]), routing,
                         np.asarray(others.dep_before, dtype=np.int64) + 1,
                         np.asarray(others.dep_after, dtype=np.int64) + 1)
-    result = simulate(fs, topology.link_capacity)
+    control = fabric_control(topology, behaviour, others.class_weights() if qos else None)
+    if control is not None:
+        fs = replace(fs, stage_class=np.concatenate([[own_class], others.stage_classes()]).astype(np.int64),
+                     stage_group=np.concatenate([[0], others.stage_groups() + 1]).astype(np.int64))
+    result = simulate(fs, topology.link_capacity, control=control)
     own = stage_timings(topology, fs, result)[0]
     return float(result.stage_finish[0] - result.stage_start[0]) + fixed, own.bottleneck_kind
 

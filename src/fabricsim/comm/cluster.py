@@ -10,7 +10,7 @@ from fabricsim.catalog import Catalog, System, default_catalog
 from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulator) loads when a flow run needs it
-    from fabricsim.catalog import LinkTech
+    from fabricsim.catalog import CongestionControl, LinkTech
     from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
@@ -44,6 +44,14 @@ class Cluster:
     traffic (PXN), tapered to the bisection of a direct network (dragonfly, Slim Fly)"""
     planes: int = 1
     dragonfly_routing: str = "minimal"
+    congestion: CongestionControl | None = None
+    """with sim "flow": the fabric's flow and rate control (None: ideal max-min sharing)"""
+    qos: bool = True
+    """with sim "flow": traffic classes each in their own queue at their weight (else one shared queue)"""
+    classes: tuple[tuple[str, float], ...] = ()
+    """with sim "flow": the other jobs' traffic classes and weights (the jobs file's `classes`)"""
+    own_class: str = "default"
+    """with sim "flow": this job's traffic class"""
 
     @cached_property
     def link(self) -> LinkTech:
@@ -59,5 +67,7 @@ class Cluster:
         if self.fabric_kind not in FLOW_FABRICS:
             raise SpecError(f"unknown fabric {self.fabric_kind!r}; choose {', '.join(FLOW_FABRICS)}", field="--fabric")
         larger = self.fabric_nodes and self.fabric_kind not in DIRECT_FABRICS  # direct: the analytical taper's
+        if self.sim != "flow" and self.congestion is not None:
+            raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow", field="--cc")
         if self.sim != "flow" and (self.other_jobs or self.background or larger):
             raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")

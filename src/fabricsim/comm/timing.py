@@ -90,8 +90,11 @@ def groups_comm(cluster: Cluster, groups: NDArray[np.int64], world_size: int, op
     topology = _fabric(cluster_ref, nodes)
     others = _other_traffic(cluster_ref, nodes, world_size) if cluster.other_jobs else None
     from fabricsim.collectives import concurrent_groups_time
+    from fabricsim.traffic import traffic_classes
 
-    return concurrent_groups_time(topology, groups, op, size, cluster.routing, others)
+    own = list(traffic_classes(dict(cluster.classes))).index(cluster.own_class)
+    return concurrent_groups_time(topology, groups, op, size, cluster.routing, others, cluster.congestion,
+                                  cluster.qos, own)
 
 
 @lru_cache(maxsize=64)
@@ -114,7 +117,7 @@ def _other_traffic(cluster_ref: ByIdentity[Cluster], nodes: int, job_gpus: int) 
 
     cluster = cluster_ref.value
     return build_traffic(_fabric(cluster_ref, nodes), list(cluster.other_jobs), list(cluster.background),
-                         cluster.storage_nodes, reserved_gpus=job_gpus)
+                         cluster.storage_nodes, reserved_gpus=job_gpus, classes=dict(cluster.classes))
 
 
 @lru_cache(maxsize=65536)

@@ -9,6 +9,7 @@ from fabricsim.network.budget import (
     flow_count_bound,
     flow_progress,
 )
+from fabricsim.network.control import FabricControl, fabric_control
 from fabricsim.network.flownet import FlowSimNetwork, routed_flowset, stage_timings, time_schedule_flow
 from fabricsim.network.flowroute import check_routing
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
@@ -24,6 +25,7 @@ from fabricsim.network.models import (
 
 __all__ = [
     "AnalyticalNetwork",
+    "FabricControl",
     "FloatArray",
     "FlowEstimate",
     "FlowResult",
@@ -37,6 +39,7 @@ __all__ = [
     "check_memory",
     "check_routing",
     "estimate_flow_run",
+    "fabric_control",
     "flow_count_bound",
     "flow_progress",
     "routed_flowset",

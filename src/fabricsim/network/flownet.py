@@ -8,12 +8,15 @@ simulation (phase k starts when phase k-1 has delivered its last byte), so the c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import numpy.typing as npt
 
+from fabricsim.catalog import CongestionControl
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import guard_flows, report
+from fabricsim.network.control import fabric_control
 from fabricsim.network.flowroute import check_routing, route_flows
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray, IntArray
@@ -75,21 +78,23 @@ def stage_timings(topology: Topology, fs: FlowSet, result: FlowResult) -> list[P
 class FlowSimNetwork:
     """Max-min fair flow-level simulation of a phase (NetworkModel protocol); routing ecmp, adaptive or spray."""
 
-    def __init__(self, routing: str = "ecmp") -> None:
+    def __init__(self, routing: str = "ecmp", behaviour: CongestionControl | None = None) -> None:
         self.routing = check_routing(routing)
+        self.behaviour = behaviour
 
     def phase(self, topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike,
               nbytes: npt.ArrayLike) -> PhaseTiming:
         s = np.atleast_1d(np.asarray(src, dtype=np.int64))
         fs = routed_flowset(topology, s, dst, nbytes, np.zeros(len(s), dtype=np.int64), np.zeros(1), self.routing)
-        result = simulate(fs, topology.link_capacity)
+        result = simulate(fs, topology.link_capacity, control=fabric_control(topology, self.behaviour))
         return stage_timings(topology, fs, result)[0]
 
 
 def time_schedule_flow(topology: Topology, schedule: Sequence[PhaseLike], routing: str = "ecmp",
-                       gpus: Sequence[int] | npt.NDArray[np.int64] | None = None
-                       ) -> tuple[float, list[PhaseTiming]]:
-    """Total time and per-phase timings of a collective schedule on the flow simulator (rank r on gpus[r]).
+                       gpus: Sequence[int] | npt.NDArray[np.int64] | None = None,
+                       behaviour: CongestionControl | None = None) -> tuple[float, list[PhaseTiming]]:
+    """Total time and per-phase timings of a collective schedule on the flow simulator (rank r on gpus[r]), under
+    the fabric's behaviour (None: ideal max-min).
 
     The phases run in order as one simulation; in-network reduction (rank -1: NVLS, SHARP) is not modelled.
     """
@@ -108,5 +113,8 @@ def time_schedule_flow(topology: Topology, schedule: Sequence[PhaseLike], routin
     stage = np.repeat(np.arange(len(schedule), dtype=np.int64), [len(ph.src) for ph in schedule])
     chain = np.arange(len(schedule) - 1, dtype=np.int64)
     fs = routed_flowset(topology, src, dst, size, stage, np.zeros(len(schedule)), routing, chain, chain + 1)
-    result = simulate(fs, topology.link_capacity)
+    control = fabric_control(topology, behaviour)
+    if control is not None:  # one collective: its phases reuse the same connections
+        fs = replace(fs, stage_group=np.zeros(len(schedule), dtype=np.int64))
+    result = simulate(fs, topology.link_capacity, control=control)
     return result.makespan, stage_timings(topology, fs, result)

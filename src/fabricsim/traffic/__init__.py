@@ -9,13 +9,15 @@ from fabricsim.traffic.jobs import (
     check_pattern,
     check_seed,
     pattern_flow_count,
+    traffic_classes,
 )
 from fabricsim.traffic.run import TrafficRun, job_metrics, link_summary, link_tiers, run_traffic, slowdowns, utilisation
-from fabricsim.traffic.spec import load_jobs
+from fabricsim.traffic.spec import JobsFile, load_jobs, load_jobs_file
 
 __all__ = [
     "BackgroundSpec",
     "JobSpec",
+    "JobsFile",
     "Traffic",
     "TrafficRun",
     "build_traffic",
@@ -25,8 +27,10 @@ __all__ = [
     "link_summary",
     "link_tiers",
     "load_jobs",
+    "load_jobs_file",
     "pattern_flow_count",
     "run_traffic",
     "slowdowns",
+    "traffic_classes",
     "utilisation",
 ]

@@ -26,6 +26,8 @@ ID_DTYPE = np.int32
 PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")
 PLACEMENTS = ("packed", "scattered", "random")
 BACKGROUND = ("checkpoint_write", "storage_read")
+DEFAULT_CLASS = "default"
+"""the traffic class of a job or transfer that names none (weight 1 unless the jobs file's `classes` says)"""
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class JobSpec:
     placement: str = "packed"
     start: float = 0.0
     seed: int = 0
+    traffic_class: str = DEFAULT_CLASS
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,7 @@ class BackgroundSpec:
     job: str
     bytes: float
     start: float = 0.0
+    traffic_class: str = DEFAULT_CLASS
 
 
 @dataclass
@@ -65,11 +69,19 @@ class Traffic:
     dep_before: list[int] = field(default_factory=list)
     dep_after: list[int] = field(default_factory=list)
     gpus: dict[str, IntArray] = field(default_factory=dict)
+    classes: dict[str, float] = field(default_factory=lambda: {DEFAULT_CLASS: 1.0})
+    """traffic classes (service levels, priorities) in order, with their arbitration weights"""
+    stage_class: list[int] = field(default_factory=list)
+    """class (index into `classes`) of every stage"""
 
     def add_stage(self, owner: str, release: float, src: IntArray, dst: IntArray, size: FloatArray,
-                  after: int | None = None) -> int:
-        """Append a stage of flows; it waits for stage `after` when given. Returns its index."""
+                  after: int | None = None, traffic_class: str = DEFAULT_CLASS) -> int:
+        """Append a stage of flows in a traffic class; it waits for stage `after` when given. Returns its index."""
         k = len(self.release)
+        if traffic_class not in self.classes:
+            raise SpecError(f"unknown traffic class {traffic_class!r}; the jobs file's classes: "
+                            f"{', '.join(self.classes)}", field="class")
+        self.stage_class.append(list(self.classes).index(traffic_class))
         self.release.append(release)
         self.owner.append(owner)
         self.src.append(np.asarray(src, dtype=ID_DTYPE))  # GPU ranks and stages: int32 (16.8M flows: 200 MB less)
@@ -80,6 +92,19 @@ class Traffic:
             self.dep_before.append(after)
             self.dep_after.append(k)
         return k
+
+    def class_weights(self) -> FloatArray:
+        """Arbitration weight of every class, in index order."""
+        return np.asarray(list(self.classes.values()), dtype=np.float64)
+
+    def stage_classes(self) -> IntArray:
+        """Class index of every stage."""
+        return np.asarray(self.stage_class, dtype=np.int64)
+
+    def stage_groups(self) -> IntArray:
+        """Connection group of every stage: its owner's (a job's stages reuse the job's connections)."""
+        owners = {name: k for k, name in enumerate(dict.fromkeys(self.owner))}
+        return np.asarray([owners[name] for name in self.owner], dtype=np.int64)
 
     def arrays(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
         """(src, dst, bytes, stage) of all flows (a single stage's own arrays, not copies: treat as read-only)."""
@@ -211,12 +236,13 @@ def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list
 
 
 def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
-                  storage_nodes: int = 0, reserved_gpus: int = 0) -> Traffic:
+                  storage_nodes: int = 0, reserved_gpus: int = 0, classes: dict[str, float] | None = None) -> Traffic:
     """Place the jobs in order on the GPUs outside the storage nodes and the first `reserved_gpus` (a job modelled
-    elsewhere, e.g. the training step of `train --sim flow`), and turn everything into stages."""
+    elsewhere, e.g. the training step of `train --sim flow`), and turn everything into stages of their traffic
+    classes (`classes`: name -> arbitration weight; the default class weighs 1 unless named)."""
     if storage_nodes >= topology.num_nodes:
         raise SpecError(f"{storage_nodes} storage nodes leave no compute nodes", field="storage_nodes")
-    tr = Traffic()
+    tr = Traffic(classes=traffic_classes(classes))
     compute = topology.num_gpus - storage_nodes * topology.gpus_per_node
     if not 0 <= reserved_gpus <= compute:
         raise SpecError(f"{reserved_gpus} reserved GPUs do not fit the {compute} compute GPUs", field="--cluster-nodes")
@@ -232,7 +258,7 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         tr.gpus[job.name] = g
         prev: int | None = None
         for s, d, b in pattern_flows(topology, check_pattern(job.pattern), g, job.bytes, job.seed):
-            prev = tr.add_stage(job.name, job.start, s, d, b, prev)
+            prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
     storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
     for k, bg in enumerate(background):
         kind = check_choice(bg.kind, BACKGROUND, "background kind")
@@ -243,5 +269,16 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         g = tr.gpus[bg.job]
         peer = storage[np.arange(len(g)) % len(storage)]
         s, d = (g, peer) if kind == "checkpoint_write" else (peer, g)
-        tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes))
+        tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes), None, bg.traffic_class)
     return tr
+
+
+def traffic_classes(classes: dict[str, float] | None) -> dict[str, float]:
+    """The classes in order with the default class first (weight 1 unless given); SpecError on a weight that is
+    not finite and positive."""
+    out = {DEFAULT_CLASS: 1.0}
+    for name, weight in (classes or {}).items():
+        if not (isinstance(weight, (int, float)) and not isinstance(weight, bool) and 0 < weight < float("inf")):
+            raise SpecError(f"class {name!r}: weight must be a positive number, got {weight!r}", field="classes")
+        out[name] = float(weight)
+    return out

@@ -4,12 +4,13 @@ the hottest links; with several jobs, each job's slowdown against running alone 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
-from fabricsim.network import FloatArray, FlowResult, FlowSet, IntArray, routed_flowset, simulate
+from fabricsim.catalog import CongestionControl
+from fabricsim.network import FloatArray, FlowResult, FlowSet, IntArray, fabric_control, routed_flowset, simulate
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
 
@@ -27,14 +28,20 @@ class TrafficRun:
     wall_s: float
 
 
-def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp") -> TrafficRun:
-    """Route and simulate all the traffic at once."""
+def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp",
+                behaviour: CongestionControl | None = None, qos: bool = True) -> TrafficRun:
+    """Route and simulate all the traffic at once, under the fabric's behaviour (None: ideal max-min) and, with
+    `qos`, each traffic class in its own queue at its weight (else every class shares one)."""
     t0 = time.perf_counter()
     src, dst, size, stage = traffic.arrays()
     deps = np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after, dtype=np.int64)
     fs = routed_flowset(topology, src, dst, size, stage, np.asarray(traffic.release, dtype=np.float64), routing,
                         *deps)
-    result = simulate(fs, topology.link_capacity)
+    weights = traffic.class_weights() if qos else None
+    control = fabric_control(topology, behaviour, weights)
+    if control is not None:
+        fs = replace(fs, stage_class=traffic.stage_classes(), stage_group=traffic.stage_groups())
+    result = simulate(fs, topology.link_capacity, control=control)
     return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
 
 
@@ -133,21 +140,22 @@ def link_summary(run: TrafficRun, tiers: list[str] | None = None) -> dict[str, A
     return {"by_tier": by_tier, "hottest": hottest}
 
 
-def slowdowns(topology: Topology, run: TrafficRun, routing: str) -> dict[str, float]:
-    """Each job's completion time together over alone (same GPUs, its own stages only)."""
+def slowdowns(topology: Topology, run: TrafficRun, routing: str, behaviour: CongestionControl | None = None,
+              qos: bool = True) -> dict[str, float]:
+    """Each job's completion time together over alone (same GPUs, its own stages only, same fabric behaviour)."""
     together = {j["name"]: j["completion_time_s"] for j in job_metrics(run)}
     tr = run.traffic
     out = {}
     for name in tr.gpus:
-        alone = Traffic()
+        alone = Traffic(classes=dict(tr.classes))
         remap: dict[int, int] = {}
         for k, who in enumerate(tr.owner):
             if who != name:
                 continue
             after = [remap[b] for b, a in zip(tr.dep_before, tr.dep_after, strict=True) if a == k and b in remap]
             remap[k] = alone.add_stage(who, tr.release[k], tr.src[k], tr.dst[k], tr.size[k],
-                                       after[0] if after else None)
+                                       after[0] if after else None, list(tr.classes)[tr.stage_class[k]])
         alone.gpus[name] = tr.gpus[name]
-        t_alone = job_metrics(run_traffic(topology, alone, routing))[0]["completion_time_s"]
+        t_alone = job_metrics(run_traffic(topology, alone, routing, behaviour, qos))[0]["completion_time_s"]
         out[name] = together[name] / t_alone if t_alone > 0 else 1.0
     return out

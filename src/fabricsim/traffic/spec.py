@@ -1,25 +1,42 @@
 """Jobs files for `fabricsim traffic`: a YAML list of jobs and background transfers, checked field by field.
 
     storage_nodes: 2            # last nodes of the cluster serve storage (needed by background traffic)
+    classes: {training: 4, storage: 1}   # optional traffic classes and their arbitration weights (QoS)
+    own_class: training         # optional: the class of the job `train`/`collective` runs beside these
     jobs:
-      - {name: train-a, gpus: 512, placement: packed, pattern: all_to_all, bytes: 1G}
+      - {name: train-a, gpus: 512, placement: packed, pattern: all_to_all, bytes: 1G, class: training}
       - {name: train-b, gpus: 512, placement: scattered, pattern: all_reduce, bytes: 4G, start: 0.01}
     background:
-      - {kind: checkpoint_write, job: train-a, bytes: 2G, start: 0}
+      - {kind: checkpoint_write, job: train-a, bytes: 2G, start: 0, class: storage}
+
+A job or transfer without `class` is in the `default` class (weight 1 unless `classes` gives it one).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.inputs import load_yaml, parse_buffer_size, read_text
-from fabricsim.traffic.jobs import BackgroundSpec, JobSpec, check_seed
+from fabricsim.traffic.jobs import DEFAULT_CLASS, BackgroundSpec, JobSpec, check_seed, traffic_classes
 
-_JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed"}
-_BG_KEYS = {"kind", "job", "bytes", "start"}
+_JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed", "class"}
+_BG_KEYS = {"kind", "job", "bytes", "start", "class"}
+
+
+@dataclass(frozen=True)
+class JobsFile:
+    """A parsed jobs file: jobs, background transfers, storage nodes, traffic classes and the class of the job a
+    `train` or `collective` run puts beside them."""
+
+    jobs: list[JobSpec]
+    background: list[BackgroundSpec]
+    storage_nodes: int
+    classes: dict[str, float] = field(default_factory=dict)
+    own_class: str = DEFAULT_CLASS
 
 
 def _keys(entry: Any, allowed: set[str], required: set[str], where: str) -> dict[str, Any]:
@@ -65,6 +82,12 @@ def _bytes(value: Any, where: str, max_bytes: int = 2**40) -> float:
 
 def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
     """(jobs, background, storage_nodes) from a jobs YAML file; matrix paths are relative to the file."""
+    parsed = load_jobs_file(path, base)
+    return parsed.jobs, parsed.background, parsed.storage_nodes
+
+
+def load_jobs_file(path: str | Path, base: Path | None = None) -> JobsFile:
+    """A jobs YAML file with its traffic classes; matrix paths are relative to the file."""
     p = Path(path)
     data = load_yaml(read_text(p, "jobs file"), str(p))
     try:
@@ -75,8 +98,21 @@ def load_jobs(path: str | Path, base: Path | None = None) -> tuple[list[JobSpec]
         raise SpecError(str(exc), source=str(p)) from None
 
 
-def _parse_jobs(data: Any, root: Path) -> tuple[list[JobSpec], list[BackgroundSpec], int]:
-    doc = _keys(data, {"jobs", "background", "storage_nodes"}, {"jobs"}, "jobs file")
+def _class(value: Any, classes: dict[str, float], where: str) -> str:
+    """A traffic class name the file declares (or the default class)."""
+    name = str(value)
+    if name not in classes:
+        raise SpecError(f"unknown traffic class {name!r}; declared: {', '.join(classes)}", field=where)
+    return name
+
+
+def _parse_jobs(data: Any, root: Path) -> JobsFile:
+    doc = _keys(data, {"jobs", "background", "storage_nodes", "classes", "own_class"}, {"jobs"}, "jobs file")
+    raw_classes = doc.get("classes") or {}
+    if not isinstance(raw_classes, dict):
+        raise SpecError("must be a mapping of class name to weight, e.g. {training: 4, storage: 1}",
+                        field="classes")
+    classes = traffic_classes({str(k): v for k, v in raw_classes.items()})
     raw_jobs = doc["jobs"]
     if not isinstance(raw_jobs, list) or not raw_jobs:
         raise SpecError("must be a non-empty list", field="jobs")
@@ -91,15 +127,19 @@ def _parse_jobs(data: Any, root: Path) -> tuple[list[JobSpec], list[BackgroundSp
                             pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),
-                            seed=_seed(e.get("seed", i), f"{where}.seed")))
+                            seed=_seed(e.get("seed", i), f"{where}.seed"),
+                            traffic_class=_class(e.get("class", DEFAULT_CLASS), classes, f"{where}.class")))
     background = []
     for i, raw in enumerate(doc.get("background") or []):
         where = f"background[{i}]"
         e = _keys(raw, _BG_KEYS, {"kind", "job", "bytes"}, where)
         background.append(BackgroundSpec(kind=str(e["kind"]), job=str(e["job"]),
                                          bytes=_bytes(e["bytes"], f"{where}.bytes", 2**50),
-                                         start=_start(e.get("start", 0.0), f"{where}.start")))
+                                         start=_start(e.get("start", 0.0), f"{where}.start"),
+                                         traffic_class=_class(e.get("class", DEFAULT_CLASS), classes,
+                                                              f"{where}.class")))
     storage = _int(doc.get("storage_nodes", 1 if background else 0), "storage_nodes")
     if storage < 0:
         raise SpecError("storage_nodes must be >= 0", field="storage_nodes")
-    return jobs, background, storage
+    own = _class(doc.get("own_class", DEFAULT_CLASS), classes, "own_class")
+    return JobsFile(jobs, background, storage, classes, own)

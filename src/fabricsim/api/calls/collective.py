@@ -33,6 +33,7 @@ def collective(
     dtype: str = 'float',
     sim: str = 'analytical',
     routing: str | None = None,
+    cc: str | None = None,
     oversubscription: float = 1.0,
     calibration: Sequence[str] = (),
 ) -> CollectiveResult:
@@ -67,6 +68,10 @@ def collective(
             flow simulation) (--sim)
         routing: ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow
             simulation only (collective and train: with --sim flow) (--routing)
+        cc: fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once),
+            ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-
+            pressure slows flows that share a paused link with a congested one until rate control reacts; flow
+            simulation only (collective and train: with --sim flow) (--cc)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)

@@ -61,7 +61,9 @@ def train(
     calibration: Sequence[str] | None = None,
     sim: str = 'analytical',
     routing: str = 'ecmp',
+    cc: str | None = None,
     jobs: str | Path | None = None,
+    qos: bool = True,
     cluster_nodes: int | None = None,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
@@ -167,8 +169,15 @@ def train(
             (flow simulation) (--sim)
         routing: ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow
             simulation only (collective and train: with --sim flow) (--routing)
+        cc: fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once),
+            ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-
+            pressure slows flows that share a paused link with a congested one until rate control reacts; flow
+            simulation only (collective and train: with --sim flow) (--cc)
         jobs: with --sim flow: other jobs and background traffic (the `traffic --jobs` YAML), placed after this
             job's GPUs (--jobs)
+        qos: traffic classes of a jobs file (its `classes:` weights) each get their own queue at their weight
+            (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared
+            queue (--qos/--no-qos)
         cluster_nodes: with --sim flow: nodes of the whole fabric (default: this job's) (--cluster-nodes)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it
             and the storage servers are sized to it (topo: with --storage-network separate or converged) (--storage)

@@ -10,12 +10,14 @@ from typing import Annotated
 from fabricsim.api.specs.fields import OptionGroup, opt
 from fabricsim.api.specs.goodput import STORAGE_HELP, STORAGE_NETWORK_HELP, StorageBw, StorageServer, StorageServers
 from fabricsim.api.specs.shared import (
+    CongestionOption,
     DesignOption,
     DragonflyRoutingOption,
     NetworkOption,
     NodesOption,
     OversubscriptionOption,
     PlanesOption,
+    QosOption,
     RailOptimizedOption,
     SystemOption,
 )
@@ -77,8 +79,10 @@ class FlowOptions(OptionGroup):
     sim: str = opt("analytical", "analytical, or flow: data- and expert-parallel collectives of every group at once "
                    "on the built fat tree (flow simulation)")
     routing: RoutingOption
+    cc: CongestionOption
     jobs: str | Path | None = opt(None, "with --sim flow: other jobs and background traffic (the `traffic --jobs` "
                                   "YAML), placed after this job's GPUs")
+    qos: QosOption
     cluster_nodes: int | None = opt(None, "with --sim flow: nodes of the whole fabric (default: this job's)")
 
 
@@ -93,6 +97,8 @@ class TrafficOptions(OptionGroup):
     placement: str = opt("packed", "packed, scattered or random")
     seed: int = opt(0, "seed of random placements and permutations")
     routing: RoutingOption
+    cc: CongestionOption
+    qos: QosOption
     jobs_file: Path | None = opt(None, "YAML of several jobs and background traffic (replaces "
                                  "--pattern/--bytes/--gpus/--placement)", cli="--jobs")
     checkpoint: str | None = opt(None, "a model (preset or file) whose checkpoint the job writes, at its start, to "

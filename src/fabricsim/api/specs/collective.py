@@ -9,6 +9,7 @@ from fabricsim.api.specs.cluster import ROUTING_HELP
 from fabricsim.api.specs.fields import ApiFunction, OptionGroup, opt
 from fabricsim.api.specs.runs import TopologyCalibration
 from fabricsim.api.specs.shared import (
+    CongestionOption,
     DesignOption,
     DragonflyRoutingOption,
     NetworkOption,
@@ -41,6 +42,7 @@ class CollectiveOptions(OptionGroup):
     sim: str = opt("analytical", "analytical (NCCL-style closed forms) or flow (the algorithm's schedule on the "
                    "built fat tree, max-min flow simulation)")
     routing: str | None = opt(None, ROUTING_HELP)
+    cc: CongestionOption
     oversubscription: OversubscriptionOption
 
 

@@ -50,3 +50,12 @@ FRAMEWORK_HELP = ("training stack as NAME[@VERSION]: megatron (Megatron-Core, Ne
                   "knobs left unset")
 """--framework's one help text (`size` declares it optional: training only, refused with --inference)."""
 FrameworkOption = Annotated[str, opt("megatron", FRAMEWORK_HELP)]
+CC_HELP = ("fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), "
+           "ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless "
+           "back-pressure slows flows that share a paused link with a congested one until rate control reacts; "
+           "flow simulation only (collective and train: with --sim flow)")
+"""--cc's one help text (traffic, and collective and train with --sim flow)."""
+CongestionOption = Annotated[str | None, opt(None, CC_HELP, shown="ideal")]
+QosOption = Annotated[bool, opt(True, "traffic classes of a jobs file (its `classes:` weights) each get their own "
+                                "queue at their weight (service levels on virtual lanes, Ethernet priorities with "
+                                "ETS); --no-qos puts every class in one shared queue")]
