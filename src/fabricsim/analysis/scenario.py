@@ -38,6 +38,10 @@ class Scenario:
     goodput: GoodputSpec | None = None  # failures, checkpoints and restarts (None: a healthy cluster)
     fabric_kind: str = "fat-tree"  # the scale-out design the bill prices: fat-tree or rail-only
     planes: int = 1  # fat tree: planes each NIC is split over (multi-plane)
+    network_fraction: float = 1.0  # the job's slowest NIC link as a share of its rate (--degrade link=F@nodeN)
+    healthy_catalog: Catalog | None = None  # the catalog before a straggler slowed its GPU (None: none is slow)
+    repair_usd: float = 0.0  # parts bought to repair degraded ones (a spare node, a cable)
+    repair_missing: tuple[str, ...] = ()  # prices those repairs lack
 
     @property
     def system(self) -> System:
@@ -55,7 +59,8 @@ class Scenario:
         system = cat.system(self.system_id)
         if self.nic is not None:
             system = system.model_copy(update={"nic": self.nic})
-        return Cluster(system, fabric=self.fabric, oversubscription=self.oversubscription, catalog=cat)
+        return Cluster(system, fabric=self.fabric, oversubscription=self.oversubscription, catalog=cat,
+                       network_fraction=self.network_fraction)
 
     def link(self) -> LinkTech:
         return resolve_fabric_link(self.catalog, self.system, self.fabric)
@@ -94,4 +99,6 @@ class Scenario:
             missing += [] if price is not None else [f"{self.system_id} price"]
             share = self.spare_gpus / self.system.gpus_per_node  # spares as that share of a node
             usd = None if usd is None or price is None else usd + share * price
+        missing += list(self.repair_missing)
+        usd = None if usd is None or self.repair_missing else usd + self.repair_usd
         return Capex(usd, tuple(sorted(set(missing))))

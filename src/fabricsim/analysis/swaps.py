@@ -13,7 +13,11 @@ from fabricsim.collectives import fabric_nic, resolve_fabric_link
 from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
-SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares")
+SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares",
+             "repair")
+REPAIRS = ("gpu", "link", "all")
+"""what `repair=` replaces of the parts --degrade slowed: the straggling GPU's node (by a spare node), the slow NIC
+link (by a new cable and its transceivers), or both"""
 SWAP_FABRICS = ("fat-tree", "rail-only")
 """scale-out designs a swap can price: NCCL keeps inter-node traffic on the destination's rail on both (PXN), so
 the collective model times a step the same and the swap changes the bill; so do planes, which keep every NIC's
@@ -54,6 +58,8 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
     """The scenario with one part swapped; the GPU count stays, so a system swap recomputes the nodes."""
     if swap.key in GOODPUT_KEYS:
         return _goodput_swap(base, swap)
+    if swap.key == "repair":
+        return _repair(base, swap)
     if swap.key == "fabric":
         if swap.value not in SWAP_FABRICS:
             raise SpecError(f"{swap.label}: fabric is {' or '.join(SWAP_FABRICS)}", field="--swap")
@@ -120,3 +126,31 @@ def _goodput_swap(base: Scenario, swap: Swap) -> Scenario:
     if swap.key == "mtbf":
         return replace(base, goodput=spec.model_copy(update={"mtbf_scale": spec.mtbf_scale * factor}))
     return replace(base, goodput=spec.model_copy(update={"storage_scale": spec.storage_scale * factor}))
+
+
+def _repair(base: Scenario, swap: Swap) -> Scenario:
+    """The degraded parts replaced: a straggler's node by a spare node (the system's price), a slow NIC link by a
+    new cable of the fabric's rate (its catalog price, transceivers included)."""
+    if swap.value not in REPAIRS:
+        raise SpecError(f"{swap.label}: repair is {', '.join(REPAIRS)}", field="--swap")
+    out = base
+    if swap.value in ("gpu", "all"):
+        if base.healthy_catalog is None:
+            raise SpecError(f"{swap.label}: no GPU is slow; --degrade gpu=F@RANK or node=F@NODE makes one",
+                            field="--swap")
+        price = base.system.price_usd
+        out = replace(out, catalog=base.healthy_catalog, healthy_catalog=None,
+                      repair_usd=out.repair_usd + (price or 0.0),
+                      repair_missing=out.repair_missing + (() if price is not None else (f"{base.system_id} price",)))
+    if swap.value in ("link", "all"):
+        if base.network_fraction >= 1.0:
+            raise SpecError(f"{swap.label}: no NIC link is slow; --degrade link=F@nodeN makes one", field="--swap")
+        from fabricsim.topology import cable_class
+
+        link = base.link()
+        cable = cable_class(base.catalog, "optical", min(link.bytes_per_s, base.catalog.nic(base.system.nic)
+                                                          .port_bytes_per_s))
+        out = replace(out, network_fraction=1.0, repair_usd=out.repair_usd + (cable.price_usd or 0.0),
+                      repair_missing=out.repair_missing + (() if cable.price_usd is not None
+                                                           else (f"{cable.id} price",)))
+    return out

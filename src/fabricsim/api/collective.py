@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from fabricsim.api.specs import CollectiveRun
     from fabricsim.catalog import GPU, Catalog, CongestionControl
     from fabricsim.collectives import CollectiveModel, Prediction
+    from fabricsim.topology import Degradation
     from fabricsim.validation import BandResult
 
 
@@ -65,6 +66,16 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
                         "model shares no links)", field="--cc")
     catalog = load_catalog(*calibration)
     behaviour = catalog.congestion_control(o.cc) if o.cc is not None else None  # resolved once, here
+    from fabricsim.topology import fabric_links_named, job_nic_fraction, parse_degrade
+
+    degradation = parse_degrade(o.degrade)
+    if degradation.gpus or degradation.nodes:
+        raise SpecError("a collective's time is its links': a slow GPU or node (gpu=, node=) acts on train; "
+                        "degrade links here", field="--degrade")
+    if fabric_links_named(degradation) and sim != "flow":
+        raise SpecError(f"link {fabric_links_named(degradation)[0]} is between switches: only the flow simulator "
+                        "routes over it; add --sim flow (or degrade a node's NIC link, link=F@nodeN)",
+                        field="--degrade")
     sysm = catalog.system(system, field="--system")
     if nodes < 1:
         raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")
@@ -92,6 +103,15 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
             taper = direct_taper(build_cluster(sysm.id, nodes=nodes, fabric=kind, link=link, catalog=catalog))
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=ib,
                         oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
+    slow_nic = job_nic_fraction(degradation, nodes)
+    for where, _ in degradation.links:
+        if where.startswith("node") and int(where[4:].split("/")[0]) >= nodes:
+            raise SpecError(f"{where} is not one of the {nodes} nodes", field="--degrade")
+    if slow_nic < 1.0 and shape.nnodes > 1:  # NCCL splits evenly over its channels: the slowest NIC paces them
+        from dataclasses import replace
+
+        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * slow_nic,
+                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * slow_nic)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
         from fabricsim.api.progress import progress_bar
@@ -101,12 +121,13 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
             prediction = _flow_prediction(sysm.id, nodes, per_node, ngpus, name, sizes, algo, routing or "ecmp",
                                           ib, oversubscription, dtype, catalog,
                                           {"fabric": kind, "planes": planes, "dragonfly_routing": dragonfly_routing},
-                                          behaviour)
+                                          behaviour, degradation)
     elif sim == "analytical":
         prediction = model.predict(name, sizes, algo=algo, proto=proto, dtype=dtype)
     else:
         raise SpecError(f"unknown simulator {sim!r}; choose analytical or flow", field="--sim")
-    data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction)}
+    data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction),
+            "degraded": degradation.describe()}
     row_bands = _row_bands(prediction, shape.nnodes, name, catalog.gpu(sysm.gpu), calibration)
     for row, found in zip(data["rows"], row_bands, strict=True):
         row.update(band_fields(found))
@@ -176,7 +197,8 @@ def _row_bands(prediction: Prediction, nnodes: int, op: str, gpu: GPU, calibrati
 def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str, sizes: list[int], algo: str,
                      routing: str, fabric: str | None, oversubscription: float, dtype: str,
                      catalog: Catalog, design: dict[str, Any] | None = None,
-                     behaviour: CongestionControl | None = None) -> Prediction:
+                     behaviour: CongestionControl | None = None,
+                     degradation: Degradation | None = None) -> Prediction:
     """The sweep on the flow simulator: a fabric of `nodes` nodes (a fat tree unless ``design`` names another
     design, planes or dragonfly routing), the group's GPUs spread `per_node` a node, under the fabric's behaviour
     (None: ideal max-min)."""
@@ -187,5 +209,9 @@ def _flow_prediction(system: str, nodes: int, per_node: int, ngpus: int, op: str
     link = resolve_fabric_link(catalog, sysm, fabric).id
     topology = build_cluster(system, nodes=nodes, link=link, oversubscription=oversubscription, catalog=catalog,
                              **(design or {"fabric": "fat-tree"}))
+    if degradation:
+        from fabricsim.topology import degraded
+
+        topology = degraded(topology, degradation)
     gpus = [node * sysm.gpus_per_node + local for node in range(nodes) for local in range(per_node)][:ngpus]
     return predict_on_flow(topology, gpus, op, sizes, algo=algo, routing=routing, dtype=dtype, behaviour=behaviour)

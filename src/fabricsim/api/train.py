@@ -16,6 +16,7 @@ from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
     from fabricsim.api.specs import DesignOptions, FlowOptions, PlanOptions, TrainRun
+    from fabricsim.catalog import Catalog
     from fabricsim.comm import Cluster
     from fabricsim.model import HFImport, ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
@@ -55,6 +56,7 @@ class Run:
     imported: HFImport | None = None  # the Hugging Face import behind --model (None: a preset or spec file)
     framework: FrameworkProfile | None = None  # the training stack (None: fabricsim's defaults, Megatron-Core's)
     stack_settings: tuple[tuple[str, Any], ...] = ()  # the knobs the stack set (those the user left unset)
+    healthy_catalog: Catalog | None = None  # the catalog before --degrade slowed the GPU (None: none is slow)
 
     def framework_json(self) -> dict[str, Any]:
         """The stack, where its settings were read, and the knobs it set in this run."""
@@ -73,10 +75,12 @@ class Run:
 
 
 def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: DesignOptions | None = None,
-                flow: FlowOptions | None = None) -> Run:
+                flow: FlowOptions | None = None, degrade: Sequence[str] | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step: the plan
     options of a run spec (`TrainRun`, `WhatIfRun`, or a `PlanOptions` of its own), its scale-out design (a
-    rail-optimized fat tree when None) and flow simulation (analytical when None)."""
+    rail-optimized fat tree when None), flow simulation (analytical when None) and the parts running below their
+    rating (`--degrade`: the slowest GPU paces the compute, the slowest NIC link the collectives between
+    nodes; a fabric link between switches needs the flow simulator)."""
     from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used, with_gpu_power
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
@@ -97,6 +101,20 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     catalog = load_catalog(*calibration)
     catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
     catalog = with_gpu_power(catalog, catalog.system(system).gpu, p.gpu_power, field="--gpu-power")
+    from fabricsim.topology import fabric_links_named, job_nic_fraction, parse_degrade
+
+    degradation = parse_degrade(degrade)
+    if fabric_links_named(degradation) and sim != "flow":
+        raise SpecError(f"link {fabric_links_named(degradation)[0]} is between switches: only the flow simulator "
+                        "routes the rings over it; add --sim flow (or degrade a node's NIC link, link=F@nodeN)",
+                        field="--degrade")
+    healthy = None
+    if degradation.compute_fraction < 1.0:  # a synchronous step runs at its slowest rank's pace
+        from fabricsim.catalog import with_gpu_clock
+
+        healthy = catalog
+        catalog = with_gpu_clock(catalog, catalog.system(system).gpu, degradation.compute_fraction,
+                                 f"at {degradation.compute_fraction:g} of its clock (--degrade)")
     if fabric is not None:  # resolved once here: every layer below gets the catalog's link id
         fabric = network_link_id(catalog, fabric, field="--ib")
     if gpus_per_node is not None:  # checked here so the error names the option
@@ -129,7 +147,10 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
                       fabric_kind=kind, planes=planes, dragonfly_routing=dragonfly_routing,
                       storage_nodes=storage, fabric_nodes=cluster_nodes,
                       congestion=catalog.congestion_control(cc) if cc is not None else None, qos=qos,
-                      classes=tuple(classes.items()), own_class=own_class)
+                      classes=tuple(classes.items()), own_class=own_class,
+                      network_fraction=job_nic_fraction(degradation, -(-world // sysm.gpus_per_node)
+                                                        if world is not None else 1 << 30),
+                      degradation=degradation if degradation else None)
     check_design(kind, planes, dragonfly_routing, sim=sim)
     _check_planes(cluster)
     if world is not None:  # refused as `topo` refuses it, before the search
@@ -141,8 +162,11 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
         raise cli_field(exc, plan_option_names()) from None
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
     _check_dragonfly(cluster, choice.plan.world_size, nodes_field)
+    job_nodes = -(-choice.plan.world_size // sysm.gpus_per_node)
+    degradation.check_gpus(choice.plan.world_size, max(job_nodes, cluster_nodes or 0))
     applied = tuple((k, v) for k, v in profile.values().items() if getattr(p, k) is None)
-    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported, profile, applied)
+    return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported, profile, applied,
+               healthy)
 
 
 MOE_OPTIONS = ("moe_balance", "moe_dispatcher", "capacity_factor", "ep_comm_overlap", "shared_expert_overlap")
@@ -325,6 +349,11 @@ def run_launch_json(run: Run, model: Any) -> dict[str, Any]:
     return framework_launch_json(profile, run.plan, run.spec, model_id, run.cluster.system.gpus_per_node)
 
 
+def degraded_parts(run: Run) -> list[str]:
+    """The parts running below their rating, as phrases (empty when none)."""
+    return [] if run.cluster.degradation is None else run.cluster.degradation.describe()
+
+
 def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
     """`fabricsim.train` (generated in `fabricsim.api.calls` from `TrainRun`): the run spec's step, bands and
     goodput; ``inputs`` the call's keyword arguments as given, the result's ``inputs`` echo."""
@@ -334,7 +363,7 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
                            o.restart, network=o.storage_network, server=o.storage_server,
                            servers=o.storage_servers, spares=o.spares) if o.goodput else None
     with flow_bar(o.sim):
-        prepared = prepare_run(o, calibration, design=o, flow=o)
+        prepared = prepare_run(o, calibration, design=o, flow=o, degrade=o.degrade)
     from fabricsim.validation import band_fields
 
     pred = prepared.prediction
@@ -344,7 +373,7 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
             "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
             "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
-            "launch": run_launch_json(prepared, o.model)}
+            "launch": run_launch_json(prepared, o.model), "degraded": degraded_parts(prepared)}
     if note is not None:
         data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim.api.goodput import goodput_given, goodput_spec, guarded_goodput, storage_fallbacks
 from fabricsim.api.result import Result, model_import_fields
-from fabricsim.api.train import Run, plan_json, prepare_run, training_bands
+from fabricsim.api.train import Run, degraded_parts, plan_json, prepare_run, training_bands
 
 if TYPE_CHECKING:
     from fabricsim.analysis import WhatIf
@@ -53,11 +53,13 @@ def run_whatif(run: WhatIfRun, inputs: dict[str, Any]) -> WhatIfResult:
                            o.restart, network=o.storage_network, server=o.storage_server,
                            servers=o.storage_servers, spares=o.spares) if o.goodput else None
     swaps = tuple(parse_swap(s) for s in o.swap or [])
-    prepared = prepare_run(o, calibration)
+    prepared = prepare_run(o, calibration, degrade=o.degrade)
 
     def analyse(good: GoodputSpec | None) -> WhatIf:
         scenario = Scenario(prepared.system, prepared.plan.world_size, prepared.fabric, prepared.oversubscription,
-                            prepared.cluster.catalog, goodput=good)
+                            prepared.cluster.catalog, goodput=good,
+                            network_fraction=prepared.cluster.network_fraction,
+                            healthy_catalog=prepared.healthy_catalog)
         return what_if(prepared.spec, prepared.plan, scenario, factor, swaps, tuple(calibration))
 
     # the goodput add-on never refuses the answer: failed, the swaps are priced on a healthy cluster, with a note
@@ -71,7 +73,8 @@ def run_whatif(run: WhatIfRun, inputs: dict[str, Any]) -> WhatIfResult:
     found = training_bands(prepared, calibration)
     data = {**result.to_json(), **band_fields({"base_step_s": found["step_time_s"]}),
             "plan": plan_json(prepared.plan), "chosen": prepared.choice.to_json(),
-            "framework": prepared.framework_json(), **model_import_fields(prepared.imported)}
+            "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
+            "degraded": degraded_parts(prepared)}
     catalog = prepared.cluster.catalog
     systems = [prepared.cluster.system, *(catalog.system(s.value) for s in swaps if s.key == "system")]
     fallbacks = storage_fallbacks(systems, options)

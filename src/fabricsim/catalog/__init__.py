@@ -30,7 +30,7 @@ from fabricsim.catalog.models import (
 from fabricsim.catalog.networks import NETWORK_KINDS, network_id, network_link_id, network_names
 from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
-from fabricsim.catalog.power import at_power, clock_fraction, limit_systems, with_gpu_power
+from fabricsim.catalog.power import at_clock, at_power, clock_fraction, limit_systems, with_gpu_clock, with_gpu_power
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "Switch",
     "System",
     "Tuning",
+    "at_clock",
     "at_power",
     "clock_fraction",
     "config_text",
@@ -81,5 +82,6 @@ __all__ = [
     "set_option",
     "split_partial_id",
     "validation_message",
+    "with_gpu_clock",
     "with_gpu_power",
 ]

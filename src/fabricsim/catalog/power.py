@@ -42,9 +42,15 @@ def at_power(gpu: GPU, watts: float, field: str | None = None) -> GPU:
     fraction = clock_fraction(gpu, watts, field)
     if fraction == 1.0 and watts == gpu.tdp_w:
         return gpu
+    return at_clock(gpu, fraction, f"at {watts:g} W", {"tdp_w": float(watts)})
+
+
+def at_clock(gpu: GPU, fraction: float, why: str, extra: dict[str, object] | None = None) -> GPU:
+    """The GPU with its compute clock at ``fraction`` (a power limit, a straggler, thermal throttling): tensor,
+    attention and special-function rates scale with it; HBM, NVLink and the network keep theirs."""
     update: dict[str, object] = {
-        "tdp_w": float(watts),
-        "name": f"{gpu.name} at {watts:g} W",
+        **(extra or {}),
+        "name": f"{gpu.name} {why}",
         "bf16_flops_per_s": gpu.bf16_flops_per_s * fraction,
     }
     for name in ("fp8_flops_per_s", "fp4_flops_per_s"):
@@ -54,8 +60,16 @@ def at_power(gpu: GPU, watts: float, field: str | None = None) -> GPU:
     if gpu.exp_per_s is not None:
         update["exp_per_s"] = SourcedRate(value=gpu.exp_per_s.value * fraction, source=gpu.exp_per_s.source,
                                           verified=gpu.exp_per_s.verified,
-                                          notes=f"scaled by the clock at {watts:g} W ({fraction:.3f})")
+                                          notes=f"scaled by the clock {why} ({fraction:.3f})")
     return gpu.model_copy(update=update)
+
+
+def with_gpu_clock(catalog: Catalog, gpu_id: str, fraction: float, why: str) -> Catalog:
+    """The catalog with GPU ``gpu_id`` at ``fraction`` of its compute clock (the catalog itself at 1)."""
+    if fraction >= 1.0:
+        return catalog
+    gpu = catalog.gpu(gpu_id)
+    return catalog.model_copy(update={"gpus": {**catalog.gpus, gpu.id: at_clock(gpu, fraction, why)}})
 
 
 def with_gpu_power(catalog: Catalog, gpu_id: str, watts: float | None, field: str | None = None) -> Catalog:

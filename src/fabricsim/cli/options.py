@@ -23,6 +23,7 @@ from fabricsim.cli.output import REPORT_SUFFIXES, FormatOpt, JsonOpt, ReportOpt,
 from fabricsim.cli.spec_options import (
     CALIBRATION_OPTIONS,
     CLUSTER_OPTIONS,
+    DEGRADE_OPTIONS,
     DESIGN_OPTIONS,
     FLOW_OPTIONS,
     GOODPUT_OPTIONS,
@@ -46,6 +47,7 @@ CLUSTER: dict[str, Decl] = CLUSTER_OPTIONS  # the cluster `topo` and `traffic` d
 PLAN: dict[str, Decl] = PLAN_OPTIONS  # the plan and cluster options of `train`, shared with `whatif`
 TOPOLOGY: dict[str, Decl] = DESIGN_OPTIONS
 FLOW: dict[str, Decl] = FLOW_OPTIONS
+DEGRADE: dict[str, Decl] = DEGRADE_OPTIONS
 GOODPUT: dict[str, Decl] = GOODPUT_OPTIONS
 CALIBRATION: dict[str, Decl] = CALIBRATION_OPTIONS
 WHATIF_OWN: dict[str, Decl] = WHAT_IF_OPTIONS
@@ -77,8 +79,8 @@ BREAKDOWN_PLOT: dict[str, Decl] = {"plot": (
 CALIBRATION_LIST: Decl = (Calibration, [])
 
 # Each command's options in `--help` order.
-TRAIN = (PLAN, TOPOLOGY, PRINT, BREAKDOWN_PLOT, CALIBRATION, FLOW, GOODPUT, GOODPUT_SWITCH, REPORT)
-WHATIF = (PLAN, WHATIF_OWN, GOODPUT_SWITCH, GOODPUT, PRINT, CALIBRATION, REPORT)
+TRAIN = (PLAN, TOPOLOGY, PRINT, BREAKDOWN_PLOT, CALIBRATION, FLOW, DEGRADE, GOODPUT, GOODPUT_SWITCH, REPORT)
+WHATIF = (PLAN, WHATIF_OWN, DEGRADE, GOODPUT_SWITCH, GOODPUT, PRINT, CALIBRATION, REPORT)
 
 
 def declared(*groups: Group) -> Callable[[F], F]:

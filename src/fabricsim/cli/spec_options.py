@@ -67,6 +67,10 @@ FLOW_OPTIONS: dict[str, Decl] = {
     'cluster_nodes': (Annotated[int | None, typer.Option('--cluster-nodes', help="with --sim flow: nodes of the whole fabric (default: this job's)")], None),
 }
 
+DEGRADE_OPTIONS: dict[str, Decl] = {
+    'degrade': (Annotated[list[str] | None, typer.Option('--degrade', help="parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace, rings and trees at their slowest link's")], None),
+}
+
 GOODPUT_OPTIONS: dict[str, Decl] = {
     'storage': (Annotated[str, typer.Option('--storage', help='storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it and the storage servers are sized to it (topo: with --storage-network separate or converged)')], 'superpod-better'),
     'storage_bw': (Annotated[str | None, typer.Option('--storage-bw', help="aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s")], None),
@@ -143,6 +147,7 @@ COLLECTIVE_OPTIONS: dict[str, Decl] = {
     'sim': (Annotated[str, typer.Option('--sim', help="analytical (NCCL-style closed forms) or flow (the algorithm's schedule on the built fat tree, max-min flow simulation)")], 'analytical'),
     'routing': (Annotated[str | None, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], None),
     'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
+    'degrade': (Annotated[list[str] | None, typer.Option('--degrade', help="parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace, rings and trees at their slowest link's")], None),
     'oversubscription': (Annotated[float, typer.Option('--oversubscription', help='fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it')], 1.0),
 }
 
@@ -293,6 +298,7 @@ TRAFFIC_OPTIONS: dict[str, Decl] = {
     'routing': (Annotated[str, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], 'ecmp'),
     'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
     'qos': (Annotated[bool, typer.Option('--qos/--no-qos', help='traffic classes of a jobs file (its `classes:` weights) each get their own queue at their weight (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared queue')], True),
+    'degrade': (Annotated[list[str] | None, typer.Option('--degrade', help="parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace, rings and trees at their slowest link's")], None),
     'jobs_file': (Annotated[Path | None, typer.Option('--jobs', help='YAML of several jobs and background traffic (replaces --pattern/--bytes/--gpus/--placement)')], None),
     'checkpoint': (Annotated[str | None, typer.Option('--checkpoint', help="a model (preset or file) whose checkpoint the job writes, at its start, to converged storage at the fabric's end: simulated beside the job's traffic and compared with the goodput model")], None),
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),

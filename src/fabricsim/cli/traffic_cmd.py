@@ -189,6 +189,13 @@ def traffic_command(**options: Any) -> None:
         raise SpecError("--storage-server and --storage-servers size the storage --checkpoint writes to",
                         field="--storage-servers" if storage_servers is not None else "--storage-server")
     topo = build_topology(spec, catalog)
+    from fabricsim.topology import degraded, parse_degrade
+
+    degradation = parse_degrade(options["degrade"])
+    if degradation.gpus or degradation.nodes:
+        raise SpecError("traffic moves bytes only: a slow GPU or node (gpu=, node=) acts on train; degrade links here",
+                        field="--degrade")
+    topo = degraded(topo, degradation)
     if ck is not None:
         from fabricsim.cli.traffic_checkpoint import cap_storage_links
 
@@ -203,6 +210,7 @@ def traffic_command(**options: Any) -> None:
         slow = slowdowns(topo, run, route, behaviour, qos) if len(jobs) > 1 or background or plot is not None else {}
     data = traffic_json(run, route, slow, behaviour.id if behaviour is not None else "ideal",
                         qos and len(traffic.classes) > 1)
+    data["degraded"] = degradation.describe()
     if ck is not None:
         written = next(j["completion_time_s"] for j in data["jobs"] if j["name"].startswith("checkpoint_write"))
         data["checkpoint"] = {"bytes": ck.checkpoint_bytes, "storage_nodes": ck.storage_nodes,

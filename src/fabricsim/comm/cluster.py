@@ -11,6 +11,7 @@ from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:  # only annotations: the traffic package (and the flow simulator) loads when a flow run needs it
     from fabricsim.catalog import CongestionControl, LinkTech
+    from fabricsim.topology import Degradation
     from fabricsim.traffic import BackgroundSpec, JobSpec
 
 SIMS = ("analytical", "flow")
@@ -52,6 +53,11 @@ class Cluster:
     """with sim "flow": the other jobs' traffic classes and weights (the jobs file's `classes`)"""
     own_class: str = "default"
     """with sim "flow": this job's traffic class"""
+    network_fraction: float = 1.0
+    """the analytical model's network between nodes at this share of its rate: the slowest NIC link among the
+    job's nodes (`--degrade link=F@nodeN`), which paces every ring and tree crossing nodes"""
+    degradation: Degradation | None = None
+    """with sim "flow": the degraded links of the fabric built"""
 
     @cached_property
     def link(self) -> LinkTech:

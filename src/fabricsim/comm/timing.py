@@ -4,6 +4,7 @@ search times the same few collectives many times."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 from math import ceil
 from typing import TYPE_CHECKING
@@ -30,8 +31,13 @@ def cached_group_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
         nodes = max(ceil(nranks / max(ppn, 1)), cluster.fabric_nodes or 0)
         if nodes > _one_group(cluster):
             taper = direct_taper(_fabric(ByIdentity(cluster), nodes))
-    return _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription, nranks, ppn,
-                  taper)
+    shape = _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription, nranks,
+                   ppn, taper)
+    if cluster.network_fraction < 1.0 and shape.nnodes > 1:  # a slow NIC paces the rings and trees through it
+        f = cluster.network_fraction
+        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * f,
+                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * f)
+    return shape
 
 
 def _one_group(cluster: Cluster) -> int:
@@ -105,9 +111,14 @@ def _fabric(cluster_ref: ByIdentity[Cluster], nodes: int) -> Topology:
 
     cluster = cluster_ref.value
     link = cluster.link.id
-    return build_cluster(cluster.system.id, nodes=nodes, fabric=cluster.fabric_kind, link=link,
-                         oversubscription=cluster.oversubscription, planes=cluster.planes,
-                         dragonfly_routing=cluster.dragonfly_routing, catalog=cluster.catalog)
+    topology = build_cluster(cluster.system.id, nodes=nodes, fabric=cluster.fabric_kind, link=link,
+                             oversubscription=cluster.oversubscription, planes=cluster.planes,
+                             dragonfly_routing=cluster.dragonfly_routing, catalog=cluster.catalog)
+    if cluster.degradation is not None and cluster.sim == "flow":
+        from fabricsim.topology import degraded
+
+        topology = degraded(topology, cluster.degradation)
+    return topology
 
 
 @lru_cache(maxsize=64)

@@ -57,7 +57,8 @@ def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, n
 
 def stage_timings(topology: Topology, fs: FlowSet, result: FlowResult) -> list[PhaseTiming]:
     """Per stage: its duration and the busiest link (bytes / capacity over the run) of its last-finishing flow."""
-    drain = result.link_bytes / topology.link_capacity
+    drain = np.divide(result.link_bytes, topology.link_capacity, out=np.zeros(len(result.link_bytes)),
+                      where=topology.link_capacity > 0)  # a failed link carries nothing
     out = []
     for k in range(fs.num_stages):
         members = np.flatnonzero(fs.stage == k)

@@ -131,7 +131,7 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
     ids = np.zeros(0, dtype=np.int64) if name != "ecmp" and not may_ugal else \
         np.arange(len(s), dtype=np.int64) if flow_ids is None else np.asarray(flow_ids, dtype=np.int64)
     if name == "ecmp" and not multi_plane and not may_ugal:
-        return _ecmp(topology, s, d, ids)
+        return _avoid_dead(topology, s, d, ids, _ecmp(topology, s, d, ids))
     if s.shape != d.shape:
         raise SpecError(f"src and dst differ in length ({len(s)} vs {len(d)})", field="dst")
     if len(s) and (min(s.min(), d.min()) < 0 or max(s.max(), d.max()) >= topology.num_gpus):
@@ -149,7 +149,7 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
         base, span = ugal_classes(topology, s, d, ids, size(), counts, minimal,
                                   lambda a, b, c: _route_choices(topology, a, b, c))
     elif name == "ecmp" and not multi_plane:
-        return _ecmp(topology, s, d, ids)
+        return _avoid_dead(topology, s, d, ids, _ecmp(topology, s, d, ids))
     if name == "ecmp":
         k = _plane_ways(topology, s, d)
         flow_of_path = np.repeat(np.arange(len(s), dtype=np.int64), k)
@@ -174,9 +174,7 @@ def route_flows(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, rout
     if len(flow_of_path) == len(s):  # one path a flow (UGAL under ECMP): no weights, nothing to merge
         return RoutedFlows(paths.indptr, paths.links.astype(index_dtype(topology.num_links)), np.zeros(0),
                            _latency(topology, paths))
-    share = 1.0 / k[flow_of_path]
-    if name == "ecmp":
-        share = _live_planes(topology, paths, flow_of_path, share)
+    share = _live_planes(topology, paths, flow_of_path, 1.0 / k[flow_of_path])
     if name == "adaptive":
         share = _adaptive_split(topology, paths, flow_of_path, share, size())
     latency = np.zeros(len(s))
@@ -201,9 +199,49 @@ def _ecmp(topology: Topology, s: IntArray, d: IntArray, ids: IntArray) -> Routed
     return RoutedFlows(indptr, np.concatenate(links), np.zeros(0), np.concatenate(latency))
 
 
+def _avoid_dead(topology: Topology, s: IntArray, d: IntArray, ids: IntArray, routed: RoutedFlows) -> RoutedFlows:
+    """ECMP around failed (zero-capacity) links: a flow hashed onto a path through one takes the next of its
+    equal-cost choices that avoids them, as a switch's hash skips a port whose link is down (a flow with no such
+    choice keeps its path, and the simulator reports it stuck)."""
+    dead_link = topology.link_capacity <= 0
+    if not dead_link.any() or len(s) == 0:
+        return routed
+    lens = np.diff(routed.indptr)
+    dead = np.zeros(len(s), dtype=bool)
+    np.logical_or.at(dead, np.repeat(np.arange(len(s)), lens), dead_link[routed.links])
+    todo = np.flatnonzero(dead)
+    if len(todo) == 0:
+        return routed
+    counts = path_counts(topology, s[todo], d[todo])
+    h = flow_hash(s[todo], d[todo], ids[todo]).astype(np.uint64)
+    paths: list[Routes | None] = [None] * len(todo)
+    for step in range(1, int(counts.max(initial=1))):
+        left = np.flatnonzero([p is None for p in paths] & (counts > step))
+        if len(left) == 0:
+            break
+        choice = ((h[left] + np.uint64(step)) % counts[left].astype(np.uint64)).astype(np.int64)
+        found = _route_choices(topology, s[todo[left]], d[todo[left]], choice)
+        bad = np.zeros(len(left), dtype=bool)
+        np.logical_or.at(bad, found.flow_of_entry(), dead_link[found.links])
+        for j in np.flatnonzero(~bad):
+            a, b = found.indptr[j], found.indptr[j + 1]
+            paths[left[j]] = Routes(np.array([0, b - a], dtype=np.int64), found.links[a:b])
+    rows = [routed.links[routed.indptr[i]:routed.indptr[i + 1]] for i in range(len(s))]
+    for k, p in zip(todo.tolist(), paths, strict=True):
+        if p is not None:
+            rows[k] = p.links.astype(routed.links.dtype)
+    indptr = np.zeros(len(s) + 1, dtype=np.int64)
+    np.cumsum([len(r) for r in rows], out=indptr[1:])
+    links = np.concatenate(rows) if rows else routed.links
+    latency = np.bincount(np.repeat(np.arange(len(s)), np.diff(indptr)), weights=topology.link_latency[links],
+                          minlength=len(s)).astype(np.float64)
+    return RoutedFlows(indptr, links.astype(routed.links.dtype), routed.weights, latency)
+
+
 def _live_planes(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray) -> FloatArray:
-    """Shares of a flow's plane paths, none on a path with a dead (zero-capacity) link: a failed plane's share
-    moves to the others (a flow with every path dead keeps its split, and the simulator reports it stuck)."""
+    """Shares of a flow's paths (its planes, or its sprayed or adaptive paths), none on a path with a dead
+    (zero-capacity: failed) link: its share moves to the others (a flow with every path dead keeps its split, and
+    the simulator reports it stuck)."""
     dead = np.zeros(len(paths), dtype=bool)
     np.logical_or.at(dead, paths.flow_of_entry(), topology.link_capacity[paths.links] <= 0)
     if not dead.any():
@@ -223,9 +261,10 @@ def _adaptive_split(topology: Topology, paths: Routes, flow_of_path: IntArray, s
     nonempty = lens > 0
     starts = paths.indptr[:-1][nonempty]
     w = share.copy()
+    capacity = np.where(topology.link_capacity > 0, topology.link_capacity, np.nan)  # failed: no load figure
     for _ in range(ADAPTIVE_ROUNDS):
-        load = np.bincount(paths.links, weights=(size[flow_of_path] * w)[entry_path],
-                           minlength=topology.num_links) / topology.link_capacity
+        load = np.nan_to_num(np.bincount(paths.links, weights=(size[flow_of_path] * w)[entry_path],
+                                         minlength=topology.num_links) / capacity, nan=np.inf)
         cost = np.zeros(len(w))
         if len(starts):
             cost[nonempty] = np.maximum.reduceat(load[paths.links], starts)

@@ -13,6 +13,14 @@ from fabricsim.catalog import DEFAULT_STORAGE_TIER
 from fabricsim.lazy import callable_package
 from fabricsim.topology.bom import BillOfMaterials, bom
 from fabricsim.topology.build import build_cluster, build_topology, check_buildable
+from fabricsim.topology.degrade import (
+    Degradation,
+    degraded,
+    fabric_links_named,
+    job_nic_fraction,
+    parse_degrade,
+    selected_links,
+)
 from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
 from fabricsim.topology.fabric import CableRun, Fabric
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
@@ -48,6 +56,7 @@ __all__ = [
     "BillOfMaterials",
     "CableRun",
     "ClusterSpec",
+    "Degradation",
     "Fabric",
     "FatTreePlan",
     "LineItem",
@@ -64,17 +73,22 @@ __all__ = [
     "check_buildable",
     "check_reachable",
     "converges_without_ports",
+    "degraded",
     "dragonfly_group_nodes",
     "endpoint_kind_name",
+    "fabric_links_named",
     "flow_hash",
     "hgx_node",
+    "job_nic_fraction",
     "link_kind_code",
     "link_kind_name",
     "no_storage_ports_note",
     "nvl72_rack",
+    "parse_degrade",
     "pcie_node",
     "plan_fat_tree",
     "resolve_switch",
+    "selected_links",
     "sketch",
     "sketch_figure",
     "storage_bill",

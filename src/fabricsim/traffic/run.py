@@ -115,9 +115,9 @@ def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
 def utilisation(run: TrafficRun) -> FloatArray:
     """Each link's bytes over what it could carry during the whole run."""
     span = run.result.makespan
-    u: FloatArray = run.result.link_bytes / (run.topology.link_capacity * span) if span > 0 \
-        else np.zeros(run.topology.num_links)
-    return u
+    cap = run.topology.link_capacity * span
+    u: FloatArray = np.divide(run.result.link_bytes, cap, out=np.zeros(run.topology.num_links), where=cap > 0)
+    return u  # a failed link (no capacity) carried nothing: 0
 
 
 def link_summary(run: TrafficRun, tiers: list[str] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ def collective(
     sim: str = 'analytical',
     routing: str | None = None,
     cc: str | None = None,
+    degrade: Sequence[str] | None = None,
     oversubscription: float = 1.0,
     calibration: Sequence[str] = (),
 ) -> CollectiveResult:
@@ -72,6 +73,10 @@ def collective(
             ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-
             pressure slows flows that share a paused link with a congested one until rate control reacts; flow
             simulation only (collective and train: with --sim flow) (--cc)
+        degrade: parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU
+            of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
+            (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
+            rings and trees at their slowest link's (--degrade)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)

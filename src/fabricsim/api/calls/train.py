@@ -65,6 +65,7 @@ def train(
     jobs: str | Path | None = None,
     qos: bool = True,
     cluster_nodes: int | None = None,
+    degrade: Sequence[str] | None = None,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
     storage_network: str | None = None,
@@ -179,6 +180,10 @@ def train(
             (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared
             queue (--qos/--no-qos)
         cluster_nodes: with --sim flow: nodes of the whole fabric (default: this job's) (--cluster-nodes)
+        degrade: parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU
+            of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
+            (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
+            rings and trees at their slowest link's (--degrade)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it
             and the storage servers are sized to it (topo: with --storage-network separate or converged) (--storage)
         storage_bw: aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s [bytes/s]

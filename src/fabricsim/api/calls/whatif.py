@@ -57,6 +57,7 @@ def whatif(
     framework: str = 'megatron',
     factor: float = 2.0,
     swap: Sequence[str] | None = None,
+    degrade: Sequence[str] | None = None,
     goodput: bool = True,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
@@ -148,6 +149,10 @@ def whatif(
         swap: cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only,
             planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change
             goodput (storage and spares also the bill) (--swap)
+        degrade: parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU
+            of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
+            (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
+            rings and trees at their slowest link's (--degrade)
         goodput: time to train on the wall clock: failures, checkpoints and restarts included (--no-goodput: a
             healthy cluster) (--goodput/--no-goodput)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it

@@ -11,6 +11,7 @@ from fabricsim.api.specs.fields import OptionGroup, opt
 from fabricsim.api.specs.goodput import STORAGE_HELP, STORAGE_NETWORK_HELP, StorageBw, StorageServer, StorageServers
 from fabricsim.api.specs.shared import (
     CongestionOption,
+    DegradeOption,
     DesignOption,
     DragonflyRoutingOption,
     NetworkOption,
@@ -99,6 +100,7 @@ class TrafficOptions(OptionGroup):
     routing: RoutingOption
     cc: CongestionOption
     qos: QosOption
+    degrade: DegradeOption
     jobs_file: Path | None = opt(None, "YAML of several jobs and background traffic (replaces "
                                  "--pattern/--bytes/--gpus/--placement)", cli="--jobs")
     checkpoint: str | None = opt(None, "a model (preset or file) whose checkpoint the job writes, at its start, to "
@@ -106,3 +108,9 @@ class TrafficOptions(OptionGroup):
                                  "compared with the goodput model")
     storage_server: StorageServer
     storage_servers: StorageServers
+
+
+class DegradeOptions(OptionGroup):
+    """Parts of the cluster running below their rating: stragglers, throttled nodes, slow or failed links."""
+
+    degrade: DegradeOption

@@ -10,6 +10,7 @@ from fabricsim.api.specs.fields import ApiFunction, OptionGroup, opt
 from fabricsim.api.specs.runs import TopologyCalibration
 from fabricsim.api.specs.shared import (
     CongestionOption,
+    DegradeOption,
     DesignOption,
     DragonflyRoutingOption,
     NetworkOption,
@@ -43,6 +44,7 @@ class CollectiveOptions(OptionGroup):
                    "built fat tree, max-min flow simulation)")
     routing: str | None = opt(None, ROUTING_HELP)
     cc: CongestionOption
+    degrade: DegradeOption
     oversubscription: OversubscriptionOption
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fabricsim.api.specs.cluster import (
     ClusterOptions,
+    DegradeOptions,
     DesignOptions,
     FlowOptions,
     TopologyStorage,
@@ -35,7 +36,8 @@ from fabricsim.api.specs.sizing import SizeRun, SizeSearchOptions, SizeServingOp
 RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun,
                                        SizeRun)
 """Every run spec with an API function (`fabricsim.api.specs.generate` writes them in this order)."""
-GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions, GoodputOptions, GoodputSwitch,
+GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions, DegradeOptions, GoodputOptions,
+                                         GoodputSwitch,
                                          CalibrationOptions, WhatIfOptions, ClusterOptions, TopologyStorage,
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
                                          EngineOptions, PrefixOptions, DecodeOptions, LaunchOptions,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from fabricsim.api.specs.cluster import ClusterOptions, DesignOptions, FlowOptions, TopologyStorage
+from fabricsim.api.specs.cluster import ClusterOptions, DegradeOptions, DesignOptions, FlowOptions, TopologyStorage
 from fabricsim.api.specs.fields import ApiFunction, OptionGroup, opt
 from fabricsim.api.specs.goodput import GoodputOptions, GoodputSwitch
 from fabricsim.api.specs.plan import PlanOptions
@@ -36,7 +36,8 @@ class TopologyCalibration(OptionGroup):
     calibration: Sequence[str] = opt((), CALIBRATION_HELP)
 
 
-class TrainRun(GoodputSwitch, GoodputOptions, FlowOptions, CalibrationOptions, DesignOptions, PlanOptions):
+class TrainRun(GoodputSwitch, GoodputOptions, DegradeOptions, FlowOptions, CalibrationOptions, DesignOptions,
+               PlanOptions):
     """A training run: `fabricsim train` and `fabricsim.train`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(
@@ -51,7 +52,7 @@ class TrainRun(GoodputSwitch, GoodputOptions, FlowOptions, CalibrationOptions, D
         "``goodput_note``, unless a goodput option the caller gave is refused.")
 
 
-class WhatIfRun(CalibrationOptions, GoodputOptions, GoodputSwitch, WhatIfOptions, PlanOptions):
+class WhatIfRun(CalibrationOptions, GoodputOptions, GoodputSwitch, DegradeOptions, WhatIfOptions, PlanOptions):
     """A what-if analysis of a training run: `fabricsim whatif` and `fabricsim.whatif`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(

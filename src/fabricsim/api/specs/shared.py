@@ -59,3 +59,9 @@ CongestionOption = Annotated[str | None, opt(None, CC_HELP, shown="ideal")]
 QosOption = Annotated[bool, opt(True, "traffic classes of a jobs file (its `classes:` weights) each get their own "
                                 "queue at their weight (service levels on virtual lanes, Ethernet priorities with "
                                 "ETS); --no-qos puts every class in one shared queue")]
+DEGRADE_HELP = ("parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU "
+                "of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), "
+                "link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at "
+                "its slowest rank's pace, rings and trees at their slowest link's")
+"""--degrade's one help text (train, whatif, collective, traffic)."""
+DegradeOption = Annotated[Sequence[str] | None, opt(None, DEGRADE_HELP)]
