@@ -117,3 +117,19 @@ def test_bad_degradations_are_one_line_errors(argv: list[str], says: str) -> Non
     res = CliRunner().invoke(app, argv)
     assert res.exit_code == 2, res.output
     assert says in res.output
+
+
+def test_sharp_trees_are_a_switch_resource() -> None:
+    """One streaming tree per Quantum (HDR) switch: a second job on the same leaves falls back to the ring."""
+    argv = ["collective", "--system", "dgx-a100", "--nodes", "4", "--ib", "hdr", "--min", "1G", "--max", "1G",
+            "--algo", "collnet", "--json"]
+    alone = _json([*argv, "--sharp-jobs", "1"])
+    shared = _json([*argv, "--sharp-jobs", "2"])
+    assert alone["sharp"] == {"tree": True, "jobs": 1} and alone["rows"][0]["algorithm"] == "collnet"
+    assert shared["sharp"]["tree"] is False and "qm8700" in shared["sharp"]["note"]
+    assert shared["rows"][0]["algorithm"] != "collnet"
+    assert shared["rows"][0]["busbw_bytes_per_s"] < alone["rows"][0]["busbw_bytes_per_s"]
+    ndr = _json(["collective", "--nodes", "4", "--min", "1G", "--max", "1G", "--sharp-jobs", "32", "--json"])
+    assert ndr["sharp"]["tree"] is True  # one per port on Quantum-2: a leaf's 32 uplinks
+    assert _json(["collective", "--nodes", "4", "--min", "1G", "--max", "1G", "--sharp-jobs", "33",
+                  "--json"])["sharp"]["tree"] is False

@@ -13,7 +13,7 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
     from fabricsim.api.specs import CollectiveRun
     from fabricsim.catalog import GPU, Catalog, CongestionControl
-    from fabricsim.collectives import CollectiveModel, Prediction
+    from fabricsim.collectives import CollectiveModel, GroupShape, Prediction
     from fabricsim.topology import Degradation
     from fabricsim.validation import BandResult
 
@@ -112,6 +112,7 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
 
         shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * slow_nic,
                         net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * slow_nic)
+    shape, algo, sharp = _sharp_tree(shape, catalog, o.sharp_jobs, algo)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
         from fabricsim.api.progress import progress_bar
@@ -127,12 +128,32 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
     else:
         raise SpecError(f"unknown simulator {sim!r}; choose analytical or flow", field="--sim")
     data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction),
-            "degraded": degradation.describe()}
+            "degraded": degradation.describe(), **({"sharp": sharp} if sharp is not None else {})}
     row_bands = _row_bands(prediction, shape.nnodes, name, catalog.gpu(sysm.gpu), calibration)
     for row, found in zip(data["rows"], row_bands, strict=True):
         row.update(band_fields(found))
     return CollectiveResult(inputs, data, rows=data["rows"], prediction=prediction, model=model,
                             row_bands=row_bands, op=name, ranks=ngpus, per_node=per_node, system=sysm.id)
+
+
+def _sharp_tree(shape: GroupShape, catalog: Catalog, jobs: int, algo: str
+                ) -> tuple[GroupShape, str, dict[str, Any] | None]:
+    """Whether the group gets a SHARP tree when `jobs` jobs want one through its leaf switches: without one the
+    group reduces as without SHARP, and --algo collnet falls back to NCCL's choice (None: no SHARP fabric)."""
+    from dataclasses import replace
+
+    from fabricsim.collectives import sharp_refusal
+
+    if jobs < 1:
+        raise SpecError(f"at least 1 (this job), got {jobs}", field="--sharp-jobs")
+    if not shape.sharp or shape.fabric_switch_id is None:
+        return shape, algo, None
+    reason = sharp_refusal(catalog.switch(shape.fabric_switch_id), jobs)
+    if reason is None:
+        return shape, algo, {"tree": True, "jobs": jobs}
+    fallback = "auto" if algo.strip().lower() == "collnet" else algo
+    note = reason + ("; --algo collnet falls back to NCCL's next choice" if fallback != algo else "")
+    return replace(shape, sharp=False), fallback, {"tree": False, "jobs": jobs, "note": note}
 
 
 def check_fabric_options(kind: str, planes: int, dragonfly_routing: str, sim: str) -> None:

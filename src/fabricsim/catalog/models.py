@@ -192,6 +192,10 @@ class Switch(Priced):
     latency_s: Seconds = Field(description="port-to-port latency")
     sharp: bool = Field(False, description="in-network reduction (SHARP / NVLink SHARP)")
     sharp_version: str | None = None
+    sharp_jobs: Count | None = Field(None, description="jobs that can hold a SHARP streaming aggregation tree through "
+                                     "one switch at once (None: no limit known)")
+    sharp_subnet_trees: Count | None = Field(None, description="streaming aggregation trees one fabric (subnet) can "
+                                             "hold at once (None: no limit known)")
     second_tier: SecondTier | None = Field(None, description="NVLink switches: figures for joining racks into one "
                                            "NVLink domain through a second switch tier")
 

@@ -110,6 +110,12 @@ def collective_command(**options: Any) -> None:
         table.add_row(*(v for k, v in cells.items() if k not in secondary and (flow or k != "congestion")))
     ui.console.print(table)
     ui.console.print(data["regime"])
+    sharp = data.get("sharp")
+    if sharp is not None:
+        ui.console.print(f"SHARP: a tree for this job ({sharp['jobs']} job(s) want one)" if sharp["tree"]
+                         else f"SHARP: no tree: {sharp['note']}")
+    if data.get("degraded"):
+        ui.console.print(f"degraded: {', '.join(data['degraded'])}")
     if flow:
         ui.console.print("congestion: the share of the time beyond the same algorithm and protocol alone on the fabric "
                       "(the flow run uses the analytical model's link rates and step latencies)")

@@ -222,6 +222,8 @@ def traffic_command(**options: Any) -> None:
         return
     for table in traffic_tables(data):
         ui.console.print(table)
+    if data["degraded"]:
+        ui.console.print(f"degraded: {', '.join(data['degraded'])}")
     if ck is not None:
         from fabricsim.cli.traffic_checkpoint import checkpoint_line
 

@@ -24,6 +24,7 @@ from fabricsim.collectives.group import (
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule, schedule_size
+from fabricsim.collectives.sharp import sharp_refusal
 from fabricsim.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -63,5 +64,6 @@ __all__ = [
     "scaled",
     "schedule",
     "schedule_size",
+    "sharp_refusal",
     "size_sweep",
 ]

@@ -35,6 +35,7 @@ def collective(
     routing: str | None = None,
     cc: str | None = None,
     degrade: Sequence[str] | None = None,
+    sharp_jobs: int = 1,
     oversubscription: float = 1.0,
     calibration: Sequence[str] = (),
 ) -> CollectiveResult:
@@ -77,6 +78,9 @@ def collective(
             of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
             (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
             rings and trees at their slowest link's (--degrade)
+        sharp_jobs: jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds
+            trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next
+            choice, so --algo collnet falls back to it (--sharp-jobs)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)
