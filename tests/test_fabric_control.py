@@ -251,3 +251,42 @@ def test_bad_congestion_options_are_one_line_errors(argv: list[str]) -> None:
     res = CliRunner().invoke(app, argv)
     assert res.exit_code == 2, res.output
     assert "--cc" in res.output
+
+
+WHATIF = ["whatif", "--model", "llama3-8b", "--system", "dgx-a100", "--ib", "hdr", "--gpus", "64", "--tp", "2",
+          "--pp", "1", "--seq", "4096", "--gbs", "256", "--zero", "0", "--no-goodput", "--json"]
+
+
+def test_whatif_swaps_sharp_and_refuses_flow_swaps_without_the_flow_simulator() -> None:
+    import json
+
+    runner = CliRunner()
+    res = runner.invoke(app, [*WHATIF, "--swap", "sharp=on"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.output)
+    swap = data["swaps"][0]
+    assert swap["swap"] == "sharp=on" and swap["step_time_s"] < data["base_step_s"]
+    assert swap["cost_delta_usd"] == 0  # the switches reduce already: no new part
+    for bad, says in [("routing=adaptive", "--sim flow"), ("cc=ib", "--sim flow"), ("qos=maybe", "on or off"),
+                      ("sharp=yes", "on or off")]:
+        res = runner.invoke(app, [*WHATIF, "--swap", bad])
+        assert res.exit_code == 2, res.output
+        assert says in res.output
+    res = runner.invoke(app, [*WHATIF, "--sim", "flow", "--swap", "cc=roce-dcqcn"])
+    assert res.exit_code == 2 and "ethernet" in res.output
+
+
+def test_train_sharp_reduces_in_the_switches_only_with_a_tree() -> None:
+    import json
+
+    runner = CliRunner()
+    base = ["train", *WHATIF[1:]]
+
+    def step(*extra: str) -> float:
+        res = runner.invoke(app, [*base, *extra])
+        assert res.exit_code == 0, res.output
+        return float(json.loads(res.output)["step_time_s"])
+
+    plain = step()
+    assert step("--sharp") < plain
+    assert step("--sharp", "--sharp-jobs", "2") == pytest.approx(plain)  # one tree per Quantum switch: taken

@@ -3,7 +3,7 @@ capital cost."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from math import ceil
 from typing import TYPE_CHECKING
@@ -42,6 +42,8 @@ class Scenario:
     healthy_catalog: Catalog | None = None  # the catalog before a straggler slowed its GPU (None: none is slow)
     repair_usd: float = 0.0  # parts bought to repair degraded ones (a spare node, a cable)
     repair_missing: tuple[str, ...] = ()  # prices those repairs lack
+    template: Cluster | None = None  # the run's cluster (flow simulation, routing, fabric behaviour, SHARP, other
+    # jobs): the parts above replace its own; None: an analytical cluster of those parts alone
 
     @property
     def system(self) -> System:
@@ -59,6 +61,9 @@ class Scenario:
         system = cat.system(self.system_id)
         if self.nic is not None:
             system = system.model_copy(update={"nic": self.nic})
+        if self.template is not None:
+            return replace(self.template, system=system, fabric=self.fabric, oversubscription=self.oversubscription,
+                           catalog=cat, network_fraction=self.network_fraction)
         return Cluster(system, fabric=self.fabric, oversubscription=self.oversubscription, catalog=cat,
                        network_fraction=self.network_fraction)
 

@@ -14,7 +14,9 @@ from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
 SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares",
-             "repair")
+             "repair", "routing", "cc", "qos", "sharp")
+FLOW_KEYS = ("routing", "cc", "qos")
+"""swaps of how the fabric shares its links: only the flow simulator routes and shares them (--sim flow)"""
 REPAIRS = ("gpu", "link", "all")
 """what `repair=` replaces of the parts --degrade slowed: the straggling GPU's node (by a spare node), the slow NIC
 link (by a new cable and its transceivers), or both"""
@@ -60,6 +62,8 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
         return _goodput_swap(base, swap)
     if swap.key == "repair":
         return _repair(base, swap)
+    if swap.key in (*FLOW_KEYS, "sharp"):
+        return _fabric_feature(base, swap)
     if swap.key == "fabric":
         if swap.value not in SWAP_FABRICS:
             raise SpecError(f"{swap.label}: fabric is {' or '.join(SWAP_FABRICS)}", field="--swap")
@@ -154,3 +158,45 @@ def _repair(base: Scenario, swap: Swap) -> Scenario:
                       repair_missing=out.repair_missing + (() if cable.price_usd is not None
                                                            else (f"{cable.id} price",)))
     return out
+
+
+def _fabric_feature(base: Scenario, swap: Swap) -> Scenario:
+    """How the fabric shares and reduces: routing (ecmp, adaptive, spray), its behaviour under congestion (a
+    catalog `cc`), traffic classes (qos=on|off) and SHARP (sharp=on|off); the same switches, so the same bill."""
+    cluster = base.template if base.template is not None else base.cluster()
+    if swap.key in ("qos", "sharp") and swap.value not in ("on", "off"):
+        raise SpecError(f"{swap.label}: {swap.key} is on or off", field="--swap")
+    if swap.key in FLOW_KEYS and cluster.sim != "flow":
+        raise SpecError(f"{swap.label}: only the flow simulator routes and shares links; add --sim flow",
+                        field="--swap")
+    if swap.key == "routing":
+        from fabricsim.network import check_routing
+
+        try:
+            routing = check_routing(swap.value)
+        except SpecError as exc:
+            raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
+        return replace(base, template=replace(cluster, routing=routing))
+    if swap.key == "qos":
+        return replace(base, template=replace(cluster, qos=swap.value == "on"))
+    if swap.key == "sharp":
+        switch = base.catalog.switch(fabric_switch_of(base))
+        if swap.value == "on" and not switch.sharp:
+            raise SpecError(f"{swap.label}: {switch.id} does not reduce in the network", field="--swap")
+        return replace(base, template=replace(cluster, sharp=swap.value == "on"))
+    try:
+        behaviour = base.catalog.congestion_control(swap.value)
+    except SpecError as exc:
+        raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
+    kind = base.link().kind
+    if behaviour.fabric not in ("any", kind):
+        raise SpecError(f"{swap.label}: {behaviour.id} runs on {behaviour.fabric} fabrics, this one is {kind}",
+                        field="--swap")
+    return replace(base, template=replace(cluster, congestion=behaviour))
+
+
+def fabric_switch_of(base: Scenario) -> str:
+    """The catalog switch the scenario's fabric is built of."""
+    from fabricsim.topology import resolve_switch
+
+    return resolve_switch(base.link().id, base.catalog).id

@@ -16,6 +16,7 @@ from fabricsim.errors import SpecError, cli_field
 
 if TYPE_CHECKING:
     from fabricsim.api.specs import DesignOptions, FlowOptions, PlanOptions, TrainRun
+    from fabricsim.api.specs.cluster import DegradeOptions
     from fabricsim.catalog import Catalog
     from fabricsim.comm import Cluster
     from fabricsim.model import HFImport, ModelSpec
@@ -75,12 +76,12 @@ class Run:
 
 
 def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: DesignOptions | None = None,
-                flow: FlowOptions | None = None, degrade: Sequence[str] | None = None) -> Run:
+                flow: FlowOptions | None = None, parts: DegradeOptions | None = None) -> Run:
     """Load the model and catalog, build the cluster, choose the unset knobs and predict the step: the plan
     options of a run spec (`TrainRun`, `WhatIfRun`, or a `PlanOptions` of its own), its scale-out design (a
-    rail-optimized fat tree when None), flow simulation (analytical when None) and the parts running below their
+    rail-optimized fat tree when None), flow simulation (analytical when None), the parts running below their
     rating (`--degrade`: the slowest GPU paces the compute, the slowest NIC link the collectives between
-    nodes; a fabric link between switches needs the flow simulator)."""
+    nodes; a fabric link between switches needs the flow simulator) and SHARP (`--sharp`, `--sharp-jobs`)."""
     from fabricsim.catalog import load_catalog, network_link_id, partial_system_id, partly_used, with_gpu_power
     from fabricsim.comm import DIRECT_FABRICS, Cluster
     from fabricsim.inputs import oversubscription as checked_oversubscription
@@ -103,7 +104,10 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     catalog = with_gpu_power(catalog, catalog.system(system).gpu, p.gpu_power, field="--gpu-power")
     from fabricsim.topology import fabric_links_named, job_nic_fraction, parse_degrade
 
-    degradation = parse_degrade(degrade)
+    degradation = parse_degrade(None if parts is None else parts.degrade)
+    sharp, sharp_jobs = (False, 1) if parts is None else (parts.sharp, parts.sharp_jobs)
+    if sharp_jobs < 1:
+        raise SpecError(f"at least 1 (this job), got {sharp_jobs}", field="--sharp-jobs")
     if fabric_links_named(degradation) and sim != "flow":
         raise SpecError(f"link {fabric_links_named(degradation)[0]} is between switches: only the flow simulator "
                         "routes the rings over it; add --sim flow (or degrade a node's NIC link, link=F@nodeN)",
@@ -150,7 +154,7 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
                       classes=tuple(classes.items()), own_class=own_class,
                       network_fraction=job_nic_fraction(degradation, -(-world // sysm.gpus_per_node)
                                                         if world is not None else 1 << 30),
-                      degradation=degradation if degradation else None)
+                      degradation=degradation if degradation else None, sharp=sharp, sharp_jobs=sharp_jobs)
     check_design(kind, planes, dragonfly_routing, sim=sim)
     _check_planes(cluster)
     if world is not None:  # refused as `topo` refuses it, before the search
@@ -363,7 +367,7 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
                            o.restart, network=o.storage_network, server=o.storage_server,
                            servers=o.storage_servers, spares=o.spares) if o.goodput else None
     with flow_bar(o.sim):
-        prepared = prepare_run(o, calibration, design=o, flow=o, degrade=o.degrade)
+        prepared = prepare_run(o, calibration, design=o, flow=o, parts=o)
     from fabricsim.validation import band_fields
 
     pred = prepared.prediction

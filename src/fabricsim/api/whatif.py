@@ -53,13 +53,13 @@ def run_whatif(run: WhatIfRun, inputs: dict[str, Any]) -> WhatIfResult:
                            o.restart, network=o.storage_network, server=o.storage_server,
                            servers=o.storage_servers, spares=o.spares) if o.goodput else None
     swaps = tuple(parse_swap(s) for s in o.swap or [])
-    prepared = prepare_run(o, calibration, degrade=o.degrade)
+    prepared = prepare_run(o, calibration, flow=o, parts=o)
 
     def analyse(good: GoodputSpec | None) -> WhatIf:
         scenario = Scenario(prepared.system, prepared.plan.world_size, prepared.fabric, prepared.oversubscription,
                             prepared.cluster.catalog, goodput=good,
                             network_fraction=prepared.cluster.network_fraction,
-                            healthy_catalog=prepared.healthy_catalog)
+                            healthy_catalog=prepared.healthy_catalog, template=prepared.cluster)
         return what_if(prepared.spec, prepared.plan, scenario, factor, swaps, tuple(calibration))
 
     # the goodput add-on never refuses the answer: failed, the swaps are priced on a healthy cluster, with a note

@@ -69,6 +69,8 @@ FLOW_OPTIONS: dict[str, Decl] = {
 
 DEGRADE_OPTIONS: dict[str, Decl] = {
     'degrade': (Annotated[list[str] | None, typer.Option('--degrade', help="parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace, rings and trees at their slowest link's")], None),
+    'sharp': (Annotated[bool, typer.Option('--sharp/--no-sharp', help="NCCL_COLLNET_ENABLE=1: collectives across nodes may reduce in the SHARP switches where the job gets a tree (--sharp-jobs), when NCCL's tuner finds it faster")], False),
+    'sharp_jobs': (Annotated[int, typer.Option('--sharp-jobs', help="jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice (collective: --algo collnet falls back to it)")], 1),
 }
 
 GOODPUT_OPTIONS: dict[str, Decl] = {
@@ -94,7 +96,7 @@ CALIBRATION_OPTIONS: dict[str, Decl] = {
 
 WHAT_IF_OPTIONS: dict[str, Decl] = {
     'factor': (Annotated[float, typer.Option('--factor', help='how much faster each layer is made')], 2.0),
-    'swap': (Annotated[list[str] | None, typer.Option('--swap', help='cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput (storage and spares also the bill)')], None),
+    'swap': (Annotated[list[str] | None, typer.Option('--swap', help='cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput (storage and spares also the bill); sharp=on|off; with --sim flow routing=adaptive, cc=ib (a fabric behaviour), qos=on|off; with --degrade repair=gpu|link|all')], None),
 }
 
 CLUSTER_OPTIONS: dict[str, Decl] = {
@@ -148,7 +150,7 @@ COLLECTIVE_OPTIONS: dict[str, Decl] = {
     'routing': (Annotated[str | None, typer.Option('--routing', help='ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow simulation only (collective and train: with --sim flow)')], None),
     'cc': (Annotated[str | None, typer.Option('--cc', help='fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once), ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-pressure slows flows that share a paused link with a congested one until rate control reacts; flow simulation only (collective and train: with --sim flow)')], None),
     'degrade': (Annotated[list[str] | None, typer.Option('--degrade', help="parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0 (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace, rings and trees at their slowest link's")], None),
-    'sharp_jobs': (Annotated[int, typer.Option('--sharp-jobs', help="jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice, so --algo collnet falls back to it")], 1),
+    'sharp_jobs': (Annotated[int, typer.Option('--sharp-jobs', help="jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice (collective: --algo collnet falls back to it)")], 1),
     'oversubscription': (Annotated[float, typer.Option('--oversubscription', help='fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share of the bytes that leave a leaf by it; topo, traffic and --sim flow build it')], 1.0),
 }
 

@@ -56,6 +56,8 @@ class GroupShape:
     fat trees; on a direct network what uniform traffic pushes across its bisection over the bisection, at least 1
     (`comm.direct_taper`; rings between neighbours do not feel it)"""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    collnet: bool = False
+    """NCCL_COLLNET_ENABLE=1 with a SHARP tree granted: NCCL's automatic choice includes CollNet (SHARP)"""
     intra_link_id: str | None = None
     host_link_id: str | None = None
     min_ranks_per_node: int = 0
@@ -94,7 +96,7 @@ class GroupShape:
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
             self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
-            self.net_path_latency_s, self.hosts,
+            self.net_path_latency_s, self.hosts, self.collnet,
         )
 
 

@@ -53,7 +53,8 @@ def _candidates(op: str, shape: GroupShape, algo: str, proto: str) -> list[tuple
     if proto != "auto" and proto not in PROTOCOLS:
         raise SpecError(f"unknown protocol {proto!r}; allowed: auto, {', '.join(PROTOCOLS)}", field="--proto")
     if algo == "auto":
-        algos = [a for a in ALGORITHMS.values() if a.nccl and op in a.ops and a.requirement(shape) is None]
+        algos = [a for a in ALGORITHMS.values() if (a.nccl or (a.name == "collnet" and shape.collnet))
+                 and op in a.ops and a.requirement(shape) is None]
         if not algos:
             raise SpecError(f"no algorithm can run {op} on this group", field="--op")
     else:

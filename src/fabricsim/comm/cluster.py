@@ -58,6 +58,10 @@ class Cluster:
     job's nodes (`--degrade link=F@nodeN`), which paces every ring and tree crossing nodes"""
     degradation: Degradation | None = None
     """with sim "flow": the degraded links of the fabric built"""
+    sharp: bool = False
+    """NCCL_COLLNET_ENABLE=1: groups across nodes may reduce in the switches (SHARP) where they get a tree"""
+    sharp_jobs: int = 1
+    """jobs (this one included) that want SHARP trees through the same leaf switches"""
 
     @cached_property
     def link(self) -> LinkTech:

@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
-from fabricsim.collectives import CollectiveModel, GroupShape, group_shape
+from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, sharp_refusal
 from fabricsim.comm.cluster import DIRECT_FABRICS, Cluster
 
 if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
@@ -33,6 +33,9 @@ def cached_group_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
             taper = direct_taper(_fabric(ByIdentity(cluster), nodes))
     shape = _shape(ByIdentity(cluster.catalog), cluster.system, cluster.fabric, cluster.oversubscription, nranks,
                    ppn, taper)
+    if cluster.sharp and shape.sharp and shape.fabric_switch_id is not None and sharp_refusal(
+            cluster.catalog.switch(shape.fabric_switch_id), cluster.sharp_jobs) is None:
+        shape = replace(shape, collnet=True)  # a SHARP tree granted: NCCL's choice includes CollNet
     if cluster.network_fraction < 1.0 and shape.nnodes > 1:  # a slow NIC paces the rings and trees through it
         f = cluster.network_fraction
         shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * f,

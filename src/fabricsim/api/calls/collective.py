@@ -79,8 +79,8 @@ def collective(
             (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
             rings and trees at their slowest link's (--degrade)
         sharp_jobs: jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds
-            trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next
-            choice, so --algo collnet falls back to it (--sharp-jobs)
+            trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice
+            (collective: --algo collnet falls back to it) (--sharp-jobs)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)

@@ -66,6 +66,8 @@ def train(
     qos: bool = True,
     cluster_nodes: int | None = None,
     degrade: Sequence[str] | None = None,
+    sharp: bool = False,
+    sharp_jobs: int = 1,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
     storage_network: str | None = None,
@@ -184,6 +186,11 @@ def train(
             of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
             (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
             rings and trees at their slowest link's (--degrade)
+        sharp: NCCL_COLLNET_ENABLE=1: collectives across nodes may reduce in the SHARP switches where the job gets a
+            tree (--sharp-jobs), when NCCL's tuner finds it faster (--sharp/--no-sharp)
+        sharp_jobs: jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds
+            trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice
+            (collective: --algo collnet falls back to it) (--sharp-jobs)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it
             and the storage servers are sized to it (topo: with --storage-network separate or converged) (--storage)
         storage_bw: aggregate storage write rate instead of the tier's (reads scale with it), e.g. 2TB/s [bytes/s]

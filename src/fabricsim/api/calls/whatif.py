@@ -57,7 +57,15 @@ def whatif(
     framework: str = 'megatron',
     factor: float = 2.0,
     swap: Sequence[str] | None = None,
+    sim: str = 'analytical',
+    routing: str = 'ecmp',
+    cc: str | None = None,
+    jobs: str | Path | None = None,
+    qos: bool = True,
+    cluster_nodes: int | None = None,
     degrade: Sequence[str] | None = None,
+    sharp: bool = False,
+    sharp_jobs: int = 1,
     goodput: bool = True,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
@@ -148,11 +156,31 @@ def whatif(
         factor: how much faster each layer is made (--factor)
         swap: cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only,
             planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change
-            goodput (storage and spares also the bill) (--swap)
+            goodput (storage and spares also the bill); sharp=on|off; with --sim flow routing=adaptive, cc=ib (a
+            fabric behaviour), qos=on|off; with --degrade repair=gpu|link|all (--swap)
+        sim: analytical, or flow: data- and expert-parallel collectives of every group at once on the built fat tree
+            (flow simulation) (--sim)
+        routing: ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow
+            simulation only (collective and train: with --sim flow) (--routing)
+        cc: fabric behaviour under congestion (fabricsim catalog congestion): ideal (max-min fair sharing at once),
+            ib (credits + congestion control), ib-nocc, roce-pfc (PFC only), roce-dcqcn, spectrum-x: lossless back-
+            pressure slows flows that share a paused link with a congested one until rate control reacts; flow
+            simulation only (collective and train: with --sim flow) (--cc)
+        jobs: with --sim flow: other jobs and background traffic (the `traffic --jobs` YAML), placed after this
+            job's GPUs (--jobs)
+        qos: traffic classes of a jobs file (its `classes:` weights) each get their own queue at their weight
+            (service levels on virtual lanes, Ethernet priorities with ETS); --no-qos puts every class in one shared
+            queue (--qos/--no-qos)
+        cluster_nodes: with --sim flow: nodes of the whole fabric (default: this job's) (--cluster-nodes)
         degrade: parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 of its clock), node=0.7@5 (every GPU
             of node 5), link=0.5@node2 or link=0.5@node2/nic1 (a node's NIC links at half rate), link=0@leaf2-spine0
             (a failed fabric link, rerouted; with the flow simulator): the step runs at its slowest rank's pace,
             rings and trees at their slowest link's (--degrade)
+        sharp: NCCL_COLLNET_ENABLE=1: collectives across nodes may reduce in the SHARP switches where the job gets a
+            tree (--sharp-jobs), when NCCL's tuner finds it faster (--sharp/--no-sharp)
+        sharp_jobs: jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds
+            trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice
+            (collective: --algo collnet falls back to it) (--sharp-jobs)
         goodput: time to train on the wall clock: failures, checkpoints and restarts included (--no-goodput: a
             healthy cluster) (--goodput/--no-goodput)
         storage: storage tier (fabricsim catalog storage; superpod-better when not given): the checkpoints go to it

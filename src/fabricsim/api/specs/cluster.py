@@ -20,6 +20,8 @@ from fabricsim.api.specs.shared import (
     PlanesOption,
     QosOption,
     RailOptimizedOption,
+    SharpJobsOption,
+    SharpOption,
     SystemOption,
 )
 
@@ -111,6 +113,9 @@ class TrafficOptions(OptionGroup):
 
 
 class DegradeOptions(OptionGroup):
-    """Parts of the cluster running below their rating: stragglers, throttled nodes, slow or failed links."""
+    """Parts of the cluster running below their rating (stragglers, throttled nodes, slow or failed links) and
+    SHARP in-network reduction with its limited trees."""
 
     degrade: DegradeOption
+    sharp: SharpOption
+    sharp_jobs: SharpJobsOption

@@ -17,6 +17,7 @@ from fabricsim.api.specs.shared import (
     NodesOption,
     OversubscriptionOption,
     PlanesOption,
+    SharpJobsOption,
     SystemOption,
 )
 
@@ -45,9 +46,7 @@ class CollectiveOptions(OptionGroup):
     routing: str | None = opt(None, ROUTING_HELP)
     cc: CongestionOption
     degrade: DegradeOption
-    sharp_jobs: int = opt(1, "jobs (this one included) that want SHARP trees through the same leaf switches: a "
-                          "switch holds trees for only so many at once (catalog switches: sharp_jobs); a job without "
-                          "one runs NCCL's next choice, so --algo collnet falls back to it")
+    sharp_jobs: SharpJobsOption
     oversubscription: OversubscriptionOption
 
 

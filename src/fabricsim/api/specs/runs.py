@@ -27,7 +27,9 @@ class WhatIfOptions(OptionGroup):
     swap: Sequence[str] | None = opt(None, "cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, "
                                      "oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or "
                                      "converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput "
-                                     "(storage and spares also the bill)")
+                                     "(storage and spares also the bill); sharp=on|off; with --sim flow "
+                                     "routing=adaptive, cc=ib (a fabric behaviour), qos=on|off; with --degrade "
+                                     "repair=gpu|link|all")
 
 
 class TopologyCalibration(OptionGroup):
@@ -52,7 +54,8 @@ class TrainRun(GoodputSwitch, GoodputOptions, DegradeOptions, FlowOptions, Calib
         "``goodput_note``, unless a goodput option the caller gave is refused.")
 
 
-class WhatIfRun(CalibrationOptions, GoodputOptions, GoodputSwitch, DegradeOptions, WhatIfOptions, PlanOptions):
+class WhatIfRun(CalibrationOptions, GoodputOptions, GoodputSwitch, DegradeOptions, FlowOptions, WhatIfOptions,
+                PlanOptions):
     """A what-if analysis of a training run: `fabricsim whatif` and `fabricsim.whatif`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(

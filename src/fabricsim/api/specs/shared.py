@@ -65,3 +65,10 @@ DEGRADE_HELP = ("parts below their rating, repeatable: gpu=0.8@3 (GPU 3 at 0.8 o
                 "its slowest rank's pace, rings and trees at their slowest link's")
 """--degrade's one help text (train, whatif, collective, traffic)."""
 DegradeOption = Annotated[Sequence[str] | None, opt(None, DEGRADE_HELP)]
+SharpJobsOption = Annotated[int, opt(
+    1, "jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds trees for only "
+    "so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice (collective: --algo "
+    "collnet falls back to it)")]
+SharpOption = Annotated[bool, opt(False, "NCCL_COLLNET_ENABLE=1: collectives across nodes may reduce in the SHARP "
+                                  "switches where the job gets a tree (--sharp-jobs), when NCCL's tuner finds it "
+                                  "faster")]
