@@ -290,3 +290,20 @@ def test_train_sharp_reduces_in_the_switches_only_with_a_tree() -> None:
     plain = step()
     assert step("--sharp") < plain
     assert step("--sharp", "--sharp-jobs", "2") == pytest.approx(plain)  # one tree per Quantum switch: taken
+
+
+def test_train_with_traffic_classes_beside_it_shows_its_step_with_and_without_qos(tmp_path: Path) -> None:
+    import json
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text("storage_nodes: 2\nclasses: {training: 4, storage: 1}\nown_class: training\njobs:\n"
+                    "  - {name: neighbour, gpus: 16, pattern: all_to_all, bytes: 64M, class: training}\n"
+                    "background:\n  - {kind: checkpoint_write, job: neighbour, bytes: 256M, class: storage}\n",
+                    encoding="utf-8")
+    res = CliRunner().invoke(app, ["train", "--model", "llama3-8b", "--gpus", "16", "--tp", "8", "--seq", "2048",
+                                   "--gbs", "64", "--sim", "flow", "--jobs", str(jobs), "--cluster-nodes", "6",
+                                   "--ib", "eth-400g", "--cc", "roce-pfc", "--no-goodput", "--json"])
+    assert res.exit_code == 0, res.output
+    qos = json.loads(res.output)["qos"]
+    assert qos["own_class"] == "training"
+    assert qos["on_step_time_s"] <= qos["off_step_time_s"] * (1 + 1e-9)

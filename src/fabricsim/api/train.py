@@ -353,6 +353,22 @@ def run_launch_json(run: Run, model: Any) -> dict[str, Any]:
     return framework_launch_json(profile, run.plan, run.spec, model_id, run.cluster.system.gpus_per_node)
 
 
+def qos_comparison(run: Run) -> dict[str, Any]:
+    """With the flow simulator and traffic classes beside the job (a jobs file's `classes`): its step with each
+    class in its own queue and with every class in one, so the worth of QoS shows ({} otherwise)."""
+    cluster = run.cluster
+    if cluster.sim != "flow" or not cluster.classes or not (cluster.other_jobs or cluster.background):
+        return {}
+    from dataclasses import replace
+
+    from fabricsim.training import predict_training
+
+    other = float(predict_training(run.spec, run.plan, replace(cluster, qos=not cluster.qos)).step_time_s)
+    mine = float(run.prediction.step_time_s)
+    on, off = (mine, other) if cluster.qos else (other, mine)
+    return {"qos": {"on_step_time_s": on, "off_step_time_s": off, "own_class": cluster.own_class}}
+
+
 def degraded_parts(run: Run) -> list[str]:
     """The parts running below their rating, as phrases (empty when none)."""
     return [] if run.cluster.degradation is None else run.cluster.degradation.describe()
@@ -377,7 +393,8 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
     data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
             "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
             "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
-            "launch": run_launch_json(prepared, o.model), "degraded": degraded_parts(prepared)}
+            "launch": run_launch_json(prepared, o.model), "degraded": degraded_parts(prepared),
+            **qos_comparison(prepared)}
     if note is not None:
         data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}

@@ -117,3 +117,10 @@ def train_command(**options: Any) -> None:
     good = [] if result.goodput is None else goodput_lines(result.goodput)
     for line in summary_lines(pred, result.bands) + good + launch_lines(result.data["launch"]):
         ui.console.print(line)
+    qos = result.data.get("qos")
+    if qos is not None:
+        ui.console.print(f"QoS: step {units.format_duration(qos['on_step_time_s'])} with each traffic class in its "
+                         f"own queue (this job: {qos['own_class']}), {units.format_duration(qos['off_step_time_s'])} "
+                         "with every class in one (--no-qos)")
+    if result.data.get("degraded"):
+        ui.console.print(f"degraded: {', '.join(result.data['degraded'])}")
