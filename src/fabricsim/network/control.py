@@ -154,8 +154,9 @@ def controlled_rates(capacity: FloatArray, indptr: IntArray, links: IntArray, we
 
 
 HELD_REFILL_SHARE = 0.05
-"""while sources are unthrottled, departures refill the held rates once this share of the flows in flight at the
-last fill has left (each held fill costs a few full fillings): until then the others keep their rates"""
+"""while sources are unthrottled or traffic classes share links, departures refill the rates once this share of the
+flows in flight at the last fill has left (each such fill costs several full fillings; a 514-GPU all-to-all beside a
+checkpoint in two classes took 125 s refilling at every departure): until then the others keep their rates"""
 
 
 class ReactionClock:

@@ -388,9 +388,9 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
                 keep_below = min(keep_below, float(act.rate[gone].min()))
                 unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone], fs.multiplicity)
                 act.drop(gone)
-                held_gone += len(gone)  # held rates are refilled after a share of the flows has left
-                changed = changed or not (clock is not None and clock.open(t_next) and flow_class is None
-                                          and held_gone <= HELD_REFILL_SHARE * held_base)
+                held_gone += len(gone)  # controlled rates are refilled after a share of the flows has left
+                controlled = flow_class is not None or (clock is not None and clock.open(t_next))
+                changed = changed or not (controlled and held_gone <= HELD_REFILL_SHARE * held_base)
         t = t_next
         horizon = t * (1 + SAME_TIME_RTOL) + 1e-300
         if clock is not None and clock.crossed(horizon):  # rate control throttled a group's sources
