@@ -307,3 +307,27 @@ def test_train_with_traffic_classes_beside_it_shows_its_step_with_and_without_qo
     qos = json.loads(res.output)["qos"]
     assert qos["own_class"] == "training"
     assert qos["on_step_time_s"] <= qos["off_step_time_s"] * (1 + 1e-9)
+
+
+def test_analytical_collective_keeps_its_share_beside_a_neighbour_and_qos_weights_raise_it() -> None:
+    import json
+
+    from fabricsim.collectives import background_share
+
+    assert background_share(0.3) == pytest.approx(0.7)  # what the neighbour leaves
+    assert background_share(0.9) == 0.5  # one queue: flow against flow
+    assert background_share(0.9, (4.0, 1.0)) == pytest.approx(0.8)
+    runner = CliRunner()
+    argv = ["collective", "--nodes", "4", "--min", "1G", "--max", "1G", "--json"]
+
+    def busbw(*extra: str) -> float:
+        res = runner.invoke(app, [*argv, *extra])
+        assert res.exit_code == 0, res.output
+        return float(json.loads(res.output)["rows"][0]["busbw_bytes_per_s"])
+
+    alone, shared, weighted = busbw(), busbw("--background", "0.8"), busbw("--background", "0.8", "--qos-weights",
+                                                                             "4:1")
+    assert shared < weighted < alone
+    for bad in (["--background", "1.5"], ["--qos-weights", "4:1"], ["--background", "0.5", "--qos-weights", "x"],
+                ["--background", "0.5", "--sim", "flow"]):
+        assert runner.invoke(app, [*argv, *bad]).exit_code == 2

@@ -113,6 +113,12 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
         shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * slow_nic,
                         net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * slow_nic)
     shape, algo, sharp = _sharp_tree(shape, catalog, o.sharp_jobs, algo)
+    shared = _shared_link(o.background, o.qos_weights, sim)
+    if shared < 1.0 and shape.nnodes > 1:
+        from dataclasses import replace
+
+        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * shared,
+                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * shared)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
         from fabricsim.api.progress import progress_bar
@@ -128,12 +134,38 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
     else:
         raise SpecError(f"unknown simulator {sim!r}; choose analytical or flow", field="--sim")
     data = {"op": name, "ranks": ngpus, "nodes": nodes, **prediction.to_json(), "regime": regime_line(prediction),
-            "degraded": degradation.describe(), **({"sharp": sharp} if sharp is not None else {})}
+            "degraded": degradation.describe(), **({"sharp": sharp} if sharp is not None else {}),
+            **({"network_share": shared} if o.background else {})}
     row_bands = _row_bands(prediction, shape.nnodes, name, catalog.gpu(sysm.gpu), calibration)
     for row, found in zip(data["rows"], row_bands, strict=True):
         row.update(band_fields(found))
     return CollectiveResult(inputs, data, rows=data["rows"], prediction=prediction, model=model,
                             row_bands=row_bands, op=name, ranks=ngpus, per_node=per_node, system=sysm.id)
+
+
+def _shared_link(load: float, weights: str | None, sim: str) -> float:
+    """The network share the collective keeps beside a neighbour wanting `load` of every link (analytical only: the
+    flow simulator takes the neighbour as traffic, `train --sim flow --jobs`)."""
+    from fabricsim.collectives import background_share
+    from fabricsim.inputs import finite
+
+    load = finite(load, "--background", low=0.0, high=1.0)
+    if weights is not None and not load:
+        raise SpecError("weights share a link with a neighbour: give its load with --background", field="--qos-weights")
+    if load and sim == "flow":
+        raise SpecError("the flow simulator takes a neighbour as traffic (traffic or train --jobs); --background is "
+                        "the analytical model's", field="--background")
+    pair = (1.0, 1.0)
+    if weights is not None:
+        try:
+            own, other = (float(x) for x in weights.split(":"))
+        except ValueError:
+            own = other = float("nan")
+        if not (0 < own < float("inf") and 0 < other < float("inf")):
+            raise SpecError(f"{weights!r}: write OWN:NEIGHBOUR, two positive weights (e.g. 4:1)",
+                            field="--qos-weights")
+        pair = (own, other)
+    return background_share(load, pair)
 
 
 def _sharp_tree(shape: GroupShape, catalog: Catalog, jobs: int, algo: str

@@ -24,7 +24,7 @@ from fabricsim.collectives.group import (
 from fabricsim.collectives.model import Choice, CollectiveModel, choices, size_sweep
 from fabricsim.collectives.result import CollectiveRow, Prediction
 from fabricsim.collectives.schedule import SWITCH, Phase, bytes_sent_per_rank, schedule, schedule_size
-from fabricsim.collectives.sharp import sharp_refusal
+from fabricsim.collectives.sharp import background_share, sharp_refusal
 from fabricsim.lazy import lazy_exports
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "GroupShape",
     "Phase",
     "Prediction",
+    "background_share",
     "busbw_factor",
     "bytes_sent_per_rank",
     "check_op",

@@ -1,4 +1,5 @@
-"""SHARP aggregation trees as a finite switch resource: a switch holds streaming aggregation trees for only so many
+"""What a collective gets of a shared fabric: SHARP aggregation trees as a finite switch resource, and a link's share
+beside a neighbour's traffic. SHARP trees: a switch holds streaming aggregation trees for only so many
 jobs at once (one on NVIDIA Quantum, one per port on Quantum-2: the catalog's `sharp_jobs`), and a fabric only so
 many trees (`sharp_subnet_trees`). A job that gets no tree runs NCCL's next choice (ring or tree), as NCCL does when
 the SHARP plugin's tree request fails."""
@@ -21,3 +22,11 @@ def sharp_refusal(switch: Switch | None, jobs: int) -> str | None:
     if subnet is not None and jobs > subnet:
         return f"{jobs} jobs want SHARP trees; a fabric of {switch.id} holds {subnet} (sharp_subnet_trees)"
     return None
+
+
+def background_share(load: float, weights: tuple[float, float] = (1.0, 1.0)) -> float:
+    """The share of a network link a collective gets beside a neighbour whose traffic wants `load` of it (0-1),
+    under work-conserving weighted arbitration of (own, neighbour) `weights`: what the neighbour leaves, or the
+    collective's weighted share when both want more (equal weights: one shared queue, flow against flow)."""
+    own, other = weights
+    return max(1.0 - load, own / (own + other))

@@ -36,6 +36,8 @@ def collective(
     cc: str | None = None,
     degrade: Sequence[str] | None = None,
     sharp_jobs: int = 1,
+    background: float = 0.0,
+    qos_weights: str | None = None,
     oversubscription: float = 1.0,
     calibration: Sequence[str] = (),
 ) -> CollectiveResult:
@@ -81,6 +83,10 @@ def collective(
         sharp_jobs: jobs (this one included) that want SHARP trees through the same leaf switches: a switch holds
             trees for only so many at once (catalog switches: sharp_jobs); a job without one runs NCCL's next choice
             (collective: --algo collnet falls back to it) (--sharp-jobs)
+        background: share (0-1) of every network link a neighbour's traffic wants: the collective gets what it
+            leaves, or its class's weighted share when both want more (--qos-weights) (--background)
+        qos_weights: OWN:NEIGHBOUR arbitration weights of the collective's traffic class and the neighbour's (e.g.
+            4:1: service levels, ETS); without, both share one queue (1:1) (--qos-weights)
         oversubscription: fat-tree leaf node ports : uplinks (>= 1): the analytical model divides the network share
             of the bytes that leave a leaf by it; topo, traffic and --sim flow build it (--oversubscription)
         calibration: calibration overlay YAML applied on top of the catalog (repeatable) (--calibration)

@@ -47,6 +47,10 @@ class CollectiveOptions(OptionGroup):
     cc: CongestionOption
     degrade: DegradeOption
     sharp_jobs: SharpJobsOption
+    background: float = opt(0.0, "share (0-1) of every network link a neighbour's traffic wants: the collective gets "
+                            "what it leaves, or its class's weighted share when both want more (--qos-weights)")
+    qos_weights: str | None = opt(None, "OWN:NEIGHBOUR arbitration weights of the collective's traffic class and the "
+                                  "neighbour's (e.g. 4:1: service levels, ETS); without, both share one queue (1:1)")
     oversubscription: OversubscriptionOption
 
 
