@@ -331,3 +331,20 @@ def test_analytical_collective_keeps_its_share_beside_a_neighbour_and_qos_weight
     for bad in (["--background", "1.5"], ["--qos-weights", "4:1"], ["--background", "0.5", "--qos-weights", "x"],
                 ["--background", "0.5", "--sim", "flow"]):
         assert runner.invoke(app, [*argv, *bad]).exit_code == 2
+
+
+def test_size_retimes_each_network_best_plan_under_its_kind_of_behaviour() -> None:
+    import json
+
+    res = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "100B", "--deadline", "30d",
+                                   "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr,eth-400g",
+                                   "--oversubscription", "1", "--tp", "1", "--pp", "1", "--mbs", "1", "--zero", "2",
+                                   "--recompute", "none", "--congestion", "ib,spectrum-x", "--json"])
+    assert res.exit_code == 0, res.output
+    rows = json.loads(res.output)["congestion"]
+    assert {(r["fabric"], r["congestion_control"]) for r in rows} == {("ndr", "ib"), ("eth-400g", "spectrum-x")}
+    for r in rows:
+        assert r["flow_step_s"] >= r["flow_ideal_step_s"] * (1 - 1e-6)
+        assert r["time_to_train_s"] > 0 and r["cost_usd"] > 0
+    bad = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--congestion", "nonsense"])
+    assert bad.exit_code == 2 and "--congestion" in bad.output

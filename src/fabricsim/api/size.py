@@ -113,8 +113,9 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
 
         check_moe_options(resolve_model(model)[0], moe)
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
-                                                                        "checkpoint")})
+                                                                        "checkpoint", "congestion")})
     check_fabrics(spec.catalog(), spec.fabrics)
+    behaviours = congestion_names(spec.catalog(), o.congestion)
     result = search(spec, executor=executor, workers=workers, ray_address=o.ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=o.exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
@@ -124,8 +125,23 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
     fallbacks = storage_fallbacks([catalog.system(str(e["system"])) for e in data["results"]], spec.goodput)
     if fallbacks:
         data["storage_fallbacks"] = fallbacks
+    if behaviours:
+        from fabricsim.api.size_congestion import congestion_rows
+
+        data["congestion"] = congestion_rows(o, data["best_by_system_fabric"], behaviours, spec.catalog())
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
+
+
+def congestion_names(catalog: Catalog, names: str | None) -> list[str]:
+    """The --congestion behaviours as catalog ids, checked at the edge (an error names --congestion)."""
+    if names is None:
+        return []
+    out = [catalog.congestion_control(n, field="--congestion").id for n in names.split(",") if n.strip()]
+    if not out:
+        raise SpecError("empty; name fabric behaviours, e.g. ib,spectrum-x (fabricsim catalog congestion)",
+                        field="--congestion")
+    return out
 
 
 def check_fabrics(catalog: Catalog, fabrics: Sequence[str] | None) -> None:

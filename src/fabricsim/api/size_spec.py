@@ -18,7 +18,7 @@ DEFAULT_TOKENS = "15T"
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
 TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
-                 "fabric_kinds", "framework",
+                 "fabric_kinds", "framework", "congestion",
                  "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
 EXECUTORS = ("local", "ray", "serial")
 MAX_SEQ = 2**24

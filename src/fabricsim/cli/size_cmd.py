@@ -164,6 +164,23 @@ SIZE: dict[str, Decl] = {
 }
 
 
+def congestion_table(rows: list[dict[str, Any]]) -> Table:
+    """`--congestion`: each best plan's step on the flow simulator under the behaviours of its network's kind."""
+    table = ui.new_table(title="under congestion: the best plan of each system x network on the flow simulator",
+                         header_style="bold")
+    for col in ("system", "network", "behaviour"):
+        ui.text_column(table, col)
+    for col in ("analytical step", "flow, ideal", "flow, behaviour", "slowdown", "time to train", "cost"):
+        ui.num_column(table, col)
+    for r in rows:
+        table.add_row(r["system"], f"{r['fabric']} {r['oversubscription']:g}:1", r["congestion_control"],
+                      units.format_duration(r["analytical_step_s"]), units.format_duration(r["flow_ideal_step_s"]),
+                      units.format_duration(r["flow_step_s"]), f"{r['slowdown']:.3f}x",
+                      units.format_duration(r["time_to_train_s"]),
+                      "-" if r["cost_usd"] is None else f"${r['cost_usd']:,.0f}")
+    return table
+
+
 @declared(SIZE)
 @ui.spec_errors
 def size_command(**options: Any) -> None:
@@ -221,6 +238,8 @@ def size_command(**options: Any) -> None:
         ui.console.print(tie_line(data["ties"]))
     ui.console.print(ranked_table(data["pareto"], "Pareto frontier: time vs cost"))
     ui.console.print(matrix_table(result))
+    if data.get("congestion"):
+        ui.console.print(congestion_table(data["congestion"]))
     from rich.markup import escape
 
     for line in no_plan_lines(result):

@@ -246,6 +246,7 @@ SIZE_SEARCH_OPTIONS: dict[str, Decl] = {
     'moe_dispatcher': (Annotated[str | None, typer.Option('--moe-dispatcher', help='token dispatch: alltoall or deepep [default: alltoall]')], None),
     'capacity_factor': (Annotated[float | None, typer.Option('--capacity-factor', help='expert capacity as a multiple of the mean load; tokens beyond it are dropped (default: dropless)')], None),
     'framework': (Annotated[str | None, typer.Option('--framework', help='training stack as NAME[@VERSION]: megatron (Megatron-Core, NeMo, Megatron-Bridge), torchtitan, nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset')], None),
+    'congestion': (Annotated[str | None, typer.Option('--congestion', help='fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON congestion); training only')], None),
     'objective': (Annotated[str, typer.Option('--objective', help='rank by time, cost or energy')], 'cost'),
     'amortize': (Annotated[str | None, typer.Option('--amortize', help='capex amortisation period [default: 4y]')], None),
     'gpu_hour': (Annotated[str | None, typer.Option('--gpu-hour', help='rent at this USD per GPU-hour instead')], None),

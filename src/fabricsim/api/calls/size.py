@@ -50,6 +50,7 @@ def size(
     moe_dispatcher: str | None = None,
     capacity_factor: float | None = None,
     framework: str | None = None,
+    congestion: str | None = None,
     objective: str = 'cost',
     amortize: str | None = None,
     gpu_hour: str | None = None,
@@ -142,6 +143,9 @@ def size(
             nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default
             (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset
             (--framework)
+        congestion: fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on
+            the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and
+            cost under each (JSON congestion); training only (--congestion)
         objective: rank by time, cost or energy (--objective)
         amortize: capex amortisation period [default: 4y] [s] (--amortize)
         gpu_hour: rent at this USD per GPU-hour instead [USD/GPU-hour] (--gpu-hour)

@@ -78,6 +78,10 @@ class SizeSearchOptions(OptionGroup):
     moe_dispatcher: str | None = opt(None, "token dispatch: alltoall or deepep [default: alltoall]")
     capacity_factor: CapacityFactorOption
     framework: str | None = opt(None, FRAMEWORK_HELP, shown="megatron")
+    congestion: str | None = opt(None, "fabric behaviours (catalog congestion) to re-time the best plan of each "
+                                 "system x network with on the flow simulator, each on the networks of its kind, "
+                                 "e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON "
+                                 "congestion); training only")
     objective: str = opt("cost", "rank by time, cost or energy")
     amortize: str | None = opt(None, "capex amortisation period [default: 4y]", unit="s")
     gpu_hour: str | None = opt(None, "rent at this USD per GPU-hour instead", unit="USD/GPU-hour")
