@@ -53,9 +53,11 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "--format": {"collective": "collective also prints nccl-tests' own layout"},
     "--framework": {"size": "size takes it for training only (refused with --inference): no default, megatron's "
                             "settings unless given"},
-    "--jobs": {"train": "other jobs placed beside this one; traffic --jobs is the whole workload"},
+    "--jobs": {cmd: "other jobs placed beside this one; traffic --jobs is the whole workload"
+               for cmd in ("train", "whatif")},
     "--routing": {"collective": "no default: refused without --sim flow"},
-    "--sim": {"train": "the flow run of train is every DP/EP group at once, of collective one algorithm's schedule"},
+    "--sim": {cmd: "the flow run of train is every DP/EP group at once, of collective one algorithm's schedule"
+              for cmd in ("train", "whatif")},
     "--storage": {"topo": "topo bills storage servers only when asked (no tier by default)", "size": SEARCH},
     "--storage-network": {"topo": "topo bills a storage network only when asked (default none)"},
     "--plot": {"collective": PLOT, "topo": PLOT, "traffic": PLOT, "size": PLOT, "compare": PLOT},
