@@ -133,3 +133,10 @@ def test_sharp_trees_are_a_switch_resource() -> None:
     assert ndr["sharp"]["tree"] is True  # one per port on Quantum-2: a leaf's 32 uplinks
     assert _json(["collective", "--nodes", "4", "--min", "1G", "--max", "1G", "--sharp-jobs", "33",
                   "--json"])["sharp"]["tree"] is False
+
+
+def test_a_degraded_nic_outside_the_job_is_refused() -> None:
+    for argv in (["collective", "--nodes", "2", "--degrade", "link=0.5@node5"], [*TRAIN[:-2], "--degrade",
+                                                                                  "link=0.5@node9"]):
+        res = CliRunner().invoke(app, argv)
+        assert res.exit_code == 2 and "node" in res.output, res.output

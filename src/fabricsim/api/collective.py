@@ -50,7 +50,7 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
     calibration = list(o.calibration)
     from fabricsim import inputs as checks
     from fabricsim.catalog import load_catalog
-    from fabricsim.collectives import CollectiveModel, dtype_bytes, group_shape, parse_op, size_sweep
+    from fabricsim.collectives import CollectiveModel, dtype_bytes, group_shape, parse_op, scaled, size_sweep
     from fabricsim.validation import band_fields
 
     oversubscription = checks.oversubscription(o.oversubscription)
@@ -104,21 +104,13 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
     shape = group_shape(sysm, ngpus, ranks_per_node=ranks_per_node, fabric=ib,
                         oversubscription=oversubscription, catalog=catalog, uniform_taper=taper)
     slow_nic = job_nic_fraction(degradation, nodes)
-    for where, _ in degradation.links:
-        if where.startswith("node") and int(where[4:].split("/")[0]) >= nodes:
-            raise SpecError(f"{where} is not one of the {nodes} nodes", field="--degrade")
+    degradation.check_parts(ngpus, nodes)
     if slow_nic < 1.0 and shape.nnodes > 1:  # NCCL splits evenly over its channels: the slowest NIC paces them
-        from dataclasses import replace
-
-        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * slow_nic,
-                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * slow_nic)
+        shape = scaled(shape, net=slow_nic)
     shape, algo, sharp = _sharp_tree(shape, catalog, o.sharp_jobs, algo)
     shared = _shared_link(o.background, o.qos_weights, sim)
     if shared < 1.0 and shape.nnodes > 1:
-        from dataclasses import replace
-
-        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * shared,
-                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * shared)
+        shape = scaled(shape, net=shared)
     model = CollectiveModel(shape, catalog=catalog)
     if sim == "flow":
         from fabricsim.api.progress import progress_bar

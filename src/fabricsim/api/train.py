@@ -167,7 +167,7 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
     _check_cluster(cluster, choice.plan.world_size, "--gpus")
     _check_dragonfly(cluster, choice.plan.world_size, nodes_field)
     job_nodes = -(-choice.plan.world_size // sysm.gpus_per_node)
-    degradation.check_gpus(choice.plan.world_size, max(job_nodes, cluster_nodes or 0))
+    degradation.check_parts(choice.plan.world_size, max(job_nodes, cluster_nodes or 0))
     applied = tuple((k, v) for k, v in profile.values().items() if getattr(p, k) is None)
     return Run(spec, choice, cluster, cluster.system.id, fabric, oversubscription, imported, profile, applied,
                healthy)

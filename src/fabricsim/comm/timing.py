@@ -14,7 +14,7 @@ from numpy.typing import NDArray
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
-from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, sharp_refusal
+from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, scaled, sharp_refusal
 from fabricsim.comm.cluster import DIRECT_FABRICS, Cluster
 
 if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
@@ -37,9 +37,7 @@ def cached_group_shape(cluster: Cluster, nranks: int, ppn: int) -> GroupShape:
             cluster.catalog.switch(shape.fabric_switch_id), cluster.sharp_jobs) is None:
         shape = replace(shape, collnet=True)  # a SHARP tree granted: NCCL's choice includes CollNet
     if cluster.network_fraction < 1.0 and shape.nnodes > 1:  # a slow NIC paces the rings and trees through it
-        f = cluster.network_fraction
-        shape = replace(shape, net_bytes_per_s_per_node=shape.net_bytes_per_s_per_node * f,
-                        net_line_bytes_per_s_per_node=shape.net_line_bytes_per_s_per_node * f)
+        shape = scaled(shape, net=cluster.network_fraction)
     return shape
 
 

@@ -51,12 +51,13 @@ class Degradation:
         return ([f"gpu {g} at {f:g}" for g, f in self.gpus] + [f"node {n} at {f:g}" for n, f in self.nodes]
                 + [f"link {where} {'failed' if f == 0 else f'at {f:g}'}" for where, f in self.links])
 
-    def check_gpus(self, gpus: int, nodes: int, field: str = "--degrade") -> None:
-        """Refuse a GPU or node outside the job (or cluster) it applies to."""
+    def check_parts(self, gpus: int, nodes: int, field: str = "--degrade") -> None:
+        """Refuse a GPU, node or node's link outside the job (or cluster) it applies to."""
         for g, _ in self.gpus:
             if not 0 <= g < gpus:
                 raise SpecError(f"gpu {g} is not one of the {gpus} GPUs (0..{gpus - 1})", field=field)
-        for n, _ in self.nodes:
+        linked = [int(m["node"]) for m in (_NODE.match(where) for where, _ in self.links) if m is not None]
+        for n in [n for n, _ in self.nodes] + linked:
             if not 0 <= n < nodes:
                 raise SpecError(f"node {n} is not one of the {nodes} nodes (0..{nodes - 1})", field=field)
 
