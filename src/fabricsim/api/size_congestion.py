@@ -20,7 +20,7 @@ def congestion_rows(run: SizeRun, best: Sequence[dict[str, Any]], behaviours: Se
     """Per best plan of a system x network and per behaviour of that network's kind: the analytical step (what the
     search ranked by), the flow-simulated step with ideal sharing and under the behaviour, and the time and cost to
     train at that step."""
-    from fabricsim.api import train
+    from fabricsim.api.calls.train import train
     from fabricsim.catalog import network_link_id
 
     out = []
