@@ -69,15 +69,20 @@ def test_collective_with_a_half_rate_nic_halves_the_network_bound_bandwidth_both
 
 def test_a_failed_fabric_link_is_routed_around() -> None:
     topo = build_cluster("dgx-h100", nodes=64, fabric="fat-tree")
-    tr = build_traffic(topo, [JobSpec("a2a", topo.num_gpus, "all_to_all", 2.0**26, "packed", 0.0, 1)], [])
-    healthy = job_metrics(run_traffic(topo, tr, "ecmp"))[0]["completion_time_s"]
+    tr = build_traffic(topo, [JobSpec("perm", topo.num_gpus, "permutation", 2.0**30, "packed", 0.0, 1)], [])
+    healthy_run = run_traffic(topo, tr, "ecmp")
+    healthy = job_metrics(healthy_run)[0]["completion_time_s"]
+    dead = selected_links(topo, "leaf0-spine0")
+    assert np.isin(healthy_run.flowset.links, dead).any()  # some flows hash onto the link before it fails
+    broken = degraded(topo, parse_degrade(["link=0@leaf0-spine0"]))
     for routing in ("ecmp", "adaptive", "spray"):
-        broken = degraded(topo, parse_degrade(["link=0@leaf0-spine0"]))
         run = run_traffic(broken, tr, routing)
         fs = run.flowset
         live = np.ones(len(fs.links), dtype=bool) if len(fs.weights) == 0 else fs.weights > 0
         assert (broken.link_capacity[fs.links[live]] > 0).all()
-        assert job_metrics(run)[0]["completion_time_s"] >= healthy * (1 - 1e-6)
+        assert run.result.delivered == pytest.approx(fs.size)
+        # no bound against the healthy run: a flow ECMP rehashes off a failed link may land off a collision too
+        assert np.isfinite(job_metrics(run)[0]["completion_time_s"]) and healthy > 0
 
 
 @settings(max_examples=12, deadline=None)
