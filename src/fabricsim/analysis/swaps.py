@@ -189,7 +189,7 @@ def _fabric_feature(base: Scenario, swap: Swap) -> Scenario:
     except SpecError as exc:
         raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
     kind = base.link().kind
-    if behaviour.fabric not in ("any", kind):
+    if not behaviour.runs_on(kind):
         raise SpecError(f"{swap.label}: {behaviour.id} runs on {behaviour.fabric} fabrics, this one is {kind}",
                         field="--swap")
     return replace(base, template=replace(cluster, congestion=behaviour))

@@ -66,16 +66,10 @@ def run_collective(run: CollectiveRun, inputs: dict[str, Any]) -> CollectiveResu
                         "model shares no links)", field="--cc")
     catalog = load_catalog(*calibration)
     behaviour = catalog.congestion_control(o.cc) if o.cc is not None else None  # resolved once, here
-    from fabricsim.topology import fabric_links_named, job_nic_fraction, parse_degrade
+    from fabricsim.topology import job_nic_fraction, parse_degrade
 
     degradation = parse_degrade(o.degrade)
-    if degradation.gpus or degradation.nodes:
-        raise SpecError("a collective's time is its links': a slow GPU or node (gpu=, node=) acts on train; "
-                        "degrade links here", field="--degrade")
-    if fabric_links_named(degradation) and sim != "flow":
-        raise SpecError(f"link {fabric_links_named(degradation)[0]} is between switches: only the flow simulator "
-                        "routes over it; add --sim flow (or degrade a node's NIC link, link=F@nodeN)",
-                        field="--degrade")
+    degradation.check_use(flow=sim == "flow", compute=False)
     sysm = catalog.system(system, field="--system")
     if nodes < 1:
         raise SpecError(f"need at least 1 node, got {nodes}", field="--nodes")

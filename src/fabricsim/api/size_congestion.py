@@ -26,7 +26,7 @@ def congestion_rows(run: SizeRun, best: Sequence[dict[str, Any]], behaviours: Se
     out = []
     for row in best:
         kind = catalog.link(network_link_id(catalog, str(row["fabric"]))).kind
-        mine = [b for b in behaviours if catalog.congestion_control(b).fabric in (kind, "any")]
+        mine = [b for b in behaviours if catalog.congestion_control(b).runs_on(kind)]
         if not mine:
             continue
         common = {"model": run.model, "system": row["system"], "ib": row["fabric"], "gpus": int(row["gpus"]),

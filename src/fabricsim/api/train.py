@@ -94,24 +94,18 @@ def prepare_run(plan: PlanOptions, calibration: Sequence[str] = (), *, design: D
         design.fabric_kind, design.planes, design.dragonfly_routing)
     sim, routing, jobs, cluster_nodes = ("analytical", "ecmp", None, None) if flow is None else (
         flow.sim, flow.routing, None if flow.jobs is None else Path(flow.jobs), flow.cluster_nodes)
-    cc, qos = (None, True) if flow is None else (flow.cc, flow.qos)
-    if cc is not None and sim != "flow":
-        raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow (the analytical "
-                        "model shares no links)", field="--cc")
+    cc, qos = (None, True) if flow is None else (flow.cc, flow.qos)  # the Cluster refuses --cc without --sim flow
     oversubscription = checked_oversubscription(p.oversubscription)
     catalog = load_catalog(*calibration)
     catalog.system(system, field="--system")  # the name checked at the edge: an error names the option typed
     catalog = with_gpu_power(catalog, catalog.system(system).gpu, p.gpu_power, field="--gpu-power")
-    from fabricsim.topology import fabric_links_named, job_nic_fraction, parse_degrade
+    from fabricsim.topology import job_nic_fraction, parse_degrade
 
     degradation = parse_degrade(None if parts is None else parts.degrade)
+    degradation.check_use(flow=sim == "flow", compute=True)
     sharp, sharp_jobs = (False, 1) if parts is None else (parts.sharp, parts.sharp_jobs)
     if sharp_jobs < 1:
         raise SpecError(f"at least 1 (this job), got {sharp_jobs}", field="--sharp-jobs")
-    if fabric_links_named(degradation) and sim != "flow":
-        raise SpecError(f"link {fabric_links_named(degradation)[0]} is between switches: only the flow simulator "
-                        "routes the rings over it; add --sim flow (or degrade a node's NIC link, link=F@nodeN)",
-                        field="--degrade")
     healthy = None
     if degradation.compute_fraction < 1.0:  # a synchronous step runs at its slowest rank's pace
         from fabricsim.catalog import with_gpu_clock

@@ -29,6 +29,10 @@ class CongestionControl(Entry):
         description="time rate control takes to bring the sources of a congested port to their fair share after "
         "flows arrive (0: at once; none: no rate control, sources keep sending at line rate)")
 
+    def runs_on(self, kind: str) -> bool:
+        """Whether it runs on a fabric of this kind (infiniband, ethernet)."""
+        return self.fabric in ("any", kind)
+
     @property
     def lossless(self) -> bool:
         return self.flow_control != "none"

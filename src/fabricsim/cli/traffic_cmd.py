@@ -192,9 +192,7 @@ def traffic_command(**options: Any) -> None:
     from fabricsim.topology import degraded, parse_degrade
 
     degradation = parse_degrade(options["degrade"])
-    if degradation.gpus or degradation.nodes:
-        raise SpecError("traffic moves bytes only: a slow GPU or node (gpu=, node=) acts on train; degrade links here",
-                        field="--degrade")
+    degradation.check_use(flow=True, compute=False)
     topo = degraded(topo, degradation)
     if ck is not None:
         from fabricsim.cli.traffic_checkpoint import cap_storage_links

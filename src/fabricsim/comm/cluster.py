@@ -78,6 +78,7 @@ class Cluster:
             raise SpecError(f"unknown fabric {self.fabric_kind!r}; choose {', '.join(FLOW_FABRICS)}", field="--fabric")
         larger = self.fabric_nodes and self.fabric_kind not in DIRECT_FABRICS  # direct: the analytical taper's
         if self.sim != "flow" and self.congestion is not None:
-            raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow", field="--cc")
+            raise SpecError("a fabric's congestion behaviour acts on the flow simulator; add --sim flow (the "
+                            "analytical model shares no links)", field="--cc")
         if self.sim != "flow" and (self.other_jobs or self.background or larger):
             raise SpecError("other jobs and a larger fabric need --sim flow", field="--jobs")

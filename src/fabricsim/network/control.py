@@ -91,7 +91,7 @@ def check_fabric_kind(topology: Topology, behaviour: CongestionControl) -> None:
     """Refuse a behaviour of the other fabric kind (RoCE's PFC and DCQCN on an InfiniBand fabric, IB credits on
     Ethernet): a SpecError naming --cc."""
     kind = topology.fabric_switch.kind
-    if behaviour.fabric not in ("any", kind):
+    if not behaviour.runs_on(kind):
         raise SpecError(f"{behaviour.id!r} runs on {behaviour.fabric} fabrics; this cluster's fabric is {kind} "
                         f"({topology.fabric_switch.id}): pick a {kind} behaviour or an {behaviour.fabric} network "
                         "(--ib)", field="--cc")

@@ -16,7 +16,6 @@ from fabricsim.topology.build import build_cluster, build_topology, check_builda
 from fabricsim.topology.degrade import (
     Degradation,
     degraded,
-    fabric_links_named,
     job_nic_fraction,
     parse_degrade,
     selected_links,
@@ -76,7 +75,6 @@ __all__ = [
     "degraded",
     "dragonfly_group_nodes",
     "endpoint_kind_name",
-    "fabric_links_named",
     "flow_hash",
     "hgx_node",
     "job_nic_fraction",

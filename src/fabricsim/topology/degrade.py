@@ -51,6 +51,22 @@ class Degradation:
         return ([f"gpu {g} at {f:g}" for g, f in self.gpus] + [f"node {n} at {f:g}" for n, f in self.nodes]
                 + [f"link {where} {'failed' if f == 0 else f'at {f:g}'}" for where, f in self.links])
 
+    @property
+    def switch_links(self) -> list[str]:
+        """The degraded links between switches (only the flow simulator routes around or through them)."""
+        return [where for where, _ in self.links if _NODE.match(where) is None]
+
+    def check_use(self, *, flow: bool, compute: bool, field: str = "--degrade") -> None:
+        """Refuse what a command cannot apply: a slow GPU or node where nothing computes (`compute` False: a
+        collective, traffic), a link between switches where nothing routes (`flow` False: the analytical model)."""
+        if not compute and (self.gpus or self.nodes):
+            raise SpecError("this command moves bytes only: a slow GPU or node (gpu=, node=) acts on train; degrade "
+                            "links here", field=field)
+        between = self.switch_links
+        if between and not flow:
+            raise SpecError(f"link {between[0]} is between switches: only the flow simulator routes over it; add "
+                            "--sim flow (or degrade a node's NIC link, link=F@nodeN)", field=field)
+
     def check_parts(self, gpus: int, nodes: int, field: str = "--degrade") -> None:
         """Refuse a GPU, node or node's link outside the job (or cluster) it applies to."""
         for g, _ in self.gpus:
@@ -166,8 +182,3 @@ def job_nic_fraction(degradation: Degradation, nodes: int) -> float:
         if m is not None and int(m["node"]) < nodes:
             worst = min(worst, factor)
     return worst
-
-
-def fabric_links_named(degradation: Degradation) -> list[str]:
-    """The degraded links between switches (only the flow simulator routes around or through them)."""
-    return [where for where, _ in degradation.links if _NODE.match(where) is None]
