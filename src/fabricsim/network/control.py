@@ -23,7 +23,7 @@ from fabricsim.errors import SpecError
 from fabricsim.network.arbitration import class_rates
 from fabricsim.network.backpressure import BoolArray, LocalFlows, held_rates
 from fabricsim.network.fairshare import NONE, FillScratch, fill_rates
-from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.network.maxmin import FloatArray, IntArray, gather_entries
 from fabricsim.topology import LINK_KINDS, Topology
 
 
@@ -100,16 +100,14 @@ def check_fabric_kind(topology: Topology, behaviour: CongestionControl) -> None:
 def local_flows(indptr: IntArray, links: IntArray, weights: FloatArray, multiplicity: FloatArray, ids: IntArray,
                 pausable: BoolArray, flow_class: IntArray | None, num_links: int, classes: int) -> LocalFlows:
     """The flows `ids` as a compact CSR; with classes, over (link, class) virtual links."""
-    starts = indptr[ids]
-    lens = (indptr[ids + 1] - starts).astype(np.int64)
+    lens = (indptr[ids + 1] - indptr[ids]).astype(np.int64)
     local_ptr = np.zeros(len(ids) + 1, dtype=np.int64)
     np.cumsum(lens, out=local_ptr[1:])
-    total = int(local_ptr[-1])
+    rows = gather_entries(indptr, ids)
     owner = np.repeat(np.arange(len(ids), dtype=np.int64), lens)
-    position = np.arange(total, dtype=np.int64) - local_ptr[:-1][owner]
-    rows = starts[owner].astype(np.int64) + position
+    position = np.arange(len(rows), dtype=np.int64) - local_ptr[:-1][owner]
     phys = links[rows].astype(np.int64)
-    w = weights[rows] if len(weights) else np.ones(total)
+    w = weights[rows] if len(weights) else np.ones(len(rows))
     mult = multiplicity[ids] if len(multiplicity) else np.ones(len(ids))
     virtual = phys if flow_class is None else phys * classes + flow_class[owner]
     return LocalFlows(local_ptr, virtual, w, mult, owner, position, pausable[phys],

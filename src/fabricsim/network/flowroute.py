@@ -206,36 +206,41 @@ def _avoid_dead(topology: Topology, s: IntArray, d: IntArray, ids: IntArray, rou
     dead_link = topology.link_capacity <= 0
     if not dead_link.any() or len(s) == 0:
         return routed
-    lens = np.diff(routed.indptr)
-    dead = np.zeros(len(s), dtype=bool)
-    np.logical_or.at(dead, np.repeat(np.arange(len(s)), lens), dead_link[routed.links])
-    todo = np.flatnonzero(dead)
+    old = Routes(routed.indptr, routed.links)
+    hit = np.zeros(len(s), dtype=bool)
+    np.logical_or.at(hit, old.flow_of_entry(), dead_link[old.links])
+    todo = np.flatnonzero(hit)
     if len(todo) == 0:
         return routed
-    counts = path_counts(topology, s[todo], d[todo])
+    counts = path_counts(topology, s[todo], d[todo]).astype(np.uint64)
     h = flow_hash(s[todo], d[todo], ids[todo]).astype(np.uint64)
-    paths: list[Routes | None] = [None] * len(todo)
+    choice = np.full(len(todo), -1, dtype=np.int64)  # the first live choice after the hashed one (-1: none yet)
     for step in range(1, int(counts.max(initial=1))):
-        left = np.flatnonzero([p is None for p in paths] & (counts > step))
+        left = np.flatnonzero((choice < 0) & (counts > step))
         if len(left) == 0:
             break
-        choice = ((h[left] + np.uint64(step)) % counts[left].astype(np.uint64)).astype(np.int64)
-        found = _route_choices(topology, s[todo[left]], d[todo[left]], choice)
+        tried = ((h[left] + np.uint64(step)) % counts[left]).astype(np.int64)
+        found = _route_choices(topology, s[todo[left]], d[todo[left]], tried)
         bad = np.zeros(len(left), dtype=bool)
         np.logical_or.at(bad, found.flow_of_entry(), dead_link[found.links])
-        for j in np.flatnonzero(~bad):
-            a, b = found.indptr[j], found.indptr[j + 1]
-            paths[left[j]] = Routes(np.array([0, b - a], dtype=np.int64), found.links[a:b])
-    rows = [routed.links[routed.indptr[i]:routed.indptr[i + 1]] for i in range(len(s))]
-    for k, p in zip(todo.tolist(), paths, strict=True):
-        if p is not None:
-            rows[k] = p.links.astype(routed.links.dtype)
+        choice[left[~bad]] = tried[~bad]
+    moved = np.flatnonzero(choice >= 0)
+    if len(moved) == 0:
+        return routed
+    flows = todo[moved]
+    new = _route_choices(topology, s[flows], d[flows], choice[moved])
+    keep = np.ones(len(s), dtype=bool)
+    keep[flows] = False
+    owner = old.flow_of_entry()
+    kept = keep[owner]
+    # every flow's entries in order: the kept flows' own, then the moved flows' new paths, by flow (stable)
+    entry_flow = np.concatenate([owner[kept], np.repeat(flows, new.lengths)])
+    order = np.argsort(entry_flow, kind="stable")
+    links = np.concatenate([old.links[kept], new.links.astype(old.links.dtype)])[order]
     indptr = np.zeros(len(s) + 1, dtype=np.int64)
-    np.cumsum([len(r) for r in rows], out=indptr[1:])
-    links = np.concatenate(rows) if rows else routed.links
-    latency = np.bincount(np.repeat(np.arange(len(s)), np.diff(indptr)), weights=topology.link_latency[links],
-                          minlength=len(s)).astype(np.float64)
-    return RoutedFlows(indptr, links.astype(routed.links.dtype), routed.weights, latency)
+    np.cumsum(np.bincount(entry_flow, minlength=len(s)), out=indptr[1:])
+    paths = Routes(indptr, links)
+    return RoutedFlows(indptr, links, routed.weights, _latency(topology, paths))
 
 
 def _live_planes(topology: Topology, paths: Routes, flow_of_path: IntArray, share: FloatArray) -> FloatArray:

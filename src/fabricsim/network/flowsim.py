@@ -27,7 +27,7 @@ from fabricsim.network.budget import report
 from fabricsim.network.control import HELD_REFILL_SHARE, FabricControl, ReactionClock, controlled_rates
 from fabricsim.network.fairshare import NONE, FillScratch, fill_rates, link_bytes, unload
 from fabricsim.network.flowclass import flow_classes
-from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, index_dtype, link_loads
+from fabricsim.network.maxmin import LEVEL_RTOL, FloatArray, IntArray, gather_entries, index_dtype, link_loads
 from fabricsim.network.mintree import MinTree
 
 SAME_TIME_RTOL = 1e-9
@@ -118,18 +118,6 @@ class FlowResult:
     @property
     def makespan(self) -> float:
         return float(self.stage_finish.max()) if len(self.stage_finish) else 0.0
-
-
-def gather_entries(indptr: IntArray, flows: IntArray) -> IntArray:
-    """Indices into the incidence arrays of every entry of `flows` (vectorised CSR row gather)."""
-    starts = indptr[flows]
-    lens = indptr[flows + 1] - starts
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    first = np.cumsum(lens) - lens
-    out: IntArray = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lens)
-    return out
 
 
 def entry_weights(fs: FlowSet, idx: IntArray) -> FloatArray:

@@ -98,3 +98,15 @@ def link_loads(num_links: int, entry_link: IntArray, entry_flow: IntArray, entry
                rate: FloatArray) -> FloatArray:
     """Bytes/s on every link when flow f runs at rate[f]."""
     return np.bincount(entry_link, weights=entry_weight * rate[entry_flow], minlength=num_links).astype(np.float64)
+
+
+def gather_entries(indptr: IntArray, flows: IntArray) -> IntArray:
+    """Indices into the incidence arrays of every entry of `flows` (vectorised CSR row gather)."""
+    starts = indptr[flows]
+    lens = indptr[flows + 1] - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    first = np.cumsum(lens) - lens
+    out: IntArray = np.arange(total, dtype=np.int64) - np.repeat(first - starts, lens)
+    return out
