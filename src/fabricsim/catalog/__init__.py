@@ -32,6 +32,7 @@ from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
 from fabricsim.catalog.power import at_clock, at_power, clock_fraction, limit_systems, with_gpu_clock, with_gpu_power
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
+from fabricsim.catalog.roadmap import FigureBasis, cluster_entries, figure_basis
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -48,6 +49,7 @@ __all__ = [
     "Entry",
     "FailureRate",
     "FailureUnit",
+    "FigureBasis",
     "LaunchFlag",
     "LaunchSettings",
     "LinkTech",
@@ -63,8 +65,10 @@ __all__ = [
     "at_clock",
     "at_power",
     "clock_fraction",
+    "cluster_entries",
     "config_text",
     "default_catalog",
+    "figure_basis",
     "is_switch_system",
     "limit_systems",
     "load_catalog",

@@ -7,7 +7,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim.catalog.fabric_control import CongestionControl
-from fabricsim.catalog.models import GPU, NIC, Cable, LinkTech, Switch, System, Tuning
+from fabricsim.catalog.models import (
+    GPU,
+    NIC,
+    SCALE_UP_LINK_KINDS,
+    SCALE_UP_SWITCH_KINDS,
+    Cable,
+    LinkTech,
+    Switch,
+    System,
+    Tuning,
+)
 from fabricsim.catalog.reliability import FailureRate, StorageServer, StorageTier
 from fabricsim.errors import SpecError, unknown_name_error
 
@@ -109,7 +119,7 @@ class Catalog(BaseModel):
     def check_references(self) -> None:
         """Every id an entry points to must exist, with the right kind."""
 
-        def need(category: str, ref: str | None, where: str, kind: str | None = None) -> None:
+        def need(category: str, ref: str | None, where: str, kind: str | tuple[str, ...] | None = None) -> None:
             if ref is None:
                 return
             table: dict[str, Any] = getattr(self, category)
@@ -117,11 +127,13 @@ class Catalog(BaseModel):
                 raise SpecError(
                     f"refers to unknown {category[:-1]} {ref!r}; known: {', '.join(sorted(table))}", field=where
                 )
-            if kind is not None and getattr(table[ref], "kind", None) != kind:
-                raise SpecError(f"{ref!r} is a {table[ref].kind} link, expected {kind}", field=where)
+            kinds = (kind,) if isinstance(kind, str) else kind
+            if kinds is not None and getattr(table[ref], "kind", None) not in kinds:
+                raise SpecError(f"{ref!r} is a {table[ref].kind} {category[:-1]}, expected {' or '.join(kinds)}",
+                                field=where)
 
         for g in self.gpus.values():
-            need("links", g.nvlink, f"gpus.{g.id}.nvlink", "nvlink")
+            need("links", g.nvlink, f"gpus.{g.id}.nvlink", SCALE_UP_LINK_KINDS)
             need("links", g.pcie, f"gpus.{g.id}.pcie", "pcie")
             if g.nvlink and g.nvlink_links == 0:
                 raise SpecError("has an NVLink generation but nvlink_links is 0", field=f"gpus.{g.id}")
@@ -133,7 +145,7 @@ class Catalog(BaseModel):
         for sysm in self.systems.values():
             where = f"systems.{sysm.id}"
             need("gpus", sysm.gpu, f"{where}.gpu")
-            need("switches", sysm.nvswitch, f"{where}.nvswitch")
+            need("switches", sysm.nvswitch, f"{where}.nvswitch", SCALE_UP_SWITCH_KINDS)
             need("nics", sysm.nic, f"{where}.nic")
             need("nics", sysm.storage_nic, f"{where}.storage_nic")
             need("links", sysm.pcie, f"{where}.pcie", "pcie")

@@ -8,8 +8,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fabricsim.catalog.quantities import Bytes, BytesPerS, FlopPerS, Fraction, Seconds, Usd, Watts
 
-LinkKind = Literal["nvlink", "pcie", "infiniband", "ethernet", "cpu"]  # cpu: socket-to-socket (UPI, xGMI)
-SwitchKind = Literal["nvswitch", "nvlink-switch", "infiniband", "ethernet", "pcie"]
+LinkKind = Literal["nvlink", "ualink", "sue", "pcie", "infiniband", "ethernet", "cpu"]
+"""cpu: socket-to-socket (UPI, xGMI); nvlink, ualink and sue (scale-up Ethernet): a GPU's scale-up ports"""
+SwitchKind = Literal["nvswitch", "nvlink-switch", "ualink-switch", "sue-switch", "infiniband", "ethernet", "pcie"]
+SCALE_UP_LINK_KINDS: tuple[str, ...] = ("nvlink", "ualink", "sue")
+"""Link kinds a GPU's scale-up domain runs on: one mechanism (a switched domain priced by the same collective
+model), different parameters (rate, latency, in-switch reduction)"""
+SCALE_UP_SWITCH_KINDS: tuple[str, ...] = ("nvswitch", "nvlink-switch", "ualink-switch", "sue-switch")
 
 
 class Entry(BaseModel):
@@ -22,6 +27,16 @@ class Entry(BaseModel):
     source: str = Field(min_length=1, description="URL or document the figures come from")
     verified: bool = Field(True, description="false where a figure could not be confirmed in a primary source")
     notes: str = ""
+    estimated: tuple[str, ...] = Field(
+        (), description="fields whose value is an estimate (its method in notes), not a published figure; roadmap "
+        "entries name them so a bill of materials and a decision can list what they rest on")
+
+    @model_validator(mode="after")
+    def _estimated_fields(self) -> Entry:
+        unknown = [name for name in self.estimated if name not in type(self).model_fields]
+        if unknown:
+            raise ValueError(f"estimated names {', '.join(unknown)}, not fields of this entry")
+        return self
 
 
 class Priced(Entry):
@@ -93,7 +108,7 @@ class PowerCurve(BaseModel):
 
 class GPU(Priced):
     vendor: str
-    architecture: Literal["ampere", "hopper", "blackwell", "cdna3"] | None = Field(
+    architecture: Literal["ampere", "hopper", "blackwell", "rubin", "cdna3", "cdna5"] | None = Field(
         None, description="microarchitecture as the vendor names it; error bands compare like with like by it"
     )
     bf16_flops_per_s: FlopPerS = Field(description="dense BF16 tensor peak")
@@ -102,7 +117,8 @@ class GPU(Priced):
     hbm_bytes: Bytes
     hbm_bytes_per_s: BytesPerS
     tdp_w: Watts
-    nvlink: str | None = Field(None, description="link technology id of the GPU's NVLink ports")
+    nvlink: str | None = Field(None, description="link technology id of the GPU's scale-up ports: NVLink, or on "
+                               "other GPUs UALink or scale-up Ethernet (the same switched-domain model)")
     nvlink_links: int = Field(0, ge=0)
     pcie: str = Field(description="link technology id of the host PCIe x16 interface")
     matmul_efficiency: Efficiency | None = Field(
@@ -133,6 +149,8 @@ class GPU(Priced):
         " one per score and pass beside its tensor-core work; None: folded into attention_efficiency"
     )
 
+    status: Literal["shipping", "roadmap"] = Field("shipping", description="roadmap: announced, not shipping; "
+                                                   "its figures are claims or estimates")
     power_curve: PowerCurve | None = Field(
         None, description="sustained compute clock against the board power limit (both relative to tdp_w), for"
         " --gpu-power; None: the GPU runs at its rated power only")
@@ -198,6 +216,14 @@ class Switch(Priced):
                                              "hold at once (None: no limit known)")
     second_tier: SecondTier | None = Field(None, description="NVLink switches: figures for joining racks into one "
                                            "NVLink domain through a second switch tier")
+    status: Literal["shipping", "roadmap"] = Field("shipping", description="a roadmap switch builds a fabric only "
+                                                   "when named (never a network's default switch)")
+    optics: Literal["pluggable", "co-packaged"] = Field(
+        "pluggable", description="co-packaged: the optical engines sit in the switch package (its power includes "
+        "them), so a cable ending on it needs no pluggable transceiver at that end")
+    optics_failure_factor: SourcedFigure | None = Field(
+        None, description="co-packaged optics: interruptions of a link end on this switch relative to a pluggable "
+        "transceiver's (None: 1, as pluggable)")
 
 
 class NIC(Priced):
@@ -312,6 +338,9 @@ class Tuning(Entry):
         0.0, description="latency of one NIC-switch link of the fabric the NET hop figures were measured on")
     net_reference_switch_latency_s: Seconds = Field(
         0.0, description="port-to-port latency of one switch of that reference fabric")
+    scale_up_reference_path_latency_s: Seconds = Field(
+        0.0, description="one-way GPU-switch-GPU path (two NVLink links and an NVSwitch, catalog latencies) that the "
+        "nvlink hop figures include; another scale-up domain adds its path's difference (0: none added)")
     dispatch_kernel_sms: dict[str, int] = Field(
         default_factory=dict, description="SMs the MoE token dispatch/combine kernels occupy while they run beside"
         " compute (EP communication overlap), per dispatcher (alltoall, deepep); 0 where absent")

@@ -102,6 +102,7 @@ COLUMNS: dict[Category, list[Column]] = {
         ("SHARP", lambda e, c: e.sharp_version or ("yes" if e.sharp else "no")),
         ("price", lambda e, c: _usd(e.price_usd)),
         ("power", lambda e, c: _watts(e.power_w)),
+        ("status", lambda e, c: e.status + (", co-packaged optics" if e.optics == "co-packaged" else "")),
         ("verified", lambda e, c: _verified(e)),
     ],
     Category.nics: [
@@ -133,6 +134,7 @@ COLUMNS: dict[Category, list[Column]] = {
         ("PCIe", lambda e, c: e.pcie),
         ("node price", lambda e, c: _usd(e.price_usd) + (f" ({e.price_date})" if e.price_date else "")),
         ("node power", lambda e, c: _watts(e.power_w)),
+        ("status", lambda e, c: e.status),
         ("verified", lambda e, c: _verified(e)),
     ],
     Category.models: [
@@ -275,12 +277,17 @@ def _entries(catalog: Catalog, category: Category) -> dict[str, Any]:
     return result
 
 
-def catalog_table(catalog: Catalog, category: Category, width: int | None = None) -> Table:
+def _is_roadmap(entry: Any) -> bool:
+    """Whether a catalog entry is announced but not shipping (its ``status``)."""
+    return getattr(entry, "status", None) == "roadmap"
+
+
+def catalog_table(catalog: Catalog, category: Category, width: int | None = None, only_roadmap: bool = False) -> Table:
     """A rich table of one catalog category that fits the console: the id column is never folded, and columns
     are dropped (secondary ones first, then from the right) until the rest fit on one line each."""
     from fabricsim.cli.output import fit_columns, num_column, text_column
 
-    entries = list(_entries(catalog, category).values())
+    entries = [e for e in _entries(catalog, category).values() if not only_roadmap or _is_roadmap(e)]
     cells = {header: [fmt(e, catalog) for e in entries] for header, fmt in COLUMNS[category]}
     headers = fit_columns(cells, console.width if width is None else width, keep=("id",),
                           drop_first=tuple(h for h in cells if h in SECONDARY))
@@ -361,6 +368,8 @@ def catalog_command(
     fmt: FormatOpt = None,
     as_json: JsonOpt = False,
     calibration: list[str] = typer.Option([], "--calibration", help="overlay YAML applied on top of the catalog"),
+    roadmap: bool = typer.Option(False, "--roadmap/--no-roadmap", help="only the roadmap entries (announced, not "
+                                 "shipping: searched only when named), each with the figures that are estimates"),
 ) -> None:
     """Show the hardware catalog, model presets and collective tunings: every figure with its source."""
     from fabricsim.catalog import load_catalog
@@ -369,14 +378,25 @@ def catalog_command(
     form = output_format(fmt, as_json)
     catalog = load_catalog(*calibration)
     categories = [category] if category else list(HARDWARE)
-    data = {c.value: [_entry_json(catalog, c, e) for e in _entries(catalog, c).values()] for c in categories}
+    if roadmap:
+        categories = [c for c in categories if any(_is_roadmap(e) for e in _entries(catalog, c).values())]
+    data = {c.value: [_entry_json(catalog, c, e) for e in _entries(catalog, c).values()
+                      if not roadmap or _is_roadmap(e)] for c in categories}
+    if not categories:
+        data = {"roadmap": []}
     rows = [{"category": c, **e} for c, items in data.items() for e in items] if len(categories) > 1 else \
         data[categories[0].value]
     hf_configs = _hf_configs() if Category.models in categories else None
     if emit(form, data if hf_configs is None else {**data, "hf_configs": hf_configs}, inputs, rows):
         return
     for c in categories:
-        console.print(catalog_table(catalog, c))
+        console.print(catalog_table(catalog, c, only_roadmap=roadmap))
+        if roadmap:
+            for e in _entries(catalog, c).values():
+                if _is_roadmap(e) and e.estimated:
+                    console.print(f"[dim]{e.id}: estimated {', '.join(e.estimated)} (method: its notes, --json)[/]")
+    if roadmap and not categories:
+        console.print("no roadmap entries in this category")
     if hf_configs is not None:
         console.print(hf_configs_table(hf_configs))
         console.print(HF_USAGE)

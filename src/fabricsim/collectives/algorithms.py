@@ -42,6 +42,17 @@ def _hop(tuning: Tuning, hop_class: str, algo: str, proto: str) -> float:
     return per_proto.get(proto, 0.0)
 
 
+def _local_hop(shape: GroupShape, tuning: Tuning, hop_class: str, algo: str, proto: str) -> float:
+    """One step inside a node: NCCL's figure for its hop class and, in a switched scale-up domain, how much longer
+    (or shorter) this domain's GPU-switch-GPU path is than the NVLink path that figure was measured on: NVLink,
+    UALink and scale-up Ethernet domains are one mechanism with their own latencies."""
+    hop = _hop(tuning, hop_class, algo, proto)
+    reference = tuning.scale_up_reference_path_latency_s
+    if hop_class != "nvlink" or not shape.intra_path_latency_s or not reference:
+        return hop
+    return max(0.0, hop + shape.intra_path_latency_s - reference)
+
+
 def _net_hop(shape: GroupShape, tuning: Tuning, algo: str, proto: str) -> float:
     """One network-crossing step: NCCL's NET figure (measured on the reference fabric) plus how much longer this
     group's path (NIC-switch links at both ends, and its switch hops) takes than the same path on the reference."""
@@ -130,7 +141,7 @@ def _net_kind(shape: GroupShape) -> str:
 
 def _step_latency(shape: GroupShape, tuning: Tuning, algo: str, proto: str, steps: int, net_steps: int) -> float:
     """Steps of a pipeline, `net_steps` of which cross the network; the rest stay inside a node."""
-    intra = _hop(tuning, _hop_class(shape), algo, proto)
+    intra = _local_hop(shape, tuning, _hop_class(shape), algo, proto)
     if shape.nnodes > 1:
         intra = max(intra, tuning.net_overhead_s * (3 if proto == "Simple" else 1))
     net = _net_hop(shape, tuning, algo, proto)
@@ -228,7 +239,7 @@ def _tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     select = max(1.0 / tuning.nccl_tree_algbw_ratio / rate for rate in rates.values())
     depth = int(math.log2(shape.nnodes)) if shape.nnodes > 1 else 0
     latency = _base(tuning, "tree", proto) + 2 * (
-        (shape.ranks_per_node - 1) * _hop(tuning, _hop_class(shape), "tree", proto)
+        (shape.ranks_per_node - 1) * _local_hop(shape, tuning, _hop_class(shape), "tree", proto)
         + depth * _net_hop(shape, tuning, "tree", proto)
     )
     return Cost(latency, per_byte, select_per_byte_s=select)
@@ -241,8 +252,8 @@ def _nvls(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     rate = shape.intra_bytes_per_s * nvls_efficiency(shape, tuning)
     wire = (n + 1) / n if op == "all_reduce" else 1.0
     fill_s, fill_bytes = _nvls_fill(shape, tuning, wire / rate)
-    return Cost(_base(tuning, "nvls", proto) + _hop(tuning, "nvlink", "nvls", proto), {"nvlink": wire / rate},
-                fill_s=fill_s, fill_bytes=fill_bytes)
+    return Cost(_base(tuning, "nvls", proto) + _local_hop(shape, tuning, "nvlink", "nvls", proto),
+                {"nvlink": wire / rate}, fill_s=fill_s, fill_bytes=fill_bytes)
 
 
 def _nvls_fill(shape: GroupShape, tuning: Tuning, per_byte_s: float) -> tuple[float, float]:
@@ -261,7 +272,7 @@ def _nvls_tree(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     net_wire = dtree_bytes_per_direction(shape.nnodes)
     per_byte = {"nvlink": (p + 1) / p / nvls_rate, _net_kind(shape): net_wire / net_rate}
     depth = math.ceil(math.log2(shape.nnodes))
-    latency = (_base(tuning, "nvls_tree", proto) + _hop(tuning, "nvlink", "nvls_tree", proto)
+    latency = (_base(tuning, "nvls_tree", proto) + _local_hop(shape, tuning, "nvlink", "nvls_tree", proto)
                + 2 * depth * _net_hop(shape, tuning, "nvls_tree", proto))
     stage_fill_s, stage_fill_bytes = _nvls_fill(shape, tuning, per_byte["nvlink"])
     # Each of the 1 + 2 depth stages (NVLS, up and down the tree) fills like one NVLink domain: the pipeline is
@@ -276,7 +287,8 @@ def _collnet(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
     per_byte = {_net_kind(shape): 1.0 / (shape.net_bytes_per_s_per_node * tuning.tree_efficiency)}
     if p > 1:
         per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
-    latency = (_base(tuning, "collnet", proto) + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "collnet", proto)
+    latency = (_base(tuning, "collnet", proto)
+               + 2 * (p - 1) * _local_hop(shape, tuning, _hop_class(shape), "collnet", proto)
                + _net_hop(shape, tuning, "collnet", proto))
     return Cost(latency, per_byte)
 
@@ -290,7 +302,7 @@ def _hierarchical(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cos
         per_byte[shape.intra_kind] = 2.0 * (p - 1) / p / shape.intra_bytes_per_s
     per_byte[_net_kind(shape)] = 2.0 * (nodes - 1) / nodes / shape.net_bytes_per_s_per_node
     latency = (_base(tuning, "hierarchical", proto)
-               + 2 * (p - 1) * _hop(tuning, _hop_class(shape), "hierarchical", proto)
+               + 2 * (p - 1) * _local_hop(shape, tuning, _hop_class(shape), "hierarchical", proto)
                + 2 * (nodes - 1) * _net_hop(shape, tuning, "hierarchical", proto))
     return Cost(latency, per_byte, combine="sum")
 
@@ -311,7 +323,7 @@ def _halving_doubling(op: str, shape: GroupShape, proto: str, tuning: Tuning) ->
         else:
             kind, rate, hop = _net_kind(shape), nic_share, "net"
         per_byte[kind] = per_byte.get(kind, 0.0) + fraction / rate
-        latency += passes * _hop(tuning, hop, "halving_doubling", proto)
+        latency += passes * _local_hop(shape, tuning, hop, "halving_doubling", proto)
     return Cost(latency, per_byte, combine="sum")
 
 
@@ -331,7 +343,7 @@ def _direct(op: str, shape: GroupShape, proto: str, tuning: Tuning) -> Cost:
         if shape.nnodes > 1:
             per_byte[_net_kind(shape)] = 1.0 / (shape.nic_bytes_per_s * eff)
     latency = _base(tuning, "direct", proto) + max(
-        _hop(tuning, _hop_class(shape), "direct", proto) if p > 1 else 0.0,
+        _local_hop(shape, tuning, _hop_class(shape), "direct", proto) if p > 1 else 0.0,
         _net_hop(shape, tuning, "direct", proto) if shape.nnodes > 1 else 0.0,
     )
     return Cost(latency, per_byte)

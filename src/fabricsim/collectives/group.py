@@ -66,6 +66,10 @@ class GroupShape:
     net_switch_hops: int = 0
     switch_system: bool = False
     """the NVLink domain is a rack-scale NVLink Switch System: each of a GPU's links lands on its own switch chip"""
+    intra_path_latency_s: float = 0.0
+    """a switched scale-up domain's one-way GPU-switch-GPU path (two links and a switch: NVLink, UALink or
+    scale-up Ethernet); 0 without a domain switch. Its difference from the NVLink path NCCL's figures were measured on
+    is added to each scale-up hop (`collectives.algorithms`)"""
     hosts: int = 0
     """hosts (CPUs running one OS) the group's GPUs sit on: a server, or a compute tray of a rack-scale node
     (`host_gpus`); 0: one per node. One host can run nccl-tests from one thread (-g N), several cannot"""
@@ -96,14 +100,15 @@ class GroupShape:
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
             self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
-            self.net_path_latency_s, self.hosts, self.collnet,
+            self.net_path_latency_s, self.hosts, self.collnet, self.intra_path_latency_s,
         )
 
 
 def fabric_switch_for(catalog: Catalog, link: LinkTech) -> Switch | None:
-    """The catalog switch whose ports run at this link technology (e.g. qm9700 for ib-ndr)."""
+    """The catalog switch whose ports run at this link technology (e.g. qm9700 for ib-ndr): the largest-radix
+    shipping one, a roadmap one only where none ships (as `topology.resolve_switch` picks)."""
     matches = [s for s in catalog.switches.values() if s.link == link.id and s.kind in ("infiniband", "ethernet")]
-    return max(matches, key=lambda s: s.radix) if matches else None
+    return min(matches, key=lambda s: (s.status == "roadmap", -s.radix, s.id)) if matches else None
 
 
 def resolve_fabric_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:
@@ -169,6 +174,9 @@ def group_shape(
         intra_eff = intra_line * link.efficiency
         notes.append("intra-node traffic over PCIe (no NVLink)")
     nvswitch = cat.switch(sysm.nvswitch) if sysm.nvswitch else None
+    intra_path = 0.0
+    if intra_kind == "nvlink" and sysm.intra == "nvswitch" and nvswitch is not None:
+        intra_path = 2 * link.latency_s + nvswitch.latency_s
     last = gpus - (nnodes - 1) * ppn
     nvls = bool(intra_kind == "nvlink" and nvswitch is not None and nvswitch.sharp and last > 1)
     if 0 < last < ppn:
@@ -226,6 +234,7 @@ def group_shape(
         net_path_latency_s=path_latency(net_link, switch, hops),
         net_switch_hops=hops,
         switch_system=intra_kind == "nvlink" and is_switch_system(sysm, gpu),
+        intra_path_latency_s=intra_path,
         hosts=(nnodes - 1) * ceil(ppn / host_gpus(sysm)) + ceil(last / host_gpus(sysm)),
     )
 

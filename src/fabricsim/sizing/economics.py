@@ -29,7 +29,8 @@ class Economics:
     missing: tuple[str, ...] = ()
     error: str | None = None
     nics: int = 0
-    cables: int = 0
+    cables: float = 0.0
+    """fabric cables as failures count them (`BillOfMaterials.cable_failure_exposure`)"""
     spare_gpus: int = 0
     """GPUs of the hot spares in capex and power (a rental bills their hours too)"""
     storage_servers: int = 0
@@ -72,7 +73,7 @@ def _economics(choice: ClusterChoice, rail_optimized: bool, catalog: ByIdentity[
         | {f"{name} power" for _, power, name in extra if power is None}
     capex = None if bill.capex_usd is None or any(p is None for p, _, _ in extra) else bill.capex_usd + extra_usd
     power = None if bill.power_w is None or any(w is None for _, w, _ in extra) else bill.power_w + extra_w
-    return Economics(capex, power, tuple(sorted(missing)), nics=bill.nics, cables=bill.cables_total,
+    return Economics(capex, power, tuple(sorted(missing)), nics=bill.nics, cables=bill.cable_failure_exposure,
                      spare_gpus=spare_gpus, storage_servers=servers)
 
 

@@ -9,7 +9,10 @@ Cables: a NIC-to-first-switch cable (or a node-to-node cable on a mesh) is coppe
 ``node_cable`` (default optical: the SuperPOD puts leaves at the end of the row and runs optics to them); cables
 between switches are optical. Each cable is the slowest catalog class of its medium at least as fast as the link.
 Optical cables count their transceivers (two per cable in the catalog: one per end; twin-port OSFP switch optics
-that carry two links are not merged).
+that carry two links are not merged). A co-packaged-optics switch (catalog ``optics: co-packaged``) carries its
+optics inside (its power includes them), so a cable end on it needs no transceiver: such a cable is billed at the
+share of its class's price and power its remaining pluggable ends make (the fibre itself is not priced), and each end
+on it fails ``optics_failure_factor`` times as often as a pluggable one (``cable_failure_exposure``).
 
 Bisection (one direction, 0 for a single node): the worst balanced cut of the nodes through the scale-out fabric.
 Fat tree: floor(N/2) x NICs per node x NIC link rate / oversubscription, the cut between leaf-aligned halves of
@@ -23,7 +26,7 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from fabricsim import units
-from fabricsim.catalog import NIC, Catalog, Priced, Switch, System
+from fabricsim.catalog import NIC, Cable, Catalog, Priced, Switch, System, figure_basis
 from fabricsim.topology.fabric import Fabric
 from fabricsim.topology.lineitems import LineItem, cable_class, line_item
 from fabricsim.topology.nodes import NodeTemplate
@@ -96,9 +99,39 @@ class BillOfMaterials(BaseModel):
     items: list[LineItem]
     """every line, the storage network's included (capex and power total them all)"""
     notes: list[str]
+    roadmap: list[str] = []
+    """roadmap parts the cluster uses (``kind:id``): their figures are announced, not measured"""
+    estimated: list[str] = []
+    """figures of its parts that are estimates (``id.field``), the method in each entry's notes"""
+    cable_failure_exposure: float = 0.0
+    """fabric cables as the failure model counts them: each cable 1, less what its ends on co-packaged-optics
+    switches fail less (``Switch.optics_failure_factor``); cables_total where every switch is pluggable"""
     storage: StorageBill | None = None
     """the storage servers and the network to them, when the spec has one (counts above are the compute
     fabric's)"""
+
+
+SWITCH_ENDS = {"node-leaf": 1, "node-router": 1, "node-switch": 1, "node-node": 0}
+"""Ends of a fabric segment's cables that plug into fabric switches (2 for every segment not named)"""
+
+
+def _co_packaged(cable: Cable, switch: Switch, segment: str) -> tuple[Cable, int, float]:
+    """A segment's cable class as bought beside ``switch``, the ends on co-packaged optics, and those ends'
+    failure factor: an optical cable loses the transceivers (their share of price and power) at such ends."""
+    if switch.optics != "co-packaged" or cable.medium != "optical":
+        return cable, 0, 1.0
+    ends = SWITCH_ENDS.get(segment, 2)
+    factor = 1.0 if switch.optics_failure_factor is None else switch.optics_failure_factor.value
+    if not ends or not cable.transceivers:
+        return cable, ends, factor
+    keep = (2 - ends) / 2
+    return cable.model_copy(update={
+        "id": f"{cable.id}-cpo{ends}",
+        "name": f"{cable.name}, {ends} end(s) on co-packaged optics (no transceiver there)",
+        "transceivers": round(cable.transceivers * keep),
+        "price_usd": None if cable.price_usd is None else cable.price_usd * keep,
+        "power_w": None if cable.power_w is None else cable.power_w * keep,
+    }), ends, factor
 
 
 def _nic_swap(old: Priced, new: Priced, count: int) -> LineItem:
@@ -122,10 +155,13 @@ def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOf
             items.append(line_item(topology.fabric_switch, "switch", tier, count))
     cables: dict[str, int] = {}
     copper = optical = transceivers = 0
+    exposure = 0.0
     for run in fabric.cables:
         cable = cable_class(catalog, run.medium, run.bytes_per_s)
+        cable, cpo_ends, factor = _co_packaged(cable, topology.fabric_switch, run.segment)
         cables[run.segment] = cables.get(run.segment, 0) + run.count
         items.append(line_item(cable, "cable", run.segment, run.count))
+        exposure += run.count * (1.0 - cpo_ends / 2 * (1.0 - factor))
         if cable.medium == "copper":
             copper += run.count
         else:
@@ -149,9 +185,16 @@ def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOf
     if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
+    if topology.fabric_switch.optics == "co-packaged":
+        notes.append(f"{topology.fabric_switch.id} has co-packaged optics: cables end on it without a pluggable "
+                     "transceiver (billed at the share of their class's price and power their other ends make; the "
+                     "fibre is not priced), and its power includes its optics")
+    basis = figure_basis(catalog, system, topology.fabric_switch.id, topology.nic.id)
     if system.status == "roadmap":
         notes.append(f"{system.id} is a roadmap system: its price, power and NVLink design are assumptions (see "
                      "its catalog notes)")
+    if basis.note():
+        notes.append(str(basis.note()))
     link = catalog.link(topology.fabric_switch.link)
     if link.status == "roadmap":
         notes.append(f"{link.id} is a roadmap link: its switch, NIC and cables ({topology.fabric_switch.id}, "
@@ -179,6 +222,9 @@ def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOf
         cables_optical=optical,
         cables_total=copper + optical,
         transceivers=transceivers,
+        cable_failure_exposure=exposure,
+        roadmap=list(basis.roadmap),
+        estimated=list(basis.estimated),
         capex_usd=None if any(i.unit_price_usd is None for i in items) else capex_known,
         capex_known_usd=capex_known,
         power_w=None if any(i.unit_power_w is None for i in items) else power_known,

@@ -221,7 +221,9 @@ def _new_node(system: System, catalog: Catalog) -> NodeTemplate:
 
 def _finish(parts: _Parts, graph: LocalGraph, gpus: list[int], nics: list[int], shape: str) -> NodeTemplate:
     n_gpus, n_nics = len(gpus), len(nics)
-    owner = [next(g for g in range(n_gpus) if _owner(g, n_gpus, n_nics) == n) for n in range(n_nics)]
+    # the GPU each NIC serves: its first GPU, or (more NICs than GPUs, e.g. three per GPU) the GPU of its block
+    owner = [_owner(n, n_nics, n_gpus) if n_nics > n_gpus else
+             next(g for g in range(n_gpus) if _owner(g, n_gpus, n_nics) == n) for n in range(n_nics)]
     gpu_gpu, gpu_nic, nic_gpu = route_tables(graph, gpus, nics, owner)
     return NodeTemplate(
         system=parts.system,

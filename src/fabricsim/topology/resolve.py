@@ -35,12 +35,13 @@ def fabric_switches(catalog: Catalog) -> dict[str, Switch]:
 
 def resolve_switch(name: str, catalog: Catalog, field: str = "link") -> Switch:
     """A fabric switch from any network name (`catalog.network_id`: ndr, ib-ndr, 400g, a switch id): a switch id is
-    that switch, a link the largest-radix switch running it."""
+    that switch, a link the largest-radix shipping switch running it (a roadmap one only where none ships)."""
     key = network_id(catalog, name, field=field, kind="fabric link or switch")
     switches = fabric_switches(catalog)
     if key in switches:
         return switches[key]
-    runs = sorted((s for s in switches.values() if s.link == key), key=lambda s: (-s.radix, s.id))
+    runs = sorted((s for s in switches.values() if s.link == key),
+                  key=lambda s: (s.status == "roadmap", -s.radix, s.id))
     if runs:
         return runs[0]
     served = sorted({s.link for s in switches.values()})

@@ -21,12 +21,13 @@ class JobParts:
     gpus: int
     nodes: int
     nics: int
-    cables: int
+    cables: float
+    """fabric cables as failures count them (`BillOfMaterials.cable_failure_exposure`)"""
     cpus: int = 0
     cables_estimated: bool = False
     """True when no fat tree of the catalog's switches holds the job (cables: 3 per NIC, a full 3-tier tree's)"""
 
-    def count(self, per: FailureUnit) -> int:
+    def count(self, per: FailureUnit) -> float:
         return {"gpu": self.gpus, "cpu": self.cpus, "node": self.nodes, "nic": self.nics, "cable": self.cables,
                 "job": 1}[per]
 
@@ -69,10 +70,10 @@ def job_parts(cluster: Cluster, gpus: int) -> JobParts:
                              catalog=cluster.catalog).bom()
     except SpecError:  # beyond what the switches can build: count a full 3-tier tree's cables
         return parts_of(system, gpus, nics, 3 * nics, cables_estimated=True)
-    return parts_of(system, gpus, bill.nics, bill.cables_total)
+    return parts_of(system, gpus, bill.nics, bill.cable_failure_exposure)
 
 
-def parts_of(system: System, gpus: int, nics: int, cables: int, cables_estimated: bool = False) -> JobParts:
+def parts_of(system: System, gpus: int, nics: int, cables: float, cables_estimated: bool = False) -> JobParts:
     """A job's parts given the NICs and fabric cables of its bill of materials: its whole nodes of ``system`` and
     their CPU sockets (what every caller with a BOM at hand counts from)."""
     nodes = max(1, -(-gpus // system.gpus_per_node))
