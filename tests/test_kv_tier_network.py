@@ -181,3 +181,41 @@ def test_a_hit_beyond_the_tiers_capacity_is_refused_naming_the_servers(tmp_path:
                                    "--prefix-network", "0.5", "--calibration", str(overlay)])
     assert out.exit_code == 2
     assert "--kv-servers" in out.output and "--prefix-network at most" in out.output
+
+
+KV_JOBS = ("storage_nodes: 2\njobs:\n"
+           "  - {name: train, gpus: 64, placement: scattered, pattern: all_to_all, bytes: 256M}\n"
+           "  - {name: serve, gpus: 32, pattern: kv_tier, bytes: 64M, every: 2ms, loads: 10}\n")
+
+
+def _traffic(tmp_path: Path, text: str, *args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    jobs = tmp_path / "jobs.yaml"
+    jobs.write_text(text)
+    out = CliRunner().invoke(app, ["traffic", "--system", "dgx-h100", "--nodes", "16", "--no-rail-optimized",
+                                   "--oversubscription", "4", "--jobs", str(jobs), *args])
+    return out.exit_code, out.output
+
+
+def test_kv_tier_loads_show_in_traffic_beside_training(tmp_path: Path) -> None:
+    """The serving job's loads come from the storage nodes (the tier) to its GPUs, each load released on time; on an
+    oversubscribed fabric they share the leaf uplinks with a scattered training job, which slows down."""
+    code, text = _traffic(tmp_path, KV_JOBS, "--json")
+    assert code == 0, text
+    jobs = {j["name"]: j for j in json.loads(text)["jobs"]}
+    serve, train = jobs["serve"], jobs["train"]
+    assert serve["gpus"] == 32 and serve["flows"] == 32 * 10
+    assert serve["completion_time_s"] >= 9 * 2e-3  # the last load is released 18 ms after the first
+    assert train["slowdown"] > 1.0 and serve["slowdown"] > 1.0
+
+
+def test_a_kv_tier_job_needs_the_tiers_nodes_and_its_timing_keys_only_on_it(tmp_path: Path) -> None:
+    code, text = _traffic(tmp_path, KV_JOBS.replace("storage_nodes: 2", "storage_nodes: 0"))
+    assert code == 2 and "storage_nodes" in text
+    code, text = _traffic(tmp_path, "jobs:\n  - {gpus: 8, pattern: ring, bytes: 1M, every: 1ms}\n")
+    assert code == 2 and "jobs[0].every" in text
+    code, text = _traffic(tmp_path, "storage_nodes: 1\njobs:\n  - {gpus: 8, pattern: kv_tier, bytes: 1M, loads: 3}\n")
+    assert code == 2 and "jobs[0].every" in text
