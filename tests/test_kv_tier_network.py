@@ -219,3 +219,46 @@ def test_a_kv_tier_job_needs_the_tiers_nodes_and_its_timing_keys_only_on_it(tmp_
     assert code == 2 and "jobs[0].every" in text
     code, text = _traffic(tmp_path, "storage_nodes: 1\njobs:\n  - {gpus: 8, pattern: kv_tier, bytes: 1M, loads: 3}\n")
     assert code == 2 and "jobs[0].every" in text
+
+
+SIZE = ("size", "--inference", "--model", "llama3-70b", "--rate", "2", "--slo-ttft", "1s", "--slo-tpot", "50ms",
+        "--prompt", "16384", "--output", "128", "--systems", "dgx-h100", "--engine", "vllm", "--json")
+
+
+def _size(*args: str) -> tuple[int, str]:
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    out = CliRunner().invoke(app, [*SIZE, *args])
+    return out.exit_code, out.output
+
+
+def test_size_inference_prices_the_tiers_servers_into_the_cluster() -> None:
+    """With the tier, a 16k-token prompt's TTFT SLO is met on fewer GPUs; the tier's servers are in the capex."""
+    code, text = _size("--kv-tier", "network", "--prefix-network", "0.75", "--kv-server", "kv-dram-2x400g")
+    assert code == 0, text
+    best = json.loads(text)["results"][0]
+    tier = best["kv_tier"]
+    assert tier["server"] == "kv-dram-2x400g" and tier["chosen"] == "load" and tier["servers"] >= 1
+    assert tier["capex_usd"] == tier["servers"] * 30000.0
+    assert best["capex_usd"] > tier["capex_usd"]
+    code, text = _size()
+    assert code == 0, text
+    bare = json.loads(text)["results"][0]
+    assert "kv_tier" not in bare
+    assert best["gpus"] < bare["gpus"]
+    assert best["usd_per_million_output_tokens"] < bare["usd_per_million_output_tokens"]
+
+
+def test_the_tier_options_are_refused_where_they_mean_nothing() -> None:
+    code, text = _size("--prefix-network", "0.5")
+    assert code == 2 and "--prefix-network" in text and "--kv-tier network" in text
+    code, text = _size("--kv-tier", "network", "--disagg")
+    assert code == 2 and "--kv-tier" in text
+    from typer.testing import CliRunner
+
+    from fabricsim.cli import app
+
+    out = CliRunner().invoke(app, ["size", "--model", "llama3-70b", "--kv-tier", "network"])
+    assert out.exit_code == 2 and "add --inference" in out.output

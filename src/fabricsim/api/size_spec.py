@@ -201,7 +201,7 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         if kw[key] is not None:
             fields[name] = kw[key]
     spec = InferenceSizingSpec.build(**fields)
-    from fabricsim.sizing.inference.kvtier import check_tier_spec
+    from fabricsim.sizing import check_tier_spec
 
     check_tier_spec(spec)
     return spec
