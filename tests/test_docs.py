@@ -122,6 +122,11 @@ def inputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         "  - {name: train, gpus: 64, pattern: all_reduce, bytes: 64M, class: training}\n"
         "background:\n"
         "  - {kind: checkpoint_write, job: train, bytes: 256M, class: storage}\n", encoding="utf-8")
+    (tmp_path / "kv_jobs.yaml").write_text(
+        "storage_nodes: 2\n"
+        "jobs:\n"
+        "  - {name: train, gpus: 64, placement: scattered, pattern: all_to_all, bytes: 256M}\n"
+        "  - {name: serve, gpus: 32, pattern: kv_tier, bytes: 64M, every: 2ms, loads: 10}\n", encoding="utf-8")
     (tmp_path / "requests.jsonl").write_text("".join(
         json.dumps({"arrival_s": i * 0.125, "prompt_tokens": 1024, "output_tokens": 256}) + "\n" for i in range(240)),
         encoding="utf-8")

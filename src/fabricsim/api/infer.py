@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from fabricsim.api.kvtier import check_capacity, kv_tier_json, kv_tier_of, with_network_tier
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.serve import DecodePool, ServeRequest, decode_pool, serve_request
 from fabricsim.errors import SpecError
@@ -16,7 +17,7 @@ from fabricsim.errors import SpecError
 if TYPE_CHECKING:
     from fabricsim.api.specs import InferRun
     from fabricsim.comm import Cluster
-    from fabricsim.inference import InferencePlan, InferencePrediction
+    from fabricsim.inference import InferencePlan, InferencePrediction, NetworkKvTier
     from fabricsim.model import HFImport, ModelSpec
     from fabricsim.serving import ServingResult
     from fabricsim.validation import BandResult
@@ -92,6 +93,7 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
                          max_context=_max_context(model, imported),
                          draft_tokens=draft_tokens, acceptance_length=1.0 if acceptance is None else acceptance,
                          engine=engine.strip(), prefix_hit=o.prefix_hit, prefix_host=o.prefix_host,
+                         prefix_network=o.prefix_network,
                          engine_max_seqs=o.max_seqs,
                          engine_max_batched_tokens=o.max_batched_tokens)
     if plan.draft_tokens and not spec.mtp_modules:
@@ -102,7 +104,11 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
     if gpus is not None and gpus != plan.gpus:
         raise SpecError(f"{gpus} must equal tp*pp*dp = {tp}*{pp}*{dp} = {plan.gpus}", field="--gpus")
     cluster = Cluster(catalog.system(system), fabric=fabric, oversubscription=oversubscription, catalog=catalog)
-    pred = predict_inference(spec, cluster, plan)
+    tier = kv_tier_of(o.kv_tier, o.kv_server, o.kv_servers, o.prefix_network, cluster,
+                      plan.gpus * (serve.disagg[0] if serve.disagg else serve.replicas))
+    if tier is not None:
+        check_capacity(tier, spec, plan)
+    pred = predict_inference(spec, cluster, plan, tier)
     if not pred.fits and pred.max_batch >= 1:  # the model fits, this batch's KV cache does not: a bad --batch
         gib = 2.0**30
         raise SpecError(f"{batch} sequences of {plan.context} tokens need {pred.memory.total_bytes / gib:,.1f} GiB "
@@ -118,7 +124,7 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
                   Cluster(catalog.system(pool.system or system), fabric=fabric, oversubscription=oversubscription,
                           catalog=catalog))
         _check_decode_plan(spec, decode[0], decode[1], pool)
-    served = _serve(spec, cluster, plan, serve, decode) if serve.active else None
+    served, tier_rate = _serve(spec, cluster, plan, serve, decode, tier, pred) if serve.active else (None, None)
     from fabricsim.inference import launch_json
 
     launch = launch_json(plan, gpu, checkpoint or served_checkpoint(model),
@@ -140,6 +146,8 @@ def run_infer(run: InferRun, inputs: dict[str, Any]) -> InferResult:
                             **model_import_fields(imported)}
     if decode is not None:
         data["decode_pool"] = {"system": decode[1].system.id, "plan": decode[0].to_json()}
+    if tier is not None:
+        data["kv_tier"] = kv_tier_json(spec, cluster, plan, tier, pred, tier_rate)
     served_found: dict[str, BandResult] = {}
     if served is not None:
         served_found = banded(served_values(served.percentiles_json(), served.output_tokens_per_s), True)
@@ -192,9 +200,11 @@ def _max_context(model: str, imported: HFImport | None) -> int | None:
 
 
 def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeRequest,
-           decode: tuple[InferencePlan, Cluster] | None = None) -> ServingResult:
+           decode: tuple[InferencePlan, Cluster] | None = None, tier: NetworkKvTier | None = None,
+           pred: InferencePrediction | None = None) -> tuple[ServingResult, float | None]:
     """Serve the requests on the replicas the options describe, each priced by the inference model (a
-    disaggregated decode pool on its own plan and system when ``decode`` gives them)."""
+    disaggregated decode pool on its own plan and system when ``decode`` gives them), and the bytes per second the
+    networked KV tier's loads read (None without a tier)."""
     from fabricsim.inference import host_link_bytes_per_s, kv_bytes_per_token_gpu, step_cost, with_kv_handoff
     from fabricsim.serving import (
         ServingLayout,
@@ -219,6 +229,9 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     if plan.prefix_host:  # the host tier's share, copied back over the GPU's host link before the request runs
         requests = requests.with_host_hit(plan.prefix_host,
                                           kv_bytes_per_token_gpu(spec, plan) / host_link_bytes_per_s(cluster))
+    tier_rate = None
+    if tier is not None:  # the networked tier's share, loaded over the fabric where the engine loads it
+        requests, tier_rate = with_network_tier(requests, spec, cluster, plan, tier, pred)
     cost = step_cost(spec, cluster, plan)
     # the longest request must fit (drawn lengths run past the means; fixed ones are the plan's)
     longest = plan.context if serve.lengths is None else int((requests.prompt_tokens + requests.output_tokens).max())
@@ -250,7 +263,8 @@ def _serve(spec: ModelSpec, cluster: Cluster, plan: InferencePlan, serve: ServeR
     try:
         return simulate_serving(cost, requests, scheduler=scheduler, layout=layout, slo_ttft_s=serve.slo_ttft_s,
                                 slo_tpot_s=serve.slo_tpot_s, decode_cost=decode_cost,
-                                progress=None if bar is None else lambda done, total: bar("serving", done, total))
+                                progress=None if bar is None else lambda done, total: bar("serving", done, total)
+                                ), tier_rate
     finally:
         if bar is not None:
             bar.close()

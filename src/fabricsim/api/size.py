@@ -80,6 +80,11 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
         _check("--lengths: sets the request lengths of size --inference's simulated arrivals; add --inference")
     if checkpoint is not None:
         _check("--checkpoint: names the checkpoint of the serving launch commands; add --inference")
+    for flag, value in (("--kv-tier", None if o.kv_tier == "none" else o.kv_tier),
+                        ("--prefix-network", o.prefix_network or None), ("--kv-server", o.kv_server),
+                        ("--kv-servers", o.kv_servers)):
+        if value is not None:
+            _check(f"{flag}: a networked KV-cache tier serves inference; add --inference")
     if objective not in ("time", "cost", "energy"):
         _check(f"--objective: {objective!r} is not one of time, cost, energy")
     if engine is not None and engine in EXECUTORS:
@@ -113,7 +118,8 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
 
         check_moe_options(resolve_model(model)[0], moe)
     spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
-                                                                        "checkpoint", "congestion")})
+                                                                        "checkpoint", "congestion", "kv_tier",
+                                                                        "prefix_network", "kv_server", "kv_servers")})
     check_fabrics(spec.catalog(), spec.fabrics)
     behaviours = congestion_names(spec.catalog(), o.congestion)
     result = search(spec, executor=executor, workers=workers, ray_address=o.ray_address,  # type: ignore[arg-type]

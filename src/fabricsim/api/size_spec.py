@@ -184,7 +184,9 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
         "pue": kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
         "kwh_usd": kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         "engine": kw.get("engine") or "trtllm", "disagg": bool(kw.get("disagg")), "checkpoint": kw.get("checkpoint"),
-        "lengths": kw.get("lengths") or "fixed",
+        "lengths": kw.get("lengths") or "fixed", "kv_tier": (kw.get("kv_tier") or "none").strip().lower(),
+        "prefix_network": kw.get("prefix_network") or 0.0, "kv_server": kw.get("kv_server"),
+        "kv_servers": kw.get("kv_servers"),
     }
     if fields["checkpoint"] is not None and not fields["checkpoint"].strip():
         raise SpecError("empty; name the checkpoint path or hub id of the launch commands, or leave the option out "
@@ -198,4 +200,8 @@ def inference_spec(kw: dict[str, Any]) -> InferenceSizingSpec:
                       ("confirm", "confirm_top")):
         if kw[key] is not None:
             fields[name] = kw[key]
-    return InferenceSizingSpec.build(**fields)
+    spec = InferenceSizingSpec.build(**fields)
+    from fabricsim.sizing import check_tier_spec
+
+    check_tier_spec(spec)
+    return spec

@@ -9,7 +9,7 @@ from typing import Literal
 from pydantic import Field
 
 from fabricsim.catalog.models import Entry, Priced
-from fabricsim.catalog.quantities import Bytes, BytesPerS
+from fabricsim.catalog.quantities import Bytes, BytesPerS, Seconds
 
 FailureUnit = Literal["gpu", "cpu", "node", "nic", "cable", "job"]
 """What a failure rate counts per: each GPU, CPU socket, node, NIC or fabric cable of the job, or the job itself"""
@@ -41,8 +41,9 @@ class StorageTier(Priced):
 
 
 class StorageServer(Priced):
-    """A storage server or appliance of a shared parallel file system: its sustained read and write rates, usable
-    capacity and network ports (price and power per server, as the bill of materials counts them)."""
+    """A storage server or appliance of a shared parallel file system, or a server of a networked KV-cache tier (one
+    with ``kv_latency_s``): its sustained read and write rates, usable capacity and network ports (price and power
+    per server, as the bill of materials counts them)."""
 
     read_bytes_per_s: BytesPerS = Field(description="sustained read rate of one server")
     write_bytes_per_s: BytesPerS = Field(description="sustained write rate of one server")
@@ -51,3 +52,7 @@ class StorageServer(Priced):
     port_bytes_per_s: BytesPerS = Field(description="rate of each port")
     rack_units: int | None = Field(None, ge=1)
     min_servers: int = Field(1, ge=1, description="smallest cluster of servers the vendor sells")
+    kv_latency_s: Seconds | None = Field(None, description="a networked KV-cache tier server: seconds from a serving "
+                                         "GPU's request for a prefix's KV to its first byte (lookup, media read, "
+                                         "one RDMA round trip); None: not described as a KV tier (`infer --kv-tier "
+                                         "network` refuses it)")

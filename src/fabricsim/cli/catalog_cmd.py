@@ -180,6 +180,7 @@ COLUMNS: dict[Category, list[Column]] = {
         ("capacity", lambda e, c: units.format_bytes(e.capacity_bytes)),
         ("ports", lambda e, c: f"{e.ports} x {units.format_rate(e.port_bytes_per_s, bits=True)}"),
         ("min", lambda e, c: str(e.min_servers)),
+        ("KV tier latency", lambda e, c: "-" if e.kv_latency_s is None else units.format_duration(e.kv_latency_s)),
         ("price", lambda e, c: _usd(e.price_usd)),
         ("power", lambda e, c: f"{e.power_w:,.0f} W" if e.power_w is not None else "-"),
         ("verified", lambda e, c: _verified(e)),

@@ -11,7 +11,7 @@ import fabricsim.cli.options as opts
 import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.launch_view import launch_lines
-from fabricsim.cli.serve_options import DECODE, PREFIX, SERVE
+from fabricsim.cli.serve_options import DECODE, KV_TIER, PREFIX, SERVE
 from fabricsim.cli.spec_options import ENGINE_OPTIONS, LAUNCH_OPTIONS, SERVING_PLAN_OPTIONS
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _served(found: dict[str, BandResult] | None, prefix: str, stats: Any) -> str
 
 
 INFER_PLAN = SERVING_PLAN_OPTIONS
-INFER = (INFER_PLAN, opts.PRINT, opts.BREAKDOWN_PLOT, opts.CALIBRATION, SERVE, ENGINE_OPTIONS, PREFIX, DECODE,
+INFER = (INFER_PLAN, opts.PRINT, opts.BREAKDOWN_PLOT, opts.CALIBRATION, SERVE, ENGINE_OPTIONS, PREFIX, KV_TIER, DECODE,
          LAUNCH_OPTIONS, opts.REPORT)
 
 
@@ -170,6 +170,8 @@ def infer_command(**options: Any) -> None:
     ui.console.print(render_inference(pred, title))
     for line in summary_lines(pred, plan, found):
         ui.console.print(line)
+    for line in kv_tier_lines(result.data.get("kv_tier")):
+        ui.console.print(line)
     if served is not None:
         for line in serving_lines(served, serve, "" if decode is None else (
                 f" (decode: tp={decode[0].tp} ep={decode[0].ep} dp={decode[0].dp} on {decode[1].system.id})"),
@@ -179,6 +181,32 @@ def infer_command(**options: Any) -> None:
         ui.console.print(line)
     for line in launch_lines(launch):
         ui.console.print(line, soft_wrap=True)
+
+
+def kv_tier_lines(tier: dict[str, Any] | None) -> list[str]:
+    """The networked KV tier in a few lines (``infer --kv-tier network``): servers and capacity, a request's load,
+    TTFT with and without the tier, the fabric bandwidth its loads take at the offered rate."""
+    if tier is None:
+        return []
+    f = units.format_bytes
+    held = "" if tier["prefixes_held"] is None else f", {tier['prefixes_held']:,} prefixes of this share"
+    lines = [f"[bold]KV tier[/] network: {tier['servers']} x {tier['server']}, {f(tier['capacity_bytes'])} "
+             f"({tier['capacity_tokens']:,} tokens of this model's KV{held}), "
+             f"{units.format_rate(tier['read_bytes_per_s'])} read shared by {tier['gpus_served']} GPUs, "
+             f"first byte {units.format_duration(tier['latency_s'])}"]
+    if tier["tokens_per_request"]:
+        lines.append(f"KV tier load: {tier['tokens_per_request']:,} tokens a request, "
+                     f"{f(tier['load_bytes_per_request'])} ({f(tier['load_bytes_per_request_per_gpu'])} a GPU) at "
+                     f"{units.format_rate(tier['load_bytes_per_s_per_gpu'])} a GPU; the batch's load "
+                     f"{units.format_duration(tier['load_s'])}; TTFT {units.format_duration(tier['ttft_s'])} "
+                     f"({tier['chosen']}), recomputing {units.format_duration(tier['ttft_without_tier_s'])}")
+    if tier["fabric_bytes_per_s"] is not None:
+        share = tier["fabric_bytes_per_s_per_gpu"] / tier["gpu_fabric_bytes_per_s"]
+        lines.append(f"KV tier traffic at the offered rate: {units.format_rate(tier['fabric_bytes_per_s'])} over "
+                     f"the fabric, {units.format_rate(tier['fabric_bytes_per_s_per_gpu'])} a GPU ({share:.1%} of its "
+                     "scale-out link)")
+    lines += [f"[yellow]note[/]: {note}" for note in tier["notes"]]
+    return lines
 
 
 def serving_lines(r: ServingResult, serve: ServeRequest, decode: str = "",

@@ -92,6 +92,8 @@ def show_inference(arguments: dict[str, Any], inputs: dict[str, Any], form: str 
     if result.best is not None:
         for line in launch_lines(result.best["launch"]):
             ui.console.print(line, soft_wrap=True)
+        if result.best.get("kv_tier") is not None:
+            ui.console.print(kv_tier_line(result.best["kv_tier"]), soft_wrap=True)
     for line in disaggregated_lines(result.disaggregated, spec.slo_percentile):
         ui.console.print(line, soft_wrap=True)
     if result.rejected:
@@ -99,6 +101,19 @@ def show_inference(arguments: dict[str, Any], inputs: dict[str, Any], form: str 
                       f"{result.rejected[0]['system']}: {result.rejected[0]['simulation']['reason']}[/]")
     ui.console.print(f"cost: {data['assumptions']['cost']} ({data['assumptions']['billing']}); "
                   f"screen at {spec.target_utilization:g} utilisation; {data['assumptions']['simulation']}")
+
+
+def kv_tier_line(tier: dict[str, Any]) -> str:
+    """The cheapest result's networked KV tier: its servers and what they cost, and what a request loads."""
+    from fabricsim import units
+
+    cost = "price not known" if tier["capex_usd"] is None else f"${tier['capex_usd']:,.0f}"
+    if tier["chosen"] != "load":
+        return (f"KV tier: {tier['servers']} x {tier['server']} ({cost}) priced in; the engine recomputes the "
+                "tier's share on this plan (faster than loading it)")
+    return (f"KV tier: {tier['servers']} x {tier['server']} ({cost}, {tier['power_w']:,.0f} W) priced in; "
+            f"{tier['tokens_per_request']:,} tokens a request loaded in {units.format_duration(tier['load_s'])}, "
+            f"{units.format_rate(tier['fabric_bytes_per_s'])} over the fabric at the offered rate")
 
 
 def inference_tie_line(ties: dict[str, Any]) -> str:

@@ -200,6 +200,13 @@ PREFIX_OPTIONS: dict[str, Decl] = {
     'prefix_host': (Annotated[float, typer.Option('--prefix-host', help="fraction of each prompt found in the engine's host-memory KV tier (offloaded copies): copied back over PCIe or NVLink-C2C instead of computed (engines with one: fabricsim catalog engines --json, kv_offload)")], 0.0),
 }
 
+KV_TIER_OPTIONS: dict[str, Decl] = {
+    'kv_tier': (Annotated[str, typer.Option('--kv-tier', help="networked KV-cache tier: none, or network (servers on the scale-out fabric holding shared prefixes' KV: --prefix-network of each prompt is loaded over the GPU's NICs where that beats computing it; --kv-server, --kv-servers)")], 'none'),
+    'prefix_network': (Annotated[float, typer.Option('--prefix-network', help="with --kv-tier network: fraction of each prompt found in the networked KV tier (0..1, past --prefix-hit and --prefix-host): loaded from the tier's servers over the fabric, or recomputed where that is faster")], 0.0),
+    'kv_server': (Annotated[str | None, typer.Option('--kv-server', help="with --kv-tier network: the tier's server (fabricsim catalog storage-servers, one with a KV tier latency)")], None),
+    'kv_servers': (Annotated[int | None, typer.Option('--kv-servers', help="with --kv-tier network: servers in the tier (their read rate is shared by the serving GPUs, their capacity bounds the prefixes held) [default: infer the server's fewest sold; size --inference enough for the bytes the rate reads]")], None),
+}
+
 DECODE_OPTIONS: dict[str, Decl] = {
     'decode_tp': (Annotated[int | None, typer.Option('--decode-tp', help="with --disagg: the decode pool's tensor parallelism (default: --tp)")], None),
     'decode_ep': (Annotated[int | None, typer.Option('--decode-ep', help="with --disagg: the decode pool's expert parallelism (default: --ep)")], None),
@@ -281,6 +288,10 @@ SIZE_SERVING_OPTIONS: dict[str, Decl] = {
     'whole_nodes': (Annotated[bool, typer.Option('--whole-nodes/--no-whole-nodes', help='inference: bill whole nodes, not the GPUs used')], False),
     'disagg': (Annotated[bool, typer.Option('--disagg/--no-disagg', help="inference: also search disaggregated prefill and decode pools (each pool's plan and the P:D ratio), simulated")], False),
     'checkpoint': (Annotated[str | None, typer.Option('--checkpoint', help="checkpoint path or hub id the printed engine launch command names (default: the model's name, to replace)")], None),
+    'kv_tier': (Annotated[str, typer.Option('--kv-tier', help="networked KV-cache tier: none, or network (servers on the scale-out fabric holding shared prefixes' KV: --prefix-network of each prompt is loaded over the GPU's NICs where that beats computing it; --kv-server, --kv-servers)")], 'none'),
+    'prefix_network': (Annotated[float, typer.Option('--prefix-network', help="with --kv-tier network: fraction of each prompt found in the networked KV tier (0..1, past --prefix-hit and --prefix-host): loaded from the tier's servers over the fabric, or recomputed where that is faster")], 0.0),
+    'kv_server': (Annotated[str | None, typer.Option('--kv-server', help="with --kv-tier network: the tier's server (fabricsim catalog storage-servers, one with a KV tier latency)")], None),
+    'kv_servers': (Annotated[int | None, typer.Option('--kv-servers', help="with --kv-tier network: servers in the tier (their read rate is shared by the serving GPUs, their capacity bounds the prefixes held) [default: infer the server's fewest sold; size --inference enough for the bytes the rate reads]")], None),
     'goodput': (Annotated[bool, typer.Option('--goodput/--no-goodput', help='time to train on the wall clock: failures, checkpoints and restarts included (--no-goodput: a healthy cluster)')], True),
     'storage': (Annotated[str, typer.Option('--storage', help='storage tiers to search, comma-separated (fabricsim catalog storage); each cluster takes the cheapest per hour of kept training')], 'superpod-better'),
     'storage_bw': (Annotated[str | None, typer.Option('--storage-bw', help="aggregate storage write rates to search, comma-separated (e.g. 500GB/s,2TB/s), servers sized to each [default: the tier's]")], None),

@@ -75,6 +75,9 @@ class InferencePlan:
     prefix_host: float = 0.0
     """fraction of each prompt found in the engine's host-memory KV tier (offloaded copies, engines.yaml
     ``kv_offload``): loaded back over the GPU's host link (PCIe, NVLink-C2C) instead of computed"""
+    prefix_network: float = 0.0
+    """fraction of each prompt found in a networked KV tier (servers on the scale-out fabric,
+    ``inference.kvtier``): loaded over the GPU's NICs where that is faster than computing it"""
     engine_max_seqs: int | None = None
     """the engine's max sequences when set other than its default (``--max-seqs``): an engine that sizes its
     workspace at start-up sizes its sampler for them; None: the engine's default"""
@@ -134,20 +137,40 @@ class InferencePlan:
         if g and profile.settings.kv_offload is None:
             raise SpecError(f"{profile.name} {profile.version} keeps no KV tier in host memory in fabricsim "
                             "(fabricsim catalog engines --json: kv_offload); drop --prefix-host", field="--prefix-host")
+        n = _fraction(self.prefix_network, 1.0, "--prefix-network", "0..1")
+        if h + g + n > 1.0 and not isclose(h + g + n, 1.0):
+            raise SpecError(f"--prefix-hit {h:g} + --prefix-host {g:g} + --prefix-network {n:g} = {h + g + n:g} is "
+                            "more than the whole prompt: they are shares of one prompt (on the GPU, in host memory, "
+                            f"in the networked tier), so --prefix-network is at most {max(0.0, 1.0 - h - g):g}",
+                            field="--prefix-network")
+        if n and not profile.scheduler.prefix_cache:
+            raise SpecError(f"{profile.name} {profile.version} does not cache prefixes by default, so it has no "
+                            "prefix to load from a networked KV tier; drop --prefix-network or pick a release or "
+                            "engine that does", field="--prefix-network")
         if self.batch % self.dp:
             raise SpecError(f"batch ({self.batch}) must be divisible by dp ({self.dp})", field="--batch")
 
+    def _cached(self, share: float) -> int:
+        """The prompt tokens of a share of the prompt, rounded down, at most the prompt less one."""
+        return min(int(share * self.prompt_tokens), self.prompt_tokens - 1)
+
     @property
     def cached_prompt_tokens(self) -> int:
-        """Prompt tokens a request finds in the prefix cache, on the GPU or in host memory (at most the prompt less
-        one)."""
-        return min(int((self.prefix_hit + self.prefix_host) * self.prompt_tokens), self.prompt_tokens - 1)
+        """Prompt tokens a request finds in the prefix cache, on the GPU, in host memory or in a networked KV tier
+        (at most the prompt less one)."""
+        return self._cached(self.prefix_hit + self.prefix_host + self.prefix_network)
 
     @property
     def host_prompt_tokens(self) -> int:
-        """Of ``cached_prompt_tokens``, those loaded back from the host-memory tier (the rest are on the GPU)."""
-        return max(0, self.cached_prompt_tokens - min(int(self.prefix_hit * self.prompt_tokens),
-                                                      self.prompt_tokens - 1))
+        """Of ``cached_prompt_tokens``, those loaded back from the host-memory tier (the rest are on the GPU or in
+        the networked tier)."""
+        return max(0, self._cached(self.prefix_hit + self.prefix_host) - self._cached(self.prefix_hit))
+
+    @property
+    def network_prompt_tokens(self) -> int:
+        """Of ``cached_prompt_tokens``, those found in the networked KV tier (loaded, or recomputed where that is
+        faster: ``predict_inference``)."""
+        return max(0, self.cached_prompt_tokens - self._cached(self.prefix_hit + self.prefix_host))
 
     @property
     def gpus(self) -> int:
@@ -177,7 +200,7 @@ class InferencePlan:
                 "acceptance_length": self.acceptance_length, "attention_weights": self.attention_format,
                 "attention_out_weights": self.attention_out_format, "fp8_mla_decode": self.kernel("fp8_mla_decode"),
                 "engine": engine_profile(self.engine).label, "prefix_hit": self.prefix_hit,
-                "prefix_host": self.prefix_host,
+                "prefix_host": self.prefix_host, "prefix_network": self.prefix_network,
                 "engine_max_seqs": self.engine_max_seqs, "engine_max_batched_tokens": self.engine_max_batched_tokens}
 
     @property

@@ -46,7 +46,7 @@ gptSessionBenchmark reports it), per GPU divided by tp x pp x dp.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from math import ceil
 
 from fabricsim.catalog import GPU
@@ -54,6 +54,7 @@ from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends
 from fabricsim.inference.draft import _draft_parts, _eh_proj_comm
+from fabricsim.inference.kvtier import NetworkKvTier, fabric_layer, load_s
 from fabricsim.inference.memory import (
     InferenceMemory,
     host_link_bytes_per_s,
@@ -96,6 +97,8 @@ class InferencePrediction:
     """the longest context whose KV cache for this batch fits in memory (may exceed the model's window)"""
     context_window: int | None = None
     """the model's context window (``InferencePlan.max_context``); None where not known"""
+    network_tier: NetworkTierUse | None = None
+    """how the prompt's networked-KV-tier share was served (``InferencePlan.prefix_network``); None without a tier"""
 
     @property
     def context_limit(self) -> str:
@@ -124,6 +127,24 @@ class InferencePrediction:
             "bottleneck": self.bottleneck, "gpus": self.gpus, "nodes": self.nodes, "warnings": list(self.warnings),
             "draft_step_s": dict(self.draft_step_s), "tokens_per_step": self.tokens_per_step,
         }
+
+
+@dataclass(frozen=True)
+class NetworkTierUse:
+    """The networked KV tier's part of a static batch's prefill: the tokens a request finds there, the bytes each GPU
+    loads for the batch, the load's seconds, TTFT loading them and recomputing them, and which the engine takes
+    (the faster: ``load`` or ``recompute``)."""
+
+    tokens: int
+    bytes_per_gpu: float
+    load_s: float
+    ttft_load_s: float
+    ttft_recompute_s: float
+    chosen: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"tokens_per_request": self.tokens, "load_bytes_per_gpu": self.bytes_per_gpu, "load_s": self.load_s,
+                "ttft_load_s": self.ttft_load_s, "ttft_recompute_s": self.ttft_recompute_s, "chosen": self.chosen}
 
 
 def _forward(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage, seqs: float, new_tokens: int,
@@ -182,8 +203,10 @@ def _draft_passes(model: ModelSpec, plan: InferencePlan, cluster: Cluster, gpu: 
     return out
 
 
-def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -> InferencePrediction:
-    """TTFT, TPOT, end-to-end latency, throughput, memory and the bounding layer of one static batch."""
+def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan,
+                      kv_tier: NetworkKvTier | None = None) -> InferencePrediction:
+    """TTFT, TPOT, end-to-end latency, throughput, memory and the bounding layer of one static batch; the prompt's
+    networked-tier share (``plan.prefix_network``) loaded from ``kv_tier`` or recomputed, whichever is faster."""
     sysm = cluster.system
     gpu = cluster.catalog.gpu(sysm.gpu)
     check_inference_plan(model, plan, gpu)
@@ -195,6 +218,9 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
     mid = plan.prompt_tokens + plan.output_tokens / 2.0
     cached = plan.cached_prompt_tokens  # the prefix cache's part of the prompt is attended to, not computed
     prefill = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens - cached, float(cached))
+    network = _network_part(model, plan, cluster, st, kv_tier, prefill)
+    if network is not None:
+        prefill = network[1]
     decode = _forward(model, plan, cluster, st, plan.batch, 1, mid, queries=1 + d)
     drafts = _draft_passes(model, plan, cluster, gpu, plan.batch, mid, 1 + d, prefill=False)
     if d:  # the drafter proposes the first step's drafts after the prefill; each step verifies 1 + d, then drafts
@@ -205,6 +231,10 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
         prefill["pcie"] += plan.host_prompt_tokens * plan.batch / plan.dp * kv_bytes_per_token_gpu(model, plan) \
             / host_link_bytes_per_s(cluster)
     ttft = sum(prefill.values())
+    tier_use = None
+    if network is not None:  # both TTFTs: the same plan, the tier's tokens loaded or computed
+        tier_use = replace(network[0], ttft_load_s=ttft - network[2] + network[0].ttft_load_s,
+                           ttft_recompute_s=ttft - network[2] + network[0].ttft_recompute_s)
     step = sum(decode.values())
     tpot = step / plan.acceptance_length  # a step yields the acceptance length in tokens
     steps = (plan.output_tokens - 1) / plan.acceptance_length
@@ -221,5 +251,32 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan) -
         max_context_memory=memory_context, context_window=plan.max_context, breakdown_s=total, prefill_s=prefill,
         decode_step_s=decode,
         bottleneck=max(LAYERS, key=lambda k: total[k]), gpus=gpus, nodes=ceil(gpus / sysm.gpus_per_node),
-        warnings=warnings, draft_step_s=drafts, tokens_per_step=plan.acceptance_length,
+        warnings=warnings, draft_step_s=drafts, tokens_per_step=plan.acceptance_length, network_tier=tier_use,
     )
+
+
+def _network_part(model: ModelSpec, plan: InferencePlan, cluster: Cluster, st: _Stage, tier: NetworkKvTier | None,
+                  loaded: dict[str, float]) -> tuple[NetworkTierUse, dict[str, float], float] | None:
+    """With a networked tier: (its use, the prefill pass the engine takes, that pass's seconds). ``loaded`` is the
+    prefill with the tier's tokens cached; loading them adds their bytes over the fabric; recomputing them is the
+    prefill of the same plan without the tier. The use's TTFTs hold only the two passes' seconds (the caller adds
+    the rest of the prefill). None without a tier."""
+    tokens = plan.network_prompt_tokens
+    if tier is None:
+        if tokens:
+            raise SpecError("a share of the prompt in a networked KV tier needs the tier: add --kv-tier network",
+                            field="--prefix-network")
+        return None
+    bytes_per_gpu = tokens * plan.batch / plan.dp * kv_bytes_per_token_gpu(model, plan)
+    seconds = load_s(bytes_per_gpu, cluster, tier)
+    if not tokens:
+        passed = sum(loaded.values())
+        return NetworkTierUse(0, 0.0, 0.0, passed, passed, "none"), loaded, passed
+    before = plan.cached_prompt_tokens - tokens
+    recompute = _forward(model, plan, cluster, st, plan.batch, plan.prompt_tokens - before, float(before))
+    with_load = dict(loaded)
+    with_load[fabric_layer(cluster)] += seconds
+    t_load, t_recompute = sum(with_load.values()), sum(recompute.values())
+    chosen, taken = ("load", with_load) if t_load <= t_recompute else ("recompute", recompute)
+    use = NetworkTierUse(tokens, bytes_per_gpu, seconds, t_load, t_recompute, chosen)
+    return use, taken, min(t_load, t_recompute)

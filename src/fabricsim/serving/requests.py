@@ -122,6 +122,21 @@ class RequestTrace:
         return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached,
                             (cached - before) * load_s_per_token)
 
+    def with_network_hit(self, share: float, load_s_per_token: float, latency_s: float) -> RequestTrace:
+        """The same requests with the fraction ``share`` of every prompt, past what they already find cached, in a
+        networked KV tier: those tokens join ``cached_tokens`` (at most the prompt less one) and each request that
+        finds any waits ``latency_s`` plus ``load_s_per_token`` a token for them, after any load it waits already."""
+        for name, value in (("load_s_per_token", load_s_per_token), ("latency_s", latency_s)):
+            if not (math.isfinite(value) and value >= 0.0):
+                raise SpecError(f"must be finite and >= 0, got {value}", field=name)
+        before = self.cached
+        cached = np.minimum(before + self._share(share, "--prefix-network"), self.prompt_tokens - 1)
+        tokens = cached - before
+        load = np.where(tokens > 0, latency_s + tokens * load_s_per_token, 0.0)
+        if self.load_s is not None:
+            load = load + self.load_s
+        return RequestTrace(self.arrival_s, self.prompt_tokens, self.output_tokens, self.duration_s, cached, load)
+
     def with_prefix_hit(self, hit: float) -> RequestTrace:
         """The same requests with the fraction ``hit`` of every prompt in the prefix cache (rounded down, at most
         the prompt less one token)."""

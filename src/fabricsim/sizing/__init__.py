@@ -11,6 +11,7 @@ cluster lacks a price or power for). Serving (``size --inference``): ``Inference
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.explain import unpriced_note
+from fabricsim.sizing.inference.kvtier import check_tier_spec
 from fabricsim.sizing.inference.search import InferenceSizingResult, size_inference
 from fabricsim.sizing.inference.spec import InferenceSizingSpec
 from fabricsim.sizing.plot import plot_pareto
@@ -41,6 +42,7 @@ __all__ = [
     "SizingResult",
     "SizingSpec",
     "check_plan_value",
+    "check_tier_spec",
     "clusters",
     "entries",
     "evaluate_chunk",

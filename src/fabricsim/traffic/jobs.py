@@ -24,6 +24,9 @@ from fabricsim.topology import Topology
 ID_DTYPE = np.int32
 """GPU ranks and stage numbers of flows (a cluster and a traffic have far fewer than 2^31 of each)"""
 PATTERNS = ("permutation", "all_to_all", "ring", "incast", "all_reduce", "all_gather", "reduce_scatter")
+KV_TIER = "kv_tier"
+"""a jobs file's serving job whose GPUs load KV from a networked KV tier (the storage nodes) over the fabric"""
+JOB_PATTERNS = (*PATTERNS, KV_TIER)
 PLACEMENTS = ("packed", "scattered", "random")
 BACKGROUND = ("checkpoint_write", "storage_read")
 DEFAULT_CLASS = "default"
@@ -42,6 +45,10 @@ class JobSpec:
     start: float = 0.0
     seed: int = 0
     traffic_class: str = DEFAULT_CLASS
+    every: float = 0.0
+    """pattern kv_tier: seconds between one load and the next (each GPU receives ``bytes`` a load)"""
+    loads: int = 1
+    """pattern kv_tier: loads, released at start, start + every, ... whatever the fabric does to the earlier ones"""
 
 
 @dataclass(frozen=True)
@@ -123,13 +130,13 @@ def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
     return name
 
 
-def check_pattern(value: str) -> str:
-    """A pattern name, or a path to an existing CSV matrix."""
+def check_pattern(value: str, allowed: tuple[str, ...] = PATTERNS) -> str:
+    """A pattern name (of ``allowed``: a jobs file's also kv_tier), or a path to an existing CSV matrix."""
     if value.lower().endswith(".csv"):
         if not Path(value).is_file():
             raise SpecError(f"matrix file {value} not found", field="pattern")
         return value
-    return check_choice(value, PATTERNS, "pattern")
+    return check_choice(value, allowed, "pattern")
 
 
 def place(topology: Topology, free: IntArray, gpus: int, placement: str, seed: int) -> IntArray:
@@ -230,7 +237,8 @@ def check_seed(seed: int, field: str | None = None) -> int:
 
 def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec]) -> None:
     """Refuse in one line, before any flow is built, traffic whose flows alone would not fit in memory."""
-    flows = sum(pattern_flow_count(check_pattern(j.pattern), max(j.gpus, 0), topology.gpus_per_node) for j in jobs)
+    flows = sum(max(j.gpus, 0) * j.loads if check_pattern(j.pattern, JOB_PATTERNS) == KV_TIER else
+                pattern_flow_count(check_pattern(j.pattern), max(j.gpus, 0), topology.gpus_per_node) for j in jobs)
     flows += sum(j.gpus for j in jobs for bg in background if bg.job == j.name)
     check_memory(flow_count_bound(flows, len(jobs), TRAFFIC_FLOW_WORDS), hint=SHRINK_HINT)
 
@@ -251,15 +259,18 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
     if len(set(names)) != len(names):
         raise SpecError("job names must be unique", field="jobs")
     check_traffic_size(topology, jobs, background)
+    storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
     for job in jobs:
         check_seed(job.seed)
         g = place(topology, free, job.gpus, check_choice(job.placement, PLACEMENTS, "placement"), job.seed)
         free = np.setdiff1d(free, g, assume_unique=True)
         tr.gpus[job.name] = g
+        if check_pattern(job.pattern, JOB_PATTERNS) == KV_TIER:
+            _kv_tier_loads(tr, job, g, storage)
+            continue
         prev: int | None = None
         for s, d, b in pattern_flows(topology, check_pattern(job.pattern), g, job.bytes, job.seed):
             prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
-    storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
     for k, bg in enumerate(background):
         kind = check_choice(bg.kind, BACKGROUND, "background kind")
         if bg.job not in tr.gpus:
@@ -271,6 +282,19 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         s, d = (g, peer) if kind == "checkpoint_write" else (peer, g)
         tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes), None, bg.traffic_class)
     return tr
+
+
+def _kv_tier_loads(tr: Traffic, job: JobSpec, g: IntArray, storage: IntArray) -> None:
+    """A serving job's loads from a networked KV tier: the storage nodes' GPU endpoints stand for the tier's servers
+    (spread over the job's GPUs in turn); every ``every`` seconds each GPU receives ``bytes``, ``loads`` times, each
+    load released on time whether or not the last one finished (requests arrive regardless)."""
+    if len(storage) == 0:
+        raise SpecError(f"job {job.name!r} loads from a KV tier: the jobs file needs storage_nodes >= 1 (the tier's "
+                        "servers)", field="storage_nodes")
+    peer = storage[np.arange(len(g)) % len(storage)]
+    for k in range(job.loads):
+        tr.add_stage(job.name, job.start + k * job.every, peer, g, np.full(len(g), job.bytes), None,
+                     job.traffic_class)
 
 
 def traffic_classes(classes: dict[str, float] | None) -> dict[str, float]:

@@ -6,10 +6,14 @@
     jobs:
       - {name: train-a, gpus: 512, placement: packed, pattern: all_to_all, bytes: 1G, class: training}
       - {name: train-b, gpus: 512, placement: scattered, pattern: all_reduce, bytes: 4G, start: 0.01}
+      - {name: serve, gpus: 64, pattern: kv_tier, bytes: 64M, every: 10ms, loads: 50}  # KV loads from the tier
     background:
       - {kind: checkpoint_write, job: train-a, bytes: 2G, start: 0, class: storage}
 
-A job or transfer without `class` is in the `default` class (weight 1 unless `classes` gives it one).
+A job or transfer without `class` is in the `default` class (weight 1 unless `classes` gives it one). A `kv_tier`
+job is serving GPUs loading KV from a networked KV tier (the storage nodes stand for its servers): each GPU receives
+`bytes` a load, `loads` times, `every` seconds apart (`infer --kv-tier network --json`: kv_tier's
+load_bytes_per_request_per_gpu, and 1 / the rate per GPU of a replica).
 """
 
 from __future__ import annotations
@@ -21,9 +25,10 @@ from typing import Any
 from fabricsim import units
 from fabricsim.errors import SpecError
 from fabricsim.inputs import load_yaml, parse_buffer_size, read_text
-from fabricsim.traffic.jobs import DEFAULT_CLASS, BackgroundSpec, JobSpec, check_seed, traffic_classes
+from fabricsim.traffic.jobs import DEFAULT_CLASS, KV_TIER, BackgroundSpec, JobSpec, check_seed, traffic_classes
 
-_JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed", "class"}
+_JOB_KEYS = {"name", "gpus", "pattern", "bytes", "placement", "start", "seed", "class", "every", "loads"}
+MAX_LOADS = 10_000
 _BG_KEYS = {"kind", "job", "bytes", "start", "class"}
 
 
@@ -106,6 +111,24 @@ def _class(value: Any, classes: dict[str, float], where: str) -> str:
     return name
 
 
+def _loads(e: dict[str, Any], pattern: str, where: str) -> tuple[float, int]:
+    """(every, loads) of a kv_tier job: loads a GPU receives ``bytes`` in, ``every`` seconds apart; refused on the
+    other patterns (they send once)."""
+    if pattern.strip().lower().replace("-", "_") != KV_TIER:
+        for key in ("every", "loads"):
+            if key in e:
+                raise SpecError(f"sets how often a kv_tier job loads; pattern {pattern!r} sends once",
+                                field=f"{where}.{key}")
+        return 0.0, 1
+    loads = _int(e.get("loads", 1), f"{where}.loads")
+    if not 1 <= loads <= MAX_LOADS:
+        raise SpecError(f"must be 1..{MAX_LOADS}, got {loads}", field=f"{where}.loads")
+    every = _start(e.get("every", 0.0), f"{where}.every")
+    if loads > 1 and every <= 0:
+        raise SpecError("several loads need the time between them, e.g. every: 10ms", field=f"{where}.every")
+    return every, loads
+
+
 def _parse_jobs(data: Any, root: Path) -> JobsFile:
     doc = _keys(data, {"jobs", "background", "storage_nodes", "classes", "own_class"}, {"jobs"}, "jobs file")
     raw_classes = doc.get("classes") or {}
@@ -123,12 +146,14 @@ def _parse_jobs(data: Any, root: Path) -> JobsFile:
         pattern = str(e["pattern"])
         if pattern.lower().endswith(".csv") and not Path(pattern).is_absolute():
             pattern = str(root / pattern)
+        every, loads = _loads(e, pattern, where)
         jobs.append(JobSpec(name=str(e.get("name", f"job{i}")), gpus=_count(e["gpus"], f"{where}.gpus"),
                             pattern=pattern, bytes=_bytes(e["bytes"], f"{where}.bytes"),
                             placement=str(e.get("placement", "packed")),
                             start=_start(e.get("start", 0.0), f"{where}.start"),
                             seed=_seed(e.get("seed", i), f"{where}.seed"),
-                            traffic_class=_class(e.get("class", DEFAULT_CLASS), classes, f"{where}.class")))
+                            traffic_class=_class(e.get("class", DEFAULT_CLASS), classes, f"{where}.class"),
+                            every=every, loads=loads))
     background = []
     for i, raw in enumerate(doc.get("background") or []):
         where = f"background[{i}]"

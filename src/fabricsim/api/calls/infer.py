@@ -49,6 +49,10 @@ def infer(
     engine: str = 'trtllm',
     prefix_hit: float = 0.0,
     prefix_host: float = 0.0,
+    kv_tier: str = 'none',
+    prefix_network: float = 0.0,
+    kv_server: str | None = None,
+    kv_servers: int | None = None,
     decode_tp: int | None = None,
     decode_ep: int | None = None,
     decode_dp: int | None = None,
@@ -110,6 +114,17 @@ def infer(
         prefix_host: fraction of each prompt found in the engine's host-memory KV tier (offloaded copies): copied
             back over PCIe or NVLink-C2C instead of computed (engines with one: fabricsim catalog engines --json,
             kv_offload) (--prefix-host)
+        kv_tier: networked KV-cache tier: none, or network (servers on the scale-out fabric holding shared prefixes'
+            KV: --prefix-network of each prompt is loaded over the GPU's NICs where that beats computing it; --kv-
+            server, --kv-servers) (--kv-tier)
+        prefix_network: with --kv-tier network: fraction of each prompt found in the networked KV tier (0..1, past
+            --prefix-hit and --prefix-host): loaded from the tier's servers over the fabric, or recomputed where
+            that is faster (--prefix-network)
+        kv_server: with --kv-tier network: the tier's server (fabricsim catalog storage-servers, one with a KV tier
+            latency) (--kv-server)
+        kv_servers: with --kv-tier network: servers in the tier (their read rate is shared by the serving GPUs,
+            their capacity bounds the prefixes held) [default: infer the server's fewest sold; size --inference
+            enough for the bytes the rate reads] (--kv-servers)
         decode_tp: with --disagg: the decode pool's tensor parallelism (default: --tp) (--decode-tp)
         decode_ep: with --disagg: the decode pool's expert parallelism (default: --ep) (--decode-ep)
         decode_dp: with --disagg: the decode pool's attention data parallelism (default: --dp) (--decode-dp)

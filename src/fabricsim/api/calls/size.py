@@ -82,6 +82,10 @@ def size(
     whole_nodes: bool = False,
     disagg: bool = False,
     checkpoint: str | None = None,
+    kv_tier: str = 'none',
+    prefix_network: float = 0.0,
+    kv_server: str | None = None,
+    kv_servers: int | None = None,
     goodput: bool = True,
     storage: str = 'superpod-better',
     storage_bw: str | None = None,
@@ -185,6 +189,17 @@ def size(
             simulated (--disagg/--no-disagg)
         checkpoint: checkpoint path or hub id the printed engine launch command names (default: the model's name, to
             replace) (--checkpoint)
+        kv_tier: networked KV-cache tier: none, or network (servers on the scale-out fabric holding shared prefixes'
+            KV: --prefix-network of each prompt is loaded over the GPU's NICs where that beats computing it; --kv-
+            server, --kv-servers) (--kv-tier)
+        prefix_network: with --kv-tier network: fraction of each prompt found in the networked KV tier (0..1, past
+            --prefix-hit and --prefix-host): loaded from the tier's servers over the fabric, or recomputed where
+            that is faster (--prefix-network)
+        kv_server: with --kv-tier network: the tier's server (fabricsim catalog storage-servers, one with a KV tier
+            latency) (--kv-server)
+        kv_servers: with --kv-tier network: servers in the tier (their read rate is shared by the serving GPUs,
+            their capacity bounds the prefixes held) [default: infer the server's fewest sold; size --inference
+            enough for the bytes the rate reads] (--kv-servers)
         goodput: time to train on the wall clock: failures, checkpoints and restarts included (--no-goodput: a
             healthy cluster) (--goodput/--no-goodput)
         storage: storage tiers to search, comma-separated (fabricsim catalog storage); each cluster takes the

@@ -26,6 +26,7 @@ from fabricsim.api.specs.serving import (
     DecodeOptions,
     EngineOptions,
     InferRun,
+    KvTierOptions,
     LaunchOptions,
     PrefixOptions,
     ServeOptions,
@@ -40,6 +41,7 @@ GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions
                                          GoodputSwitch,
                                          CalibrationOptions, WhatIfOptions, ClusterOptions, TopologyStorage,
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
-                                         EngineOptions, PrefixOptions, DecodeOptions, LaunchOptions,
+                                         EngineOptions, PrefixOptions, KvTierOptions, DecodeOptions,
+                                         LaunchOptions,
                                          SizeSearchOptions, SizeServingOptions, TrafficOptions)
 """Every group of options, in the order of the reference page."""

@@ -11,10 +11,14 @@ from fabricsim.api.specs.runs import CalibrationOptions
 from fabricsim.api.specs.shared import (
     EpOption,
     GpuPowerOption,
+    KvServerOption,
+    KvServersOption,
+    KvTierOption,
     ModelOption,
     NetworkOption,
     OversubscriptionOption,
     PpOption,
+    PrefixNetworkOption,
     SystemOption,
     TpOption,
 )
@@ -99,6 +103,16 @@ class PrefixOptions(OptionGroup):
                              "fabricsim catalog engines --json, kv_offload)")
 
 
+class KvTierOptions(OptionGroup):
+    """A networked KV-cache tier (servers on the scale-out fabric, as NVIDIA's BlueField-4 context memory storage or
+    an LMCache server): the share of each prompt found there, the servers, their capacity and fabric traffic."""
+
+    kv_tier: KvTierOption
+    prefix_network: PrefixNetworkOption
+    kv_server: KvServerOption
+    kv_servers: KvServersOption
+
+
 class DecodeOptions(OptionGroup):
     """With --disagg: the decode pool's own plan and system (default: the prefill pool's)."""
 
@@ -115,8 +129,8 @@ class LaunchOptions(OptionGroup):
     checkpoint: CheckpointOption
 
 
-class InferRun(LaunchOptions, DecodeOptions, PrefixOptions, EngineOptions, ServeOptions, CalibrationOptions,
-               ServingPlanOptions):
+class InferRun(LaunchOptions, DecodeOptions, KvTierOptions, PrefixOptions, EngineOptions, ServeOptions,
+               CalibrationOptions, ServingPlanOptions):
     """One served model: `fabricsim infer` and `fabricsim.infer`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(

@@ -72,3 +72,17 @@ SharpJobsOption = Annotated[int, opt(
 SharpOption = Annotated[bool, opt(False, "NCCL_COLLNET_ENABLE=1: collectives across nodes may reduce in the SHARP "
                                   "switches where the job gets a tree (--sharp-jobs), when NCCL's tuner finds it "
                                   "faster")]
+KvTierOption = Annotated[str, opt(
+    "none", "networked KV-cache tier: none, or network (servers on the scale-out fabric holding shared prefixes' KV: "
+    "--prefix-network of each prompt is loaded over the GPU's NICs where that beats computing it; --kv-server, "
+    "--kv-servers)")]
+PrefixNetworkOption = Annotated[float, opt(
+    0.0, "with --kv-tier network: fraction of each prompt found in the networked KV tier (0..1, past --prefix-hit "
+    "and --prefix-host): loaded from the tier's servers over the fabric, or recomputed where that is faster")]
+KvServerOption = Annotated[str | None, opt(
+    None, "with --kv-tier network: the tier's server (fabricsim catalog storage-servers, one with a KV tier "
+    "latency)", shown="icms-bf4-flash")]
+KvServersOption = Annotated[int | None, opt(
+    None, "with --kv-tier network: servers in the tier (their read rate is shared by the serving GPUs, their "
+    "capacity bounds the prefixes held) [default: infer the server's fewest sold; size --inference enough for the "
+    "bytes the rate reads]")]

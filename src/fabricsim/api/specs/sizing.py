@@ -32,7 +32,11 @@ from fabricsim.api.specs.shared import (
     CapacityFactorOption,
     FlashAttnOption,
     GpuPowerOption,
+    KvServerOption,
+    KvServersOption,
+    KvTierOption,
     ModelOption,
+    PrefixNetworkOption,
     RailOptimizedOption,
 )
 from fabricsim.catalog import DEFAULT_STORAGE_TIER
@@ -124,6 +128,10 @@ class SizeServingOptions(OptionGroup):
     disagg: bool = opt(False, "inference: also search disaggregated prefill and decode pools (each pool's plan and "
                        "the P:D ratio), simulated")
     checkpoint: CheckpointOption
+    kv_tier: KvTierOption
+    prefix_network: PrefixNetworkOption
+    kv_server: KvServerOption
+    kv_servers: KvServersOption
     goodput: GoodputOption
     storage: str = opt(DEFAULT_STORAGE_TIER, "storage tiers to search, comma-separated (fabricsim catalog storage); "
                        "each cluster takes the cheapest per hour of kept training")

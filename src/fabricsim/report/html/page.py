@@ -16,7 +16,7 @@ MISSING = "—"
 MAX_ROWS = 400  # rows of one generic table; the rest are counted, not drawn
 FRACTION_KEYS = frozenset({"mfu", "hfu", "goodput", "slo_attainment", "checkpoint_overhead", "level", "bias",
                            "base_goodput", "memory_fraction", "utilization", "target_utilization", "prefix_hit",
-                           "prefix_host"})
+                           "prefix_host", "prefix_network"})
 CHART_CONFIG = {"displaylogo": False, "responsive": True, "scrollZoom": False,
                 "modeBarButtonsToRemove": ["sendDataToCloud", "lasso2d", "select2d"]}
 CSP = ("default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:; "

@@ -30,6 +30,7 @@ from fabricsim.model import ModelSpec
 from fabricsim.serving import SchedulerConfig, engine_scheduler_config
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.economics import J_PER_KWH, Economics, economics
+from fabricsim.sizing.inference.kvtier import TierPlan, tier_plan
 from fabricsim.sizing.inference.spec import InferenceSizingSpec
 from fabricsim.sizing.space import ClusterChoice, priced_systems, search_system
 from fabricsim.sizing.spec import DEFAULT_FABRICS
@@ -137,18 +138,21 @@ def hourly_cost(econ: Economics, billed_gpus: int, cluster_gpus: int, spec: Infe
     return capex * share * HOUR_S / spec.amortize_s + facility_w * HOUR_S / J_PER_KWH * spec.kwh_usd, facility_w
 
 
-def batch_curves(cost: InferenceStepCost, prompt: int, output: int, batches: np.ndarray, budget_tokens: int
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(TPOT, TTFT, e2e) seconds of a replica holding each of ``batches`` running requests (module docstring)."""
+def batch_curves(cost: InferenceStepCost, prompt: int, output: int, batches: np.ndarray, budget_tokens: int,
+                 cached: int = 0, load_s: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(TPOT, TTFT, e2e) seconds of a replica holding each of ``batches`` running requests (module docstring); a
+    request that finds ``cached`` prompt tokens loaded from a KV tier prefills the rest, attending to them, after
+    waiting ``load_s`` for the load."""
     b = batches.astype(np.float64)
     admitted = b / output
-    pairs_prompt = prompt * (prompt + 1) / 2.0
+    new = prompt - cached
+    pairs_prompt = new * (cached + (new + 1) / 2.0)
     kv = b * (prompt + output / 2.0)
-    tpot = cost.step_s_many(admitted * prompt, admitted * pairs_prompt, b, kv)
-    chunk = np.minimum(prompt, np.maximum(budget_tokens - b, 1.0))
-    chunks = np.ceil(prompt / chunk)
+    tpot = cost.step_s_many(admitted * new, admitted * pairs_prompt, b, kv)
+    chunk = np.minimum(new, np.maximum(budget_tokens - b, 1.0))
+    chunks = np.ceil(new / chunk)
     t_chunk = cost.step_s_many(chunk, pairs_prompt / chunks, b, kv)
-    ttft = tpot + chunks * t_chunk
+    ttft = load_s + tpot + chunks * t_chunk
     return tpot, ttft, ttft + (output - 1) * tpot
 
 
@@ -206,7 +210,9 @@ def screen(spec: InferenceSizingSpec, model: ModelSpec, catalog: Catalog,
                     pruned += 1
                     continue
                 evaluated += 1
-                rows.append(_screen_row(spec, plan, system, cost, cfg, catalog))
+                tier = tier_plan(spec, model, inference_plan(plan, spec),
+                                 Cluster(system, fabric=plan.link, catalog=catalog))
+                rows.append(_screen_row(spec, plan, system, cost, cfg, catalog, tier))
     return Screen(rows, evaluated, pruned, reasons)
 
 
@@ -265,13 +271,17 @@ def _rule(model: ModelSpec, plan: ReplicaPlan, system: System, gpu: GPU) -> str 
 
 
 def _screen_row(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, cost: InferenceStepCost,
-                cfg: SchedulerConfig, catalog: Catalog) -> dict[str, object]:
-    """One plan's screen figures: the best SLO-meeting batch, the replicas and what they cost per hour."""
+                cfg: SchedulerConfig, catalog: Catalog, tier: TierPlan | None = None) -> dict[str, object]:
+    """One plan's screen figures: the best SLO-meeting batch, the replicas and what they cost per hour (with a
+    networked KV tier: its share loaded where the engine loads it, its servers priced)."""
     prompt, output = spec.prompt_tokens, spec.output_tokens
     mean_kv = prompt + output / 2.0
     bmax = int(min(cfg.max_num_seqs, cost.kv_capacity_tokens // mean_kv, cfg.max_num_batched_tokens - 1))
     batches = np.arange(1, max(bmax, 1) + 1)
-    tpot, ttft, e2e = batch_curves(cost, prompt, output, batches, cfg.max_num_batched_tokens)
+    loads = tier is not None and tier.chosen == "load"
+    tpot, ttft, e2e = batch_curves(cost, prompt, output, batches, cfg.max_num_batched_tokens,
+                                   tier.tokens if tier is not None and loads else 0,
+                                   tier.load_s if tier is not None and loads else 0.0)
     meets_tpot = tpot <= spec.slo_tpot_s
     meets_ttft = ttft <= spec.slo_ttft_s
     ok = meets_tpot & meets_ttft
@@ -282,6 +292,7 @@ def _screen_row(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, co
         "status": "ok", "max_batch": 0, "screen_tpot_s": math.nan, "screen_ttft_s": math.nan,
         "capacity_rps": math.nan, "replicas": 0, "gpus": 0, "nodes": 0, "cost_usd_per_hour": math.nan,
         "usd_per_million_output_tokens": math.nan, "capex_usd": math.nan, "facility_power_w": math.nan,
+        **({} if tier is None else tier.row()),
     }
     if not ok.any():
         row["status"] = "tpot" if not meets_tpot.any() else "ttft" if not meets_ttft.any() else "tpot+ttft"
@@ -298,13 +309,21 @@ def _screen_row(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, co
     if spec.max_gpus is not None and replicas * plan.gpus > spec.max_gpus:
         row["status"] = "max-gpus"
         return row
-    row.update(price(spec, plan, system, replicas, catalog))
+    row.update(price(spec, plan, system, replicas, catalog, tier_costs(row)))
     return row
 
 
-def price(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, replicas: int, catalog: Catalog
-          ) -> dict[str, object]:
-    """GPUs, nodes, USD per hour, USD per million output tokens (at the offered rate), capex and facility power."""
+def tier_costs(row: dict[str, object]) -> tuple[float, float] | None:
+    """(capex USD, watts) of the networked KV tier a screen row carries (None without one)."""
+    if "kv_tier_servers" not in row:
+        return None
+    return float(row["kv_tier_capex_usd"]), float(row["kv_tier_power_w"])  # type: ignore[arg-type]
+
+
+def price(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, replicas: int, catalog: Catalog,
+          tier: tuple[float, float] | None = None) -> dict[str, object]:
+    """GPUs, nodes, USD per hour, USD per million output tokens (at the offered rate), capex and facility power;
+    ``tier`` the (capex, watts) of a networked KV tier's servers, added (amortised as the cluster, at its PUE)."""
     gpn = system.gpus_per_node
     gpus = replicas * plan.gpus
     nodes = nodes_for(replicas, plan.gpus, gpn)
@@ -314,6 +333,11 @@ def price(spec: InferenceSizingSpec, plan: ReplicaPlan, system: System, replicas
     per_hour, facility_w = hourly_cost(econ, billed, nodes * gpn, spec)
     tokens_per_hour = spec.rate_per_s * spec.output_tokens * HOUR_S
     capex = math.nan if econ.capex_usd is None else econ.capex_usd * billed / (nodes * gpn)
+    if tier is not None:
+        tier_w = tier[1] * spec.pue
+        per_hour += tier[0] * HOUR_S / spec.amortize_s + tier_w * HOUR_S / J_PER_KWH * spec.kwh_usd
+        capex += tier[0]
+        facility_w += tier_w
     return {"replicas": replicas, "gpus": gpus, "nodes": nodes, "cost_usd_per_hour": per_hour,
             "usd_per_million_output_tokens": per_hour / tokens_per_hour * 1e6, "capex_usd": capex,
             "facility_power_w": facility_w}

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fabricsim import units
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.comm import Cluster
-from fabricsim.inference import launch_json, predict_inference
+from fabricsim.inference import DEFAULT_KV_SERVER, launch_json, predict_inference
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.serving import (
     RequestTrace,
@@ -27,6 +27,7 @@ from fabricsim.serving import (
 )
 from fabricsim.sizing.bands import inference_ties, result_bands
 from fabricsim.sizing.defaults import sizing_defaults
+from fabricsim.sizing.inference.kvtier import TierPlan, with_tier
 from fabricsim.sizing.inference.screen import (
     ReplicaPlan,
     engine_scheduler,
@@ -34,6 +35,7 @@ from fabricsim.sizing.inference.screen import (
     price,
     replica_step_cost,
     screen,
+    tier_costs,
 )
 from fabricsim.sizing.inference.spec import InferenceSizingSpec
 from fabricsim.sizing.store import check_out_file, write_parquet
@@ -114,6 +116,10 @@ class InferenceSizingResult:
                 "simulation": f"Poisson arrivals, seed {spec.seed}, {spec.duration_s:g} s, shortest-queue routing, "
                               f"the {spec.engine} scheduler's defaults; SLOs at p{spec.slo_percentile}",
                 "defaults": {k: {"value": defaults[k].value, "source": defaults[k].source} for k in keys},
+                **({} if spec.kv_tier == "none" else {"kv_tier": (
+                    f"{spec.prefix_network:g} of each prompt in a networked KV tier, loaded at the GPU's NIC share "
+                    "where faster than computing it; servers: enough for the offered load bytes at the target "
+                    "utilisation and for one prefix, at least --kv-servers; their capex and power priced in")}),
             },
         }
 
@@ -199,7 +205,7 @@ def size_inference(spec: InferenceSizingSpec, *, out: Path | None = None, catalo
             break  # past the confirm_top cheapest, only plans as cheap as the best confirmed one (a tie) or cheaper
         assert trace is not None
         plan = _plan_of(row, catalog)
-        conf = confirm(spec, model, plan, int(row["replicas"]), trace, catalog)
+        conf = confirm(spec, model, plan, int(row["replicas"]), with_tier(trace, spec, _tier_of(row)), catalog)
         simulations += conf.runs
         confirmed += 1
         entry = _entry(spec, model, row, catalog, conf)
@@ -284,7 +290,7 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
                    "tpot_s": _num(row["screen_tpot_s"]),
                    "usd_per_million_output_tokens": _num(row["usd_per_million_output_tokens"])}
     replicas = conf.replicas if conf is not None else int(row["replicas"])
-    costs = price(spec, plan, system, replicas, catalog) if conf is not None else row
+    costs = price(spec, plan, system, replicas, catalog, tier_costs(row)) if conf is not None else row
     lat: dict[str, Any] = {f"{k}_s_p{p}": None for k in ("ttft", "tpot") for p in (50, 90, 99)}
     goodput = attainment = None
     sim: dict[str, Any] | None = None
@@ -314,7 +320,27 @@ def _entry(spec: InferenceSizingSpec, model: ModelSpec, row: dict[str, Any], cat
         "bottleneck": _bottleneck(model, plan, int(row["max_batch"]), spec, catalog),
         "simulated": conf is not None and conf.passed, "simulation": sim, "screen": screen_figs,
         "launch": _launch(spec, model, plan, catalog), **bands,
+        **({} if "kv_tier_servers" not in row else {"kv_tier": _tier_json(spec, row)}),
     }
+
+
+def _tier_of(row: dict[str, Any]) -> TierPlan | None:
+    """The networked KV tier a screen row carries, as the simulation takes it (None without one)."""
+    if "kv_tier_servers" not in row:
+        return None
+    return TierPlan(str(row["kv_tier_chosen"]), int(row["kv_tier_tokens"]), float(row["kv_tier_load_s"]),
+                    float(row["kv_tier_load_s_per_token"]), float(row["kv_tier_latency_s"]),
+                    int(row["kv_tier_servers"]), float(row["kv_tier_capex_usd"]), float(row["kv_tier_power_w"]),
+                    float(row["kv_tier_fabric_bytes_per_s"]))
+
+
+def _tier_json(spec: InferenceSizingSpec, row: dict[str, Any]) -> dict[str, Any]:
+    """A result's networked KV tier: the server and how many, what they cost, the engine's choice, a request's load
+    and the fabric bandwidth the offered rate's loads take."""
+    return {"server": spec.kv_server or DEFAULT_KV_SERVER, "servers": _num(row["kv_tier_servers"]),
+            "capex_usd": _num(row["kv_tier_capex_usd"]), "power_w": _num(row["kv_tier_power_w"]),
+            "chosen": row["kv_tier_chosen"], "tokens_per_request": _num(row["kv_tier_tokens"]),
+            "load_s": _num(row["kv_tier_load_s"]), "fabric_bytes_per_s": _num(row["kv_tier_fabric_bytes_per_s"])}
 
 
 def _launch(spec: InferenceSizingSpec, model: ModelSpec, plan: ReplicaPlan, catalog: Catalog) -> dict[str, Any]:

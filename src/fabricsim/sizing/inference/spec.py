@@ -19,7 +19,8 @@ FLAGS = {"rate_per_s": "--rate", "slo_ttft_s": "--slo-ttft", "slo_tpot_s": "--sl
          "output_tokens": "--output", "duration_s": "--duration", "max_gpus": "--max-gpus",
          "slo_percentile": "--slo-percentile", "target_utilization": "--utilization", "weights": "--weights",
          "kv": "--kv", "confirm_top": "--confirm", "max_replicas": "--max-replicas", "engine": "--engine",
-         "lengths": "--lengths"}
+         "lengths": "--lengths", "kv_tier": "--kv-tier", "prefix_network": "--prefix-network",
+         "kv_server": "--kv-server", "kv_servers": "--kv-servers"}
 
 
 def _default(key: str) -> float:
@@ -70,6 +71,10 @@ class InferenceSizingSpec(BaseModel):
     disagg: bool = False  # also search disaggregated prefill and decode pools (each pool's plan, the P:D ratio)
     checkpoint: str | None = None  # the checkpoint path or hub id the launch commands name (None: the model's name)
     lengths: str = "fixed"  # the simulated requests' lengths: fixed, or a dataset's spread scaled to the means
+    kv_tier: Literal["none", "network"] = "none"  # a networked KV-cache tier beside every plan (inference.kvtier)
+    prefix_network: float = Field(0.0, ge=0.0, le=1.0, allow_inf_nan=False)  # share of a prompt found in the tier
+    kv_server: str | None = None  # the tier's server (catalog storage_servers; None: the default KV server)
+    kv_servers: int | None = Field(None, ge=1)  # at least this many servers (None: the server's fewest sold)
 
     @property
     def longest_request_tokens(self) -> int:
