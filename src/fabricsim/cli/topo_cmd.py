@@ -54,6 +54,18 @@ def _storage_text(bom: BillOfMaterials) -> str:
             f"{units.format_rate(st.read_bytes_per_s)} read; {_usd(cost)}")
 
 
+def _facility_text(topo: Topology, bom: BillOfMaterials) -> str:
+    """Facility power, compute racks and floor in one cell (`api.topology.topo_facility`)."""
+    from fabricsim.api.topology import topo_facility
+
+    block = topo_facility(topo, bom)
+    if "error" in block or block["facility_power_w"] is None:
+        return block.get("error") or "unknown (a power is missing)"
+    racks = "racks not counted" if block["racks"] is None else \
+        f"{block['racks']} compute racks, {block['floor_m2']:.0f} m2"
+    return f"{block['facility_power_w'] / 1e6:.2f} MW at PUE {block['pue']:g} ({block['cooling']}-cooled); {racks}"
+
+
 def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
     summary = ui.new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
@@ -75,10 +87,11 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
          else f"unknown (priced part {_usd(bom.capex_known_usd)})"),
         ("power", _watts(bom.power_w) if bom.power_w is not None
          else f"unknown (known part {_watts(bom.power_known_w)})"),
+        ("facility", _facility_text(topo, bom)),
         ("links / endpoints", f"{topo.num_links} directed links, {topo.num_endpoints} endpoints"),
     ]
     if bom.storage is not None:
-        rows.insert(-3, ("storage", _storage_text(bom)))
+        rows.insert(-4, ("storage", _storage_text(bom)))
     for key, value in rows:
         summary.add_row(key, value)
     items = ui.new_table(title="bill of materials", header_style="bold")
