@@ -45,6 +45,17 @@ class SwapDelta:
     """the speed-up the model's error on comparisons allows (paired published residuals); None: not bounded"""
     band: dict[str, object] | None = None  # the step time's error band (JSON) on the swapped cluster
     goodput: float = 1.0  # the fraction of wall-clock time the run keeps on the swapped cluster
+    facility: dict[str, Any] | None = None
+    """the swapped cluster's racks, facility power and floor (`topology.facility` JSON; ``hostable`` false with its
+    ``reason`` where the hall's cooling class cannot host the system); None: not computed"""
+
+    @property
+    def energy_per_step_j(self) -> float | None:
+        """Facility energy of one wall-clock step (facility power x step / goodput); None where power is unknown."""
+        power = None if self.facility is None else self.facility.get("facility_power_w")
+        if power is None or self.goodput <= 0:
+            return None
+        return float(power) * self.step_time_s / self.goodput
 
     @property
     def percent_faster(self) -> float:
@@ -129,7 +140,9 @@ class SwapDelta:
         return bool(self.pays_as_predicted(base_capex_usd)) and not self.worth_it(base_capex_usd)
 
     def to_json(self, base_capex_usd: float | None) -> dict[str, Any]:
+        refused = None if self.facility is None or self.facility.get("hostable", True) else self.facility["reason"]
         return {"swap": self.swap, "step_time_s": self.step_time_s, "step_time_s_band": self.band,
+                "facility": self.facility, "energy_per_step_j": self.energy_per_step_j, "refused": refused,
                 "speedup": self.speedup,
                 "cost_delta_usd": self.cost_delta_usd, "percent_faster": self.percent_faster,
                 "percent_slower": self.percent_slower, "kind": self.kind, "measurable": self.measurable,

@@ -14,7 +14,7 @@ from fabricsim.comm import Cluster
 from fabricsim.training import GoodputSpec
 
 if TYPE_CHECKING:
-    from fabricsim.topology import BillOfMaterials
+    from fabricsim.topology import BillOfMaterials, Facility
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class Scenario:
     repair_missing: tuple[str, ...] = ()  # prices those repairs lack
     template: Cluster | None = None  # the run's cluster (flow simulation, routing, fabric behaviour, SHARP, other
     # jobs): the parts above replace its own; None: an analytical cluster of those parts alone
+    cooling: str | None = None  # the hall's cooling class (catalog cooling id); None: the cooling the system needs
 
     @property
     def system(self) -> System:
@@ -107,3 +108,21 @@ class Scenario:
         missing += list(self.repair_missing)
         usd = None if usd is None or self.repair_missing else usd + self.repair_usd
         return Capex(usd, tuple(sorted(set(missing))))
+
+    def it_power_w(self) -> float | None:
+        """The IT power of `bill` (storage included) and of the hot spares (that share of a node); None where a
+        catalog power is missing."""
+        power = self.bill.power_w
+        if power is None or not self.spare_gpus:
+            return power
+        node = self.system.power_w
+        return None if node is None else power + self.spare_gpus / self.system.gpus_per_node * node
+
+    def facility(self) -> Facility:
+        """The racks, facility power and floor of the cluster in a hall of ``cooling`` (the cooling its system
+        needs when None), at that class's PUE (`topology.facility`)."""
+        from fabricsim.topology import facility
+
+        system = self.system
+        hall = self.catalog.cooling_class(self.cooling or system.cooling, field="--swap")
+        return facility(system, self.catalog.gpu(system.gpu), self.nodes, self.it_power_w(), hall)

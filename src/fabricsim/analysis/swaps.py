@@ -14,7 +14,7 @@ from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
 SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares",
-             "repair", "routing", "cc", "qos", "sharp")
+             "repair", "routing", "cc", "qos", "sharp", "gpu-power", "cooling")
 FLOW_KEYS = ("routing", "cc", "qos")
 """swaps of how the fabric shares its links: only the flow simulator routes and shares them (--sim flow)"""
 REPAIRS = ("gpu", "link", "all")
@@ -62,6 +62,8 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
         return _goodput_swap(base, swap)
     if swap.key == "repair":
         return _repair(base, swap)
+    if swap.key in ("gpu-power", "cooling"):
+        return _facility_swap(base, swap)
     if swap.key in (*FLOW_KEYS, "sharp"):
         return _fabric_feature(base, swap)
     if swap.key == "fabric":
@@ -200,3 +202,28 @@ def fabric_switch_of(base: Scenario) -> str:
     from fabricsim.topology import resolve_switch
 
     return resolve_switch(base.link().id, base.catalog).id
+
+
+def _facility_swap(base: Scenario, swap: Swap) -> Scenario:
+    """``gpu-power=W``: every GPU of the cluster limited to W (its clock along the GPU's power curve, its systems'
+    power down by the GPUs' share, `catalog.with_gpu_power`); ``cooling=air|liquid``: the hall's cooling class (its
+    PUE, rack limit and floor; a class that cannot host the system says so in the swap's row)."""
+    if swap.key == "cooling":
+        try:
+            hall = base.catalog.cooling_class(swap.value, field="--swap")
+        except SpecError as exc:
+            raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
+        return replace(base, cooling=hall.id)
+    from fabricsim.catalog import with_gpu_power
+    from fabricsim.units import parse_power
+
+    try:
+        text = swap.value.strip()
+        watts = parse_power(float(text) if text.replace(".", "", 1).isdigit() else text.upper().replace("KW", "kW"),
+                            field="--swap")
+        gpu = base.system.gpu
+        catalog = with_gpu_power(base.catalog, gpu, watts, "--swap")
+        healthy = None if base.healthy_catalog is None else with_gpu_power(base.healthy_catalog, gpu, watts, "--swap")
+    except SpecError as exc:
+        raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
+    return replace(base, catalog=catalog, healthy_catalog=healthy)

@@ -44,6 +44,8 @@ class WhatIf:
     base_goodput: float = 1.0
     """the fraction of wall-clock time the base run keeps (failures, checkpoints, restarts); layer speed-ups
     leave it as it is, swaps are compared on the wall clock"""
+    base_facility: dict[str, Any] | None = None
+    """the base cluster's racks, facility power and floor in a hall of the cooling its system needs"""
 
     def to_json(self) -> dict[str, Any]:
         return {"base_step_s": float(self.base.step_time_s), "base_bottleneck": self.base.bottleneck,
@@ -51,7 +53,8 @@ class WhatIf:
                 "layers": [d.to_json() for d in self.layers],
                 "swaps": [s.to_json(self.base_capex_usd) for s in self.swaps],
                 "verdict": self.verdict.to_json(), "base_goodput": self.base_goodput,
-                "comparison_band": None if self.comparison is None else self.comparison.to_json()}
+                "comparison_band": None if self.comparison is None else self.comparison.to_json(),
+                "base_facility": self.base_facility}
 
 
 def varied_layers(scenario: Scenario) -> tuple[str, ...]:
@@ -84,7 +87,15 @@ def swap_delta(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, base_st
     step = float(pred.step_time_s)
     good = scenario_goodput(model, swapped, pred)
     return SwapDelta(swap.label, step, (base_step / base_goodput) / (step / good) if good > 0 else 0.0, delta,
-                     bool(pred.memory.fits), capex.missing, goodput=good)
+                     bool(pred.memory.fits), capex.missing, goodput=good, facility=facility_json(swapped))
+
+
+def facility_json(scenario: Scenario) -> dict[str, Any] | None:
+    """The cluster's facility block (`Scenario.facility`), an add-on: what it cannot give is an ``error`` in it."""
+    try:
+        return scenario.facility().to_json()
+    except SpecError as exc:
+        return {"error": exc.message}
 
 
 def scenario_goodput(model: ModelSpec, scenario: Scenario, pred: TrainingPrediction) -> float:
@@ -115,7 +126,7 @@ def what_if(model: ModelSpec, plan: ParallelPlan, scenario: Scenario, factor: fl
                                 for s in swaps))
     return WhatIf(base, base_capex.usd, factor, layers, deltas,
                   verdict(base, factor, layers, deltas, base_capex.usd, base_capex.missing, comparison), comparison,
-                  base_goodput)
+                  base_goodput, facility_json(scenario))
 
 
 def step_band(model: ModelSpec, base: TrainingPrediction, scenario: Scenario, step_time_s: float,

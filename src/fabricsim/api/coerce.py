@@ -119,7 +119,8 @@ def coerce_arguments(func: Callable[..., Any], kwargs: Mapping[str, Any]) -> dic
     return {k: coerce(k, v, params[k].annotation) if k in params else v for k, v in kwargs.items()}
 
 
-def run_file_arguments(func: Callable[..., Any], path: str | Path) -> dict[str, Any]:
+def run_file_arguments(func: Callable[..., Any], path: str | Path,
+                       renames: Renames | None = None) -> dict[str, Any]:
     """The keyword arguments of a run file (``config=``: the CLI's ``--config`` file, YAML or JSON, or a ``--json``
     document, whose ``inputs`` are read): keys are keyword names (``gpus-per-node`` spelt with dashes is taken too);
     a key ``func`` does not take is a SpecError, unless its value is null (a command-line-only option such as
@@ -133,6 +134,8 @@ def run_file_arguments(func: Callable[..., Any], path: str | Path) -> dict[str, 
         data = data["inputs"]
     if not isinstance(data, dict):
         raise SpecError("a run file is a mapping of keyword names to values", field="config", source=str(path))
+    if renames is not None:  # old keyword names in a run file mean what they meant
+        data = renames({str(k).replace("-", "_"): v for k, v in data.items()})
     params = inspect.signature(func).parameters
     out: dict[str, Any] = {}
     for key, value in data.items():
@@ -158,7 +161,7 @@ def api_call(renames: Renames | None = None) -> Callable[[Callable[P, R]], Calla
             if config is not None:
                 if not isinstance(config, str | Path):
                     raise SpecError(f"expected the path of a run file, got {config!r}", field="config")
-                given = {**run_file_arguments(func, config), **given}
+                given = {**run_file_arguments(func, config, renames), **given}
             if renames is not None:
                 given = renames(given)
             try:
@@ -230,3 +233,18 @@ def whatif_fabric_alias(kwargs: dict[str, Any]) -> dict[str, Any]:
         raise SpecError(f"whatif runs the cluster's fat tree; price another design as a swap: swap=['fabric={value}']",
                         field="fabric")
     return fabric_alias(kwargs)
+
+
+def size_renames(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """`size` before ``facility=``: ``power_cap=`` was the same limit (facility power, IT x PUE) under its old name;
+    it is taken as ``facility``; both at once with different values is a SpecError."""
+    if "power_cap" not in kwargs:
+        return kwargs
+    out = dict(kwargs)
+    value = out.pop("power_cap")
+    if out.get("facility") is not None and value is not None and out["facility"] != value:
+        raise SpecError(f"power_cap={value!r} and facility={out['facility']!r} disagree: power_cap is the old name of "
+                        "facility (the facility power limit); give facility= alone", field="--facility")
+    if value is not None:
+        out["facility"] = value
+    return out

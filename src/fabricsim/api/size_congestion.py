@@ -32,6 +32,7 @@ def congestion_rows(run: SizeRun, best: Sequence[dict[str, Any]], behaviours: Se
         common = {"model": run.model, "system": row["system"], "ib": row["fabric"], "gpus": int(row["gpus"]),
                   "oversubscription": float(row["oversubscription"]), "goodput": False,
                   "calibration": run.calibration, "framework": run.framework or "megatron",
+                  "gpu_power": row.get("gpu_power_w"),  # the row's GPU power (--gpu-power, --gpu-power-points)
                   **{k: row["plan"][k] for k in PLAN_KEYS if k in row["plan"]}}
         analytical = float(train(**common).data["step_time_s"])
         ideal = float(train(**common, sim="flow").data["step_time_s"])

@@ -17,7 +17,8 @@ DEFAULT_TOKENS = "15T"
 # size options held fixed in every plan, each named as the plan field it sets
 MOE_FIXED = ("dropout", "ep_comm_overlap", "shared_expert_overlap", "moe_balance", "moe_dispatcher",
              "capacity_factor")
-TRAINING_ONLY = ("tokens", "deadline", "budget", "power_cap", "gpus", "nodes", "cp", "etp", "vpp", "mbs", "recompute",
+TRAINING_ONLY = ("tokens", "deadline", "budget", "facility", "cooling", "gpu_power_points", "gpus", "nodes", "cp",
+                 "etp", "vpp", "mbs", "recompute",
                  "fabric_kinds", "framework", "congestion",
                  "zero", "precision", "executor", "storage_bw", "checkpoint_interval", "restart", *MOE_FIXED)
 EXECUTORS = ("local", "ray", "serial")
@@ -74,7 +75,7 @@ def _stack_knob(stack: dict[str, Any], knob: str) -> tuple[Any, ...] | None:
 
 
 # SizingSpec fields whose option is named otherwise
-SPEC_OPTIONS = {"deadline_s": "--deadline", "budget_usd": "--budget", "power_cap_w": "--power-cap",
+SPEC_OPTIONS = {"deadline_s": "--deadline", "budget_usd": "--budget", "power_cap_w": "--facility",
                 "gpus": "--gpus", "nodes": "--nodes", "amortize_s": "--amortize", "gpu_hour_usd": "--gpu-hour",
                 "kwh_usd": "--kwh", "pue": "--pue", "top": "--top", "seq": "--seq", "tokens": "--tokens"}
 
@@ -86,16 +87,24 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
     from fabricsim.sizing import (
         DEFAULT_FABRICS,
         SizingSpec,
+        overlay_catalog,
         parse_int_range,
         parse_list,
         parse_money,
-        parse_power_cap,
+        parse_power_points,
         parse_years,
     )
 
     if kw["gpus"] is not None and kw["nodes"] is not None:
         raise SpecError("give --gpus or --nodes, not both", field="--nodes")
     gpus = None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus")
+    if kw.get("gpu_power_points") is not None and kw.get("gpu_power") is not None:
+        raise SpecError("--gpu-power limits every GPU to one power; --gpu-power-points searches several: give one",
+                        field="--gpu-power-points")
+    hall = None
+    if kw.get("cooling") is not None:  # the class's PUE applies unless --pue is given
+        hall = overlay_catalog(tuple(str(p) for p in kw.get("calibration") or ())).cooling_class(kw["cooling"])
+    cooling = None if hall is None else hall.id
     return SizingSpec(
         model=kw["model"], seq=kw["seq"],
         tokens=finite(units.parse_count(kw["tokens"] or DEFAULT_TOKENS, field="--tokens"), "--tokens", low=0,
@@ -111,15 +120,30 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         rail_optimized=kw["rail_optimized"], knobs=knobs, fixed=fixed,
         deadline_s=None if kw["deadline"] is None else units.parse_duration(kw["deadline"], field="--deadline"),
         budget_usd=None if kw["budget"] is None else parse_money(kw["budget"], "--budget"),
-        power_cap_w=None if kw["power_cap"] is None else parse_power_cap(kw["power_cap"], "--power-cap"),
+        power_cap_w=_facility(kw), cooling=cooling,
+        gpu_power_points=parse_power_points(kw.get("gpu_power_points"), "--gpu-power-points"),
         objective=kw["objective"],
         amortize_s=parse_years(kw["amortize"] or f"{defaults['amortize_years'].value:g}y", "--amortize"),
         gpu_hour_usd=None if kw["gpu_hour"] is None else parse_money(kw["gpu_hour"], "--gpu-hour"),
-        pue=kw["pue"] if kw["pue"] is not None else defaults["pue"].value,
+        pue=kw["pue"] if kw["pue"] is not None else hall.pue.value if hall is not None else defaults["pue"].value,
         kwh_usd=kw["kwh"] if kw["kwh"] is not None else defaults["kwh_usd"].value,
         top=kw["top"], calibration=tuple(str(p) for p in kw.get("calibration") or ()), gpu_power=kw.get("gpu_power"),
         **_goodput_search(kw),
     )
+
+
+def _facility(kw: dict[str, Any]) -> float | None:
+    """--facility (the facility power limit, IT x PUE) in W; ``power_cap``, its old name, means the same."""
+    from fabricsim.sizing import parse_power_cap
+
+    text = kw.get("facility", kw.get("power_cap"))
+    if text is None:
+        return None
+    watts = parse_power_cap(text, "--facility")
+    if not watts > 0:
+        raise SpecError(f"must be > 0 W, got {text!r} (the facility power limit; --power-cap is its old name)",
+                        field="--facility")
+    return watts
 
 
 def _fabric_kinds(text: str | None) -> tuple[str, ...]:

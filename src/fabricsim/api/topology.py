@@ -77,7 +77,20 @@ def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
         "spec": topo.spec.model_dump(mode="json"),
     }
     data = bom.model_dump(mode="json")
-    return head | {k: v for k, v in data.items() if k not in head}
+    return head | {k: v for k, v in data.items() if k not in head} | {"facility": topo_facility(topo, bom)}
+
+
+def topo_facility(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
+    """The cluster's racks, facility power and floor in a hall of the cooling its system needs (an add-on: what it
+    cannot give is an ``error`` in the block)."""
+    from fabricsim.topology import facility
+
+    try:
+        system = topo.system
+        hall = topo.catalog.cooling_class(system.cooling)
+        return facility(system, topo.catalog.gpu(system.gpu), topo.num_nodes, bom.power_w, hall).to_json()
+    except SpecError as exc:
+        return {"error": exc.message}
 
 
 def fabric_link(ib: str | None, eth: str | None, switch: str | None) -> str | None:

@@ -1,6 +1,7 @@
 """Hardware catalog: GPUs, link technologies, switches, NICs, cables and system presets, each sourced."""
 
 from fabricsim.catalog.catalog import CATEGORY_MODELS, Catalog
+from fabricsim.catalog.cooling import CoolingClass, CoolingNeed
 from fabricsim.catalog.fabric_control import DEFAULT_CONGESTION_CONTROL, CongestionControl
 from fabricsim.catalog.launch import LaunchFlag, LaunchSettings, RenderedFlags, config_text, render_flags, set_option
 from fabricsim.catalog.loader import (
@@ -30,7 +31,15 @@ from fabricsim.catalog.models import (
 from fabricsim.catalog.networks import NETWORK_KINDS, network_id, network_link_id, network_names
 from fabricsim.catalog.nvlink_domain import is_switch_system
 from fabricsim.catalog.partial import partial_system_id, partly_used, power_of_two_part, split_partial_id
-from fabricsim.catalog.power import at_clock, at_power, clock_fraction, limit_systems, with_gpu_clock, with_gpu_power
+from fabricsim.catalog.power import (
+    at_clock,
+    at_power,
+    clock_fraction,
+    limit_systems,
+    limited_system,
+    with_gpu_clock,
+    with_gpu_power,
+)
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
 from fabricsim.catalog.roadmap import FigureBasis, cluster_entries, figure_basis
 
@@ -44,6 +53,8 @@ __all__ = [
     "Cable",
     "Catalog",
     "CongestionControl",
+    "CoolingClass",
+    "CoolingNeed",
     "Count",
     "Efficiency",
     "Entry",
@@ -71,6 +82,7 @@ __all__ = [
     "figure_basis",
     "is_switch_system",
     "limit_systems",
+    "limited_system",
     "load_catalog",
     "load_documents",
     "network_id",

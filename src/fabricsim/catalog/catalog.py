@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from fabricsim.catalog.cooling import CoolingClass
 from fabricsim.catalog.fabric_control import CongestionControl
 from fabricsim.catalog.models import (
     GPU,
@@ -36,6 +37,7 @@ class Catalog(BaseModel):
     storage: dict[str, StorageTier]
     storage_servers: dict[str, StorageServer]
     congestion_controls: dict[str, CongestionControl]
+    cooling: dict[str, CoolingClass] = {}
 
     def _get(self, category: str, kind: str, entry_id: str, field: str | None = None) -> Any:
         table: dict[str, Any] = getattr(self, category)
@@ -102,6 +104,11 @@ class Catalog(BaseModel):
     def congestion_control(self, control_id: str, *, field: str = "--cc") -> CongestionControl:
         """A fabric behaviour by id (`ideal`, `ib`, `roce-dcqcn`, ...): the one resolver of ``--cc`` names."""
         result: CongestionControl = self._get("congestion_controls", "congestion control", control_id, field)
+        return result
+
+    def cooling_class(self, cooling_id: str, *, field: str = "--cooling") -> CoolingClass:
+        """A cooling class by id (`air`, `liquid`): the one resolver of ``--cooling`` names."""
+        result: CoolingClass = self._get("cooling", "cooling class", cooling_id, field)
         return result
 
     def tuning(self, tuning_id: str = "default") -> Tuning:
@@ -185,4 +192,5 @@ CATEGORY_MODELS: dict[str, type[BaseModel]] = {
     "storage": StorageTier,
     "storage_servers": StorageServer,
     "congestion_controls": CongestionControl,
+    "cooling": CoolingClass,
 }

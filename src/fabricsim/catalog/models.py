@@ -281,6 +281,11 @@ class System(Priced):
     storage_nic: str | None = Field(None, description="catalog NIC id of the node's storage / in-band NICs")
     storage_ports: int = Field(0, ge=0, description="ports per node on a separate storage network")
     rack_units: int | None = None
+    cooling: Literal["air", "liquid"] = Field("air", description="what the system needs to be cooled by: air, or "
+                                              "liquid (direct-to-chip); a liquid-cooled hall hosts both")
+    rated_power_w: Watts | None = Field(None, description="the node's power with its GPUs at their rated board power, "
+                                        "where a GPU power limit (--gpu-power) lowered power_w; None: power_w is "
+                                        "the rating")
 
 
 Protocol = Literal["LL", "LL128", "Simple"]

@@ -75,6 +75,8 @@ def joined_racks(system: System, domain_gpus: int, gpu: GPU, nvswitch: Switch | 
         "rack_units": None if system.rack_units is None else racks * system.rack_units,
         "price_usd": price,
         "power_w": power,
+        "rated_power_w": None if system.rated_power_w is None else
+        racks * (system.rated_power_w + tier.power_w_per_rack.value),
         "status": "roadmap",
         "verified": False,
         "source": f"{system.id} racks ({system.source}); second tier: {tier.price_fraction.source}",

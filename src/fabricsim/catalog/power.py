@@ -9,7 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from fabricsim.catalog.catalog import Catalog
-from fabricsim.catalog.models import GPU, SourcedRate
+from fabricsim.catalog.models import GPU, SourcedRate, System
 from fabricsim.errors import SpecError
 
 
@@ -74,14 +74,28 @@ def with_gpu_clock(catalog: Catalog, gpu_id: str, fraction: float, why: str) -> 
 
 def with_gpu_power(catalog: Catalog, gpu_id: str, watts: float | None, field: str | None = None) -> Catalog:
     """The catalog with GPU ``gpu_id`` limited to ``watts`` (the catalog itself for None): resolved once at the
-    edge, so every layer below sees an ordinary GPU entry."""
+    edge, so every layer below sees an ordinary GPU entry. Every system of that GPU draws less by the limit:
+    ``power_w - gpus_per_node x (rated tdp_w - watts)`` (`limited_system`), so the bill of materials, energy,
+    facility power and power caps all see it."""
     if watts is None:
         return catalog
     gpu = catalog.gpu(gpu_id)
     limited = at_power(gpu, watts, field)
     if limited is gpu:
         return catalog
-    return catalog.model_copy(update={"gpus": {**catalog.gpus, gpu.id: limited}})
+    systems = {sid: limited_system(s, gpu.tdp_w, watts) if s.gpu == gpu.id else s
+               for sid, s in catalog.systems.items()}
+    return catalog.model_copy(update={"gpus": {**catalog.gpus, gpu.id: limited}, "systems": systems})
+
+
+def limited_system(system: System, rated_w: float, watts: float) -> System:
+    """``system`` with each of its GPUs limited from ``rated_w`` to ``watts``: it draws ``gpus_per_node x
+    (rated_w - watts)`` less (a system without a power figure keeps None); ``rated_power_w`` keeps the rating."""
+    if system.power_w is None or watts >= rated_w:
+        return system
+    saved = system.gpus_per_node * (rated_w - watts)
+    return system.model_copy(update={"power_w": max(system.power_w - saved, 0.0),
+                                     "rated_power_w": system.rated_power_w or system.power_w})
 
 
 def limit_systems(catalog: Catalog, system_ids: Iterable[str], watts: float | None,

@@ -44,6 +44,7 @@ class Category(StrEnum):
     storage = "storage"
     storage_servers = "storage-servers"
     congestion = "congestion"
+    cooling = "cooling"
 
 
 HARDWARE = (Category.gpus, Category.links, Category.switches, Category.nics, Category.cables, Category.systems)
@@ -135,6 +136,7 @@ COLUMNS: dict[Category, list[Column]] = {
         ("node price", lambda e, c: _usd(e.price_usd) + (f" ({e.price_date})" if e.price_date else "")),
         ("node power", lambda e, c: _watts(e.power_w)),
         ("status", lambda e, c: e.status),
+        ("cooling", lambda e, c: e.cooling),
         ("verified", lambda e, c: _verified(e)),
     ],
     Category.models: [
@@ -194,6 +196,16 @@ COLUMNS: dict[Category, list[Column]] = {
         ("verified", lambda e, c: _verified(e)),
         ("behaviour", lambda e, c: e.name),
     ],
+    Category.cooling: [
+        ("id", lambda e, c: e.id),
+        ("rack power", lambda e, c: _watts(e.rack_power_w.value)),
+        ("PUE", lambda e, c: f"{e.pue.value:g}"),
+        ("floor/rack", lambda e, c: f"{e.floor_m2_per_rack.value:g} m2"),
+        ("rack units", lambda e, c: f"{e.rack_units.value}U"),
+        ("hosts", lambda e, c: ", ".join(e.hosts)),
+        ("verified", lambda e, c: _verified(e)),
+        ("hall", lambda e, c: e.name),
+    ],
     Category.frameworks: [
         ("id", lambda e, c: e.id),
         ("settings", lambda e, c: ", ".join(f"{k}={_setting(v.value)}" for k, v in e.settings.items())
@@ -245,10 +257,11 @@ def _kernels(k: Any) -> str:
 
 NUMERIC = {"BF16 dense", "FP8 dense", "HBM", "HBM BW", "TDP", "NVLink/GPU (both dirs)", "price", "per direction",
            "bits/s", "latency", "radix", "port rate", "power", "ports", "max length", "transceivers", "GPUs/node",
-           "node price", "node power", "layers", "hidden", "vocab", "NVLS eff.", "tree eff.", "p2p eff.", "launch"}
+           "node price", "node power", "rack power", "PUE", "floor/rack", "rack units",
+           "layers", "hidden", "vocab", "NVLS eff.", "tree eff.", "p2p eff.", "launch"}
 # Dropped first on a console under 120 columns (never numbers cut).
-SECONDARY = {"matmul eff.", "NVLink", "verified", "status", "unit", "host", "PCIe", "intra-node", "SHARP", "date",
-             "bits/s"}
+SECONDARY = {"cooling", "matmul eff.", "NVLink", "verified", "status", "unit", "host", "PCIe", "intra-node", "SHARP",
+             "date", "bits/s"}
 
 
 def _sized(large: int, small: int | None) -> str:
@@ -402,9 +415,10 @@ def catalog_command(
         console.print(hf_configs_table(hf_configs))
         console.print(HF_USAGE)
     console.print("[dim]Sources: `fabricsim catalog CATEGORY --json` lists each entry's source; `fabricsim "
-                  "catalog models`, `tunings`, `engines`, `frameworks`, `failures`, `storage`, `storage-servers` and "
-                  "`congestion` list model presets, collective tunings, serving engines, training stacks, failure "
-                  "rates, storage tiers and servers, and fabric behaviours.[/]")
+                  "catalog models`, `tunings`, `engines`, `frameworks`, `failures`, `storage`, `storage-servers`, "
+                  "`congestion` and `cooling` list model presets, collective tunings, serving engines, training "
+                  "stacks, failure rates, storage tiers and servers, fabric behaviours and data-hall cooling "
+                  "classes.[/]")
     if Category.systems in categories:
         joinable = [sid for sid, s in catalog.systems.items() if catalog.why_not_joinable(s) is None]
         if joinable:

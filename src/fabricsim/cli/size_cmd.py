@@ -48,10 +48,11 @@ def ranked_table(rows: list[dict[str, Any]], title: str, pick: dict[str, Any] | 
     if pick is not None and not any(_same_plan(e, pick) for e in rows):
         rows = [*rows, {**pick, "tie": True}]
     table = ui.new_table(title=title, header_style="bold", title_justify="left")
-    headers = [h for h in ("#", "cluster", "plan", "days (80% band)", "cost", "$/Mtok", "MFU", "bound")
-               if not (ui.narrow() and h in ("$/Mtok", "MFU"))]
+    headers = [h for h in ("#", "cluster", "plan", "GPU W", "days (80% band)", "cost", "$/Mtok", "MFU", "MW", "racks",
+                           "bound")
+               if not (ui.narrow() and h in ("$/Mtok", "MFU", "GPU W", "MW", "racks"))]
     for header in headers:
-        if header in ("#", "days (80% band)", "cost", "$/Mtok", "MFU"):
+        if header in ("#", "days (80% band)", "cost", "$/Mtok", "MFU", "GPU W", "MW", "racks"):
             ui.num_column(table, header)
         else:
             ui.text_column(table, header)
@@ -61,9 +62,20 @@ def ranked_table(rows: list[dict[str, Any]], title: str, pick: dict[str, Any] | 
         cells = {"#": mark, "cluster": _cluster(e), "plan": _plan(e["plan"]),
                  "days (80% band)": _days(e),
                  "cost": units.format_usd(e["cost_usd"]),
-                 "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"]}
+                 "$/Mtok": "?" if per is None else f"{per:.3f}", "MFU": f"{e['mfu']:.2f}", "bound": e["bottleneck"],
+                 "GPU W": "-" if e.get("gpu_power_w") is None else f"{e['gpu_power_w']:.0f}", **_facility_cells(e)}
         table.add_row(*(cells[h] for h in headers))
     return table
+
+
+def _facility_cells(e: dict[str, Any]) -> dict[str, str]:
+    """A row's facility power (MW, IT x PUE) and compute racks; '-' where unknown, 'no' where the hall cannot host
+    the system."""
+    block = e.get("facility") or {}
+    power = block.get("facility_power_w")
+    racks = block.get("racks")
+    return {"MW": "-" if power is None else f"{power / 1e6:.2f}",
+            "racks": ("no" if block.get("hostable") is False else "-") if racks is None else str(racks)}
 
 
 def _days(e: dict[str, Any]) -> str:
@@ -247,4 +259,5 @@ def size_command(**options: Any) -> None:
     if result.errors:
         ui.console.print(f"[yellow]{len(result.errors)} cluster(s) cannot be built, e.g. "
                       f"{escape(next(iter(result.errors.values())))}[/]")
-    ui.console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}, ${spec.kwh_usd:g}/kWh")
+    hall = f", {spec.cooling}-cooled hall" if spec.cooling else ""
+    ui.console.print(f"cost: {data['assumptions']['cost']}; PUE {spec.pue:g}{hall}, ${spec.kwh_usd:g}/kWh")

@@ -54,7 +54,18 @@ def _storage_text(bom: BillOfMaterials) -> str:
             f"{units.format_rate(st.read_bytes_per_s)} read; {_usd(cost)}")
 
 
-def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
+def _facility_text(block: dict[str, Any]) -> str:
+    """Facility power, compute racks and floor in one cell (the JSON's ``facility`` block)."""
+    if not block:
+        return "-"
+    if "error" in block or block["facility_power_w"] is None:
+        return block.get("error") or "unknown (a power is missing)"
+    racks = "racks not counted" if block["racks"] is None else \
+        f"{block['racks']} compute racks, {block['floor_m2']:.0f} m2"
+    return f"{block['facility_power_w'] / 1e6:.2f} MW at PUE {block['pue']:g} ({block['cooling']}-cooled); {racks}"
+
+
+def topo_tables(topo: Topology, bom: BillOfMaterials, facility: dict[str, Any] | None = None) -> tuple[Table, Table]:
     """A summary table and a line-item table."""
     summary = ui.new_table(title=f"topology: {bom.nodes} x {bom.system}", header_style="bold", show_header=False)
     ui.text_column(summary, "what")
@@ -75,10 +86,11 @@ def topo_tables(topo: Topology, bom: BillOfMaterials) -> tuple[Table, Table]:
          else f"unknown (priced part {_usd(bom.capex_known_usd)})"),
         ("power", _watts(bom.power_w) if bom.power_w is not None
          else f"unknown (known part {_watts(bom.power_known_w)})"),
+        ("facility", _facility_text(facility or {})),
         ("links / endpoints", f"{topo.num_links} directed links, {topo.num_endpoints} endpoints"),
     ]
     if bom.storage is not None:
-        rows.insert(-3, ("storage", _storage_text(bom)))
+        rows.insert(-4, ("storage", _storage_text(bom)))
     for key, value in rows:
         summary.add_row(key, value)
     items = ui.new_table(title="bill of materials", header_style="bold")
@@ -123,7 +135,7 @@ def topo_command(**options: Any) -> None:
     ui.write_command_report(report, result, inputs)
     if ui.emit(form, result.data, inputs, result.rows):
         return
-    summary, items = topo_tables(topo, bom)
+    summary, items = topo_tables(topo, bom, result.data.get("facility"))
     ui.console.print(summary)
     ui.console.print(items)
     for note in bom.notes:

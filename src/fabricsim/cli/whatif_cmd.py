@@ -74,14 +74,28 @@ def swap_table(result: WhatIf) -> Table:
         ui.num_column(table, header)
     ui.text_column(table, "trade")
     ui.num_column(table, "work per $")
+    for header in ("MW", "racks"):
+        ui.num_column(table, header)
     for s in result.swaps:
         change = s.work_per_usd_change(result.base_capex_usd)
         work = "?" if change is None else (f"[green]{change * 100:+.1f}%[/]" if change > 0 else f"{change * 100:+.1f}%")
         step = _step_cell(s.step_time_s, s.band) + (
             "" if s.fits else " [yellow](does not fit)[/]")
         table.add_row(s.swap, step, f"{s.goodput:.1%}", f"{s.speedup:.3f}x", _money(s.cost_delta_usd), _trade(s),
-                      work)
+                      work, *_facility_cells(s.facility))
+    refused = [f"{s.swap}: {s.facility['reason']}" for s in result.swaps
+               if s.facility is not None and s.facility.get("hostable") is False]
+    if refused:
+        table.caption = "not hosted: " + "; ".join(refused)
     return table
+
+
+def _facility_cells(block: dict[str, Any] | None) -> tuple[str, str]:
+    """Facility power (MW, IT x PUE) and compute racks of a swap's cluster; 'no' where its hall cannot host it."""
+    block = block or {}
+    power, racks = block.get("facility_power_w"), block.get("racks")
+    return ("-" if power is None else f"{power / 1e6:.2f}",
+            ("no" if block.get("hostable") is False else "-") if racks is None else str(racks))
 
 
 @declared(*WHATIF)

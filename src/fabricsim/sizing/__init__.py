@@ -3,7 +3,7 @@ fastest, or least energy) way to train a model on a token budget, under deadline
 
 Public API: ``SizingSpec``, ``Knobs``, ``size``, ``SizingResult``, ``evaluate_chunk``, ``ClusterChoice``,
 ``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers ``parse_int_range``, ``parse_list``,
-``parse_years``, ``parse_money``, ``parse_power_cap``; ``unpriced_note`` (the catalog parts a
+``parse_years``, ``parse_money``, ``parse_power_cap``, ``parse_power_points``; ``unpriced_note`` (the catalog parts a
 cluster lacks a price or power for). Serving (``size --inference``): ``InferenceSizingSpec``,
 ``size_inference``, ``InferenceSizingResult``.
 """
@@ -24,10 +24,12 @@ from fabricsim.sizing.spec import (
     Knobs,
     SizingSpec,
     check_plan_value,
+    overlay_catalog,
     parse_int_range,
     parse_list,
     parse_money,
     parse_power_cap,
+    parse_power_points,
     parse_years,
 )
 
@@ -46,11 +48,13 @@ __all__ = [
     "clusters",
     "entries",
     "evaluate_chunk",
+    "overlay_catalog",
     "pareto",
     "parse_int_range",
     "parse_list",
     "parse_money",
     "parse_power_cap",
+    "parse_power_points",
     "parse_years",
     "plan_for",
     "plot_pareto",

@@ -20,9 +20,11 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
 from fabricsim.sizing.bound import Bound, Incumbents
 from fabricsim.sizing.economics import Economics, economics, run_costs
+from fabricsim.sizing.power_points import point_catalog
 from fabricsim.sizing.reliability import Reliability, cluster_reliability
 from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
 from fabricsim.sizing.spec import SizingSpec
+from fabricsim.topology import why_not_hosted
 from fabricsim.training import (
     LAYERS,
     ParallelPlan,
@@ -71,7 +73,8 @@ class _Caches:
 
     candidates: dict[tuple[str, int], tuple[list[_Candidate], int, list[int], str | None]] = \
         field(default_factory=dict)
-    lows: dict[tuple[str, int], np.ndarray] = field(default_factory=dict)  # network-free bounds of candidates
+    lows: dict[tuple[str, int, float | None], np.ndarray] = field(default_factory=dict)  # network-free bounds
+    """of the candidates, per GPU power point (the compute clock sets them)"""
     shapes: dict[tuple[str, int], list[Shape]] = field(default_factory=dict)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
@@ -150,7 +153,7 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
                    catalog: Catalog | None = None, bound: Bound | None = None) -> ChunkResult:
     """All candidate plans of one cluster: pruned, timed, costed; with a `bound`, only those that can change the
     answer are timed (`fabricsim.sizing.bound`)."""
-    catalog = catalog or spec.catalog()
+    catalog = point_catalog(catalog or spec.catalog(), choice.system, choice.gpu_power)
     caches = caches or _Caches()
     model = spec_model(spec)
     system = catalog.system(choice.system)
@@ -164,6 +167,10 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
     candidates = len(all_shapes) * len(spec.gbs)
     if econ.error is not None:
         return ChunkResult(choice.chunk_id, {}, candidates, candidates, econ.error)
+    if spec.cooling is not None:  # a hall that cannot host the system: the cluster is not searched
+        refused = why_not_hosted(system, gpu, catalog.cooling_class(spec.cooling))
+        if refused is not None:
+            return ChunkResult(choice.chunk_id, {}, candidates, candidates, refused)
     if not all_shapes:
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
@@ -237,7 +244,8 @@ def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Ec
     """Price the shapes a bounded search must time: in order of their lowest time-to-train bound, each checked for
     memory only when reached, until none left can change the answer (`fabricsim.sizing.bound`); shapes never
     reached are neither checked nor timed."""
-    lows = _lows(model, spec, fits.cluster, valid, fits.caches, (choice.system, choice.gpus)) / fits.goodput
+    lows = _lows(model, spec, fits.cluster, valid, fits.caches,
+                 (choice.system, choice.gpus, choice.gpu_power)) / fits.goodput
     incumbents = Incumbents(bound, spec, econ, choice.gpus)
     can_qualify = incumbents.qualifies(lows)
     priced: list[tuple[int, _Fitting, StepTerms]] = []
@@ -265,7 +273,7 @@ def _rows(values: tuple[float, ...], n: int) -> np.ndarray:
 
 
 def _lows(model: ModelSpec, spec: SizingSpec, cluster: Cluster, valid: list[_Candidate], caches: _Caches,
-          key: tuple[str, int]) -> np.ndarray:
+          key: tuple[str, int, float | None]) -> np.ndarray:
     """Each candidate's network-free lower bound of its time to train (its least over its batches): (m + bubble)
     x `training.microbatch_floor` + optimizer, per token; shared by the task's clusters (the same GPU)."""
     if key not in caches.lows:
@@ -310,6 +318,7 @@ def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU
         "oversubscription": np.full(n, choice.oversubscription),
         "nodes": np.full(n, choice.nodes, dtype=np.int64),
         "gpus": np.full(n, choice.gpus, dtype=np.int64),
+        "gpu_power_w": np.full(n, gpu.tdp_w),
         **{k: (v.astype(object) if v.dtype.kind == "U" else v.astype(np.int64)) for k, v in shape_cols.items()},
         "flash_attn": np.full(n, bool(spec.fixed.get("flash_attention", True))),
         "seq": np.full(n, spec.seq, dtype=np.int64),

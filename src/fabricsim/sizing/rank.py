@@ -92,8 +92,8 @@ def binding_note(frame: pd.DataFrame, spec: SizingSpec) -> str:
             parts.append(f"no plan meets the budget of ${spec.budget_usd:,.0f} (cheapest: {shown})")
         else:
             best = (frame["power_w"] * spec.pue).min()
-            parts.append(f"no cluster meets the power cap of {(spec.power_cap_w or 0) / 1e6:g} MW "
-                         f"(lowest facility power: {best / 1e6:.2f} MW)")
+            parts.append(f"no cluster meets the facility power cap of {(spec.power_cap_w or 0) / 1e6:g} MW "
+                         f"(--facility; lowest facility power: {best / 1e6:.2f} MW at PUE {spec.pue:g})")
     if parts:
         return "; ".join(parts)
     return "no plan meets all of " + ", ".join(masks) + " at once (each alone is met)"

@@ -39,6 +39,7 @@ def entry(row: Mapping[Any, Any], unpriced: list[str] | tuple[str, ...] = ()) ->
         "system": row["system"], "fabric": row["fabric"],
         "oversubscription": _plain(row["oversubscription"]), "gpus": _plain(row["gpus"]),
         "nodes": _plain(row["nodes"]),
+        **({"gpu_power_w": _plain(row["gpu_power_w"])} if "gpu_power_w" in row else {}),
         "plan": {k: _plain(row[k]) for k in PLAN_FIELDS},
         **{k: _plain(row[k]) for k in METRICS},
         "memory_headroom_bytes": _plain(row["memory_capacity_bytes"] - row["memory_per_gpu_bytes"]),
@@ -124,6 +125,19 @@ class SizingResult:
             return rows
         return [{**row, "tie": bool(self.ties.mask[i])} for i, row in enumerate(rows)]
 
+    def _points_json(self) -> dict[str, Any]:
+        """``gpu_power_points``: the operating points searched and the ones a system skipped (why), when asked."""
+        spec = self.spec
+        if not spec.gpu_power_points:
+            return {}
+        from fabricsim.sizing.power_points import skipped_points
+
+        catalog = spec.catalog()
+        systems = tuple(spec.systems if spec.systems is not None else catalog.priced_system_ids())
+        return {"gpu_power_points": {"points": list(spec.gpu_power_points),
+                                     "meaning": "up to 1: a fraction of each GPU's rated board power; above 1: W",
+                                     "skipped": skipped_points(spec, catalog, systems)}}
+
     def to_json(self) -> dict[str, Any]:
         from fabricsim.sizing.evaluate import spec_model
 
@@ -131,21 +145,25 @@ class SizingResult:
         spec = self.spec
         moe = spec_model(spec).moe is not None if len(self.ranked) else False
 
+        from fabricsim.sizing.facility import with_facility
+
         def banded(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-            return with_bands(rows, moe, spec.catalog())
+            return with_facility(spec, spec.catalog(), with_bands(rows, moe, spec.catalog()))
 
         return {
             "model": spec.model if isinstance(spec.model, str) else spec.model.get("name", "model"),
             "tokens": spec.tokens,
             "objective": spec.objective,
             "constraints": {"deadline_s": spec.deadline_s, "budget_usd": spec.budget_usd,
-                            "power_cap_w": spec.power_cap_w},
+                            "power_cap_w": spec.power_cap_w, "facility_w": spec.power_cap_w,
+                            "cooling": spec.cooling},
             "results": self._tagged(banded(entries(self.ranked, spec.top, self.missing))),
             "ties": None if self.ties is None else self.ties.to_json(banded(entries(
                 self.ranked.iloc[[self.ties.pick]], None, self.missing))[0]),
             "pareto": banded(entries(self.pareto, None, self.missing)),
             "best_by_system_fabric": banded(entries(self.best_by_system_fabric, None, self.missing)),
             "candidates": self.candidates,
+            **self._points_json(),
             "plans_evaluated": self.plans_evaluated,
             "plans_pruned": self.plans_pruned,
             "plans_feasible": len(self.ranked),

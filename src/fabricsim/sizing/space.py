@@ -32,11 +32,14 @@ class ClusterChoice:
     gpus: int
     kind: str = "fat-tree"
     """scale-out design: fat-tree, rail-only or 2-plane (``fabric`` then names it: ``ndr rail-only``)"""
+    gpu_power: float | None = None
+    """the GPUs' board power limit in W (`--gpu-power-points`; None: the catalog's, the rating or --gpu-power)"""
 
     @property
     def chunk_id(self) -> str:
         """Stable id of the chunk of work this cluster is (results and resume key on it)."""
-        return f"{self.system}|{self.fabric}|{self.oversubscription:g}|{self.nodes}"
+        power = "" if self.gpu_power is None else f"|{self.gpu_power:g}W"
+        return f"{self.system}|{self.fabric}|{self.oversubscription:g}|{self.nodes}{power}"
 
 
 @dataclass(frozen=True)
@@ -141,10 +144,13 @@ def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
     """Every candidate cluster, in a fixed order; unknown systems or fabrics are a SpecError. A rack-scale system
     whose nodes are not a power of two GPUs (NVL72) is also searched at a power of two GPUs per node (``/64``),
     as NVIDIA runs 64- to 512-GPU jobs on such racks: power-of-two jobs then need no whole 72-GPU racks."""
+    from fabricsim.sizing.power_points import system_points
+
     systems = spec.systems if spec.systems is not None else priced_systems(catalog)
     out = []
     for sid in systems:
         named = search_system(catalog, sid)
+        points = system_points(spec, catalog, named.id)[0]
         base, used = split_partial_id(sid.strip().lower())
         part = power_of_two_part(named) if used is None else None
         for system in (named, *([catalog.system(partial_system_id(base, part))] if part else [])):
@@ -154,8 +160,8 @@ def clusters(spec: SizingSpec, catalog: Catalog) -> list[ClusterChoice]:
                     label = fabric if kind == "fat-tree" else f"{fabric} {kind}"
                     for os in spec.oversubscription:
                         for n in node_counts(spec, system):
-                            out.append(ClusterChoice(system.id, label, link, float(os), n,
-                                                     n * system.gpus_per_node, kind))
+                            out += [ClusterChoice(system.id, label, link, float(os), n, n * system.gpus_per_node,
+                                                  kind, watts) for watts in points]
     return out
 
 

@@ -126,6 +126,10 @@ class SizingSpec(BaseModel):
     deadline_s: float | None = Field(None, gt=0)
     budget_usd: float | None = Field(None, gt=0)
     power_cap_w: float | None = Field(None, gt=0)
+    """the facility power limit (IT x PUE) in W (`--facility`, once `--power-cap`)"""
+    cooling: str | None = None
+    """the facility's cooling class (catalog ``cooling`` id): a cluster whose systems it cannot host at their rack
+    power is not searched (None: no rack check)"""
     objective: Objective = "cost"
     amortize_s: float = Field(4 * YEAR_S, gt=0)
     gpu_hour_usd: float | None = Field(None, gt=0)  # > 0: a free rental would make every cost $0
@@ -141,6 +145,16 @@ class SizingSpec(BaseModel):
     """catalog overlay files applied on top of the packaged catalog (`--calibration`, as `train` takes them)"""
     gpu_power: float | None = Field(None, gt=0)
     """board power limit of every candidate system's GPUs in W (`--gpu-power`; None: each GPU's rating)"""
+    gpu_power_points: tuple[float, ...] = ()
+    """GPU board power operating points searched per system (`--gpu-power-points`): a value up to 1 is a fraction of
+    each GPU's rating, above 1 watts; empty: the rating (or ``gpu_power``) only"""
+
+    @field_validator("gpu_power_points")
+    @classmethod
+    def _positive_points(cls, value: tuple[float, ...]) -> tuple[float, ...]:
+        if any(not v > 0 for v in value):
+            raise ValueError(f"operating points are positive fractions or watts, got {value}")
+        return value
 
     def catalog(self) -> Catalog:
         """The catalog this search prices and times on: the packaged one with ``calibration`` applied and the
@@ -156,7 +170,7 @@ class SizingSpec(BaseModel):
         """A stable hash of everything that changes results (resume checks it; ``top`` does not count)."""
         data = self.model_dump(mode="json", exclude={"top"})
         for name, default in (("fabric_kinds", ["fat-tree"]), ("goodput_variants", []), ("calibration", []),
-                              ("gpu_power", None)):
+                              ("gpu_power", None), ("cooling", None), ("gpu_power_points", [])):
             if data[name] == default:  # fields added later: a run that leaves them as they were keeps its digest
                 del data[name]
         for option in [data["goodput"], *data.get("goodput_variants", [])]:
@@ -225,3 +239,30 @@ def parse_money(text: str, field: str) -> float:
 def parse_power_cap(text: str, field: str) -> float:
     """Watts from ``5MW``, ``800kW``."""
     return units.parse_power(text, field=field)
+
+
+def parse_power_points(text: str | None, field: str) -> tuple[float, ...]:
+    """GPU power operating points: ``rated`` -> 1.0, ``0.85`` or ``85%`` -> a fraction of the rating, ``500W`` (or
+    a bare number above 1) -> watts; in the order given, repeats dropped; None -> () (the rating only)."""
+    values = parse_list(text, field)
+    if values is None:
+        return ()
+    out: list[float] = []
+    for part in values:
+        word = str(part).strip().lower()
+        try:
+            if word == "rated":
+                value = 1.0
+            elif word.endswith("%"):
+                value = float(word[:-1]) / 100.0
+            elif word.endswith("w"):
+                value = units.parse_power(part, field=field)
+            else:
+                value = float(word)
+        except ValueError:
+            raise SpecError(f"{part!r} is not rated, a fraction of the rating (0.85, 85%) or watts (500W)",
+                            field=field) from None
+        if not value > 0 or (value < 1.0 and word.endswith("w")):
+            raise SpecError(f"{part!r}: an operating point is a fraction in (0, 1] or watts above 1", field=field)
+        out.append(value)
+    return tuple(dict.fromkeys(out))

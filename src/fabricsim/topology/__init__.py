@@ -22,6 +22,7 @@ from fabricsim.topology.degrade import (
 )
 from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
 from fabricsim.topology.fabric import CableRun, Fabric
+from fabricsim.topology.facility import Facility, facility, racks_per_node, why_not_hosted
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
 from fabricsim.topology.lineitems import LineItem, cable_class
@@ -57,6 +58,7 @@ __all__ = [
     "ClusterSpec",
     "Degradation",
     "Fabric",
+    "Facility",
     "FatTreePlan",
     "LineItem",
     "NodeTemplate",
@@ -75,6 +77,7 @@ __all__ = [
     "degraded",
     "dragonfly_group_nodes",
     "endpoint_kind_name",
+    "facility",
     "flow_hash",
     "hgx_node",
     "job_nic_fraction",
@@ -85,12 +88,14 @@ __all__ = [
     "parse_degrade",
     "pcie_node",
     "plan_fat_tree",
+    "racks_per_node",
     "resolve_switch",
     "selected_links",
     "sketch",
     "sketch_figure",
     "storage_bill",
     "tier_targets",
+    "why_not_hosted",
 ]
 
 # `fabricsim.topology(...)`: the API function of `fabricsim topo` (fabricsim.api.topology), called through this

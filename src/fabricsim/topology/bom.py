@@ -185,6 +185,11 @@ def bom(topology: Billable, storage: StorageNetworkSpec | None = None) -> BillOf
     if topology.fabric_switch.port_bytes_per_s > topology.nic.port_bytes_per_s:
         notes.append(f"NIC links run at the NIC's {units.format_rate(topology.nic.port_bytes_per_s, bits=True)},"
                      f" below the switch port rate")
+    if system.rated_power_w is not None and system.power_w is not None:
+        gpu = catalog.gpu(system.gpu)
+        notes.append(f"node power {system.power_w / 1e3:.2f} kW, not its rated {system.rated_power_w / 1e3:.2f} kW: "
+                     f"its GPUs run at a {gpu.tdp_w:g} W board power limit (--gpu-power), and each draws its rated "
+                     "board power less the limit less")
     if topology.fabric_switch.optics == "co-packaged":
         notes.append(f"{topology.fabric_switch.id} has co-packaged optics: cables end on it without a pluggable "
                      "transceiver (billed at the share of their class's price and power their other ends make; the "

@@ -7,24 +7,26 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from fabricsim.api.coerce import api_call
+from fabricsim.api.coerce import api_call, size_renames
 from fabricsim.api.size import SizeResult, run_size
 
 _ = (Callable, Path, Sequence)  # used by the generated types
 
 
-@api_call()
+@api_call(size_renames)
 def size(
     *,
     model: str = 'llama3-70b',
     tokens: str | None = None,
     deadline: str | None = None,
     budget: str | None = None,
-    power_cap: str | None = None,
+    facility: str | None = None,
+    cooling: str | None = None,
     gpus: str | None = None,
     nodes: str | None = None,
     systems: str | None = None,
     gpu_power: float | None = None,
+    gpu_power_points: str | None = None,
     fabrics: str | None = None,
     fabric_kinds: str | None = None,
     oversubscription: str = '1,2',
@@ -108,13 +110,20 @@ def size(
         tokens: training tokens, e.g. 2T [default: 15T] [tokens] (--tokens)
         deadline: time to train at most, e.g. 60d [s] (--deadline)
         budget: total cost at most (USD), e.g. 50M [USD] (--budget)
-        power_cap: facility power (IT x PUE) at most, e.g. 5MW [W] (--power-cap)
+        facility: facility power limit (IT x PUE) at most, e.g. 20MW [W] (--facility)
+        cooling: the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can
+            host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check,
+            --pue] (--cooling)
         gpus: GPU counts: 1024..16384 (powers of two), a list or one (--gpus)
         nodes: node counts instead of --gpus (--nodes)
         systems: candidate systems (default: every priced one) (--systems)
         gpu_power: board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the
             sustained compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep
             their rates [W] (--gpu-power)
+        gpu_power_points: GPU board power operating points to search, comma-separated: rated, fractions of each
+            GPU's rating (0.85, 85%) or watts (500W); every candidate system runs at each (more GPUs at lower power
+            against fewer at full), a GPU without a power curve at its rating only [default: rated] (--gpu-power-
+            points)
         fabrics: candidate networks [default: hdr,ndr,xdr,eth-400g] (--fabrics)
         fabric_kinds: scale-out designs to search: fat-tree, rail-only (a network per rail), 2-plane (a fat tree of
             2 planes): the same step, each its own bill [default: fat-tree] (--fabric-kinds)

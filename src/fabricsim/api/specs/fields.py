@@ -12,11 +12,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 def opt(default: Any, help: str, *, cli: str | None = None, unit: str | None = None,
-        shown: str | None = None) -> Any:
+        shown: str | None = None, old: str | None = None) -> Any:
     """A run option: ``default`` and ``help`` (the `--help` text, the API docstring and the reference page say
     the same), ``cli`` its flag when not ``--<name-with-dashes>`` (``--x/--no-x`` for a bool), ``unit`` what a
-    number is counted in, ``shown`` the default as the reference page states it when the value is a sentinel."""
+    number is counted in, ``shown`` the default as the reference page states it when the value is a sentinel,
+    ``old`` the flag the option had before it was renamed (the CLI still takes it; the API's old keyword is mapped
+    by the run's ``renames``)."""
     extra: dict[str, str] = {}
+    if old is not None:
+        extra["old"] = old
     if cli is not None:
         extra["cli"] = cli
     if unit is not None:
@@ -58,6 +62,12 @@ def field_cli(name: str, field: Any) -> str:
         return str(extra["cli"])
     flag = "--" + name.replace("_", "-")
     return f"{flag}/--no-{flag[2:]}" if is_flag(field.annotation) else flag
+
+
+def field_flags(name: str, field: Any) -> tuple[str, ...]:
+    """Every flag the CLI takes for a spec field: `field_cli`, then its old flag (``opt(old=...)``) if any."""
+    old = (field.json_schema_extra or {}).get("old")
+    return (field_cli(name, field), *((str(old),) if old else ()))
 
 
 def is_flag(annotation: Any) -> bool:

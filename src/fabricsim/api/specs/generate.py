@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
 from fabricsim.api.specs import GROUPS, RUNS, OptionGroup, field_cli
+from fabricsim.api.specs.fields import field_flags
 
 PACKAGE = Path(__file__).resolve().parents[2]
 API_DIR = PACKAGE / "api" / "calls"
@@ -61,7 +62,8 @@ def cli_source(groups: Sequence[type[OptionGroup]] = GROUPS) -> str:
         lines.append(f"{constant_name(group)}: dict[str, Decl] = {{")
         for name, field in _fields(group):
             kind = type_text(field.annotation, cli=True)
-            lines.append(f"    {name!r}: (Annotated[{kind}, typer.Option({field_cli(name, field)!r}, "
+            flags = ", ".join(repr(f) for f in field_flags(name, field))
+            lines.append(f"    {name!r}: (Annotated[{kind}, typer.Option({flags}, "
                          f"help={field.description!r})], {field.default!r}),")
         lines += ["}", ""]
     return "\n".join(lines)
@@ -141,6 +143,7 @@ def docs_source(groups: Sequence[type[OptionGroup]] = GROUPS, runs: Sequence[typ
             extra = field.json_schema_extra or {}
             default = extra.get("shown") or repr(field.default)
             unit = f" [{extra['unit']}]" if extra.get("unit") else ""
+            unit += f" (old flag `{extra['old']}` still taken)" if extra.get("old") else ""
             out.append(f"| `{_cell(field_cli(name, field))}` | `{name}` | `{_cell(type_text(field.annotation))}` | "
                        f"`{_cell(default)}` | {_cell(str(field.description))}{unit} |")
         out.append("")

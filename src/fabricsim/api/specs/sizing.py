@@ -50,11 +50,19 @@ class SizeSearchOptions(OptionGroup):
     tokens: str | None = opt(None, "training tokens, e.g. 2T [default: 15T]", unit="tokens")
     deadline: str | None = opt(None, "time to train at most, e.g. 60d", unit="s")
     budget: str | None = opt(None, "total cost at most (USD), e.g. 50M", unit="USD")
-    power_cap: str | None = opt(None, "facility power (IT x PUE) at most, e.g. 5MW", unit="W")
+    facility: str | None = opt(None, "facility power limit (IT x PUE) at most, e.g. 20MW", unit="W",
+                               old="--power-cap")
+    cooling: str | None = opt(None, "the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps "
+                              "only systems it can host at their rack power, and its PUE applies unless --pue is "
+                              "given [default: none: no rack check, --pue]")
     gpus: str | None = opt(None, "GPU counts: 1024..16384 (powers of two), a list or one")
     nodes: str | None = opt(None, "node counts instead of --gpus")
     systems: str | None = opt(None, "candidate systems (default: every priced one)")
     gpu_power: GpuPowerOption
+    gpu_power_points: str | None = opt(
+        None, "GPU board power operating points to search, comma-separated: rated, fractions of each GPU's rating "
+        "(0.85, 85%) or watts (500W); every candidate system runs at each (more GPUs at lower power against fewer "
+        "at full), a GPU without a power curve at its rating only [default: rated]")
     fabrics: str | None = opt(None, "candidate networks [default: hdr,ndr,xdr,eth-400g]")
     fabric_kinds: str | None = opt(None, "scale-out designs to search: fat-tree, rail-only (a network per rail), "
                                    "2-plane (a fat tree of 2 planes): the same step, each its own bill [default: "
@@ -153,7 +161,8 @@ class SizeRun(SizeServingOptions, SizeSearchOptions):
     """A sizing search: `fabricsim size` and `fabricsim.size`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(
-        "size", "fabricsim.api.size:run_size", "fabricsim.api.size:SizeResult", None,
+        "size", "fabricsim.api.size:run_size", "fabricsim.api.size:SizeResult",
+        "fabricsim.api.coerce:size_renames",
         "Search clusters x plans (the options and defaults of `fabricsim size`: lists and ranges as its text, e.g. "
         "``gpus=\"1024..4096\"``, ``tp=\"4,8\"``); ``progress(done, total, plans)`` is called as clusters finish.",
         extra=(("progress", "Callable[..., None] | None", "None"),))
