@@ -121,8 +121,9 @@ class Scenario:
     def facility(self) -> Facility:
         """The racks, facility power and floor of the cluster in a hall of ``cooling`` (the cooling its system
         needs when None), at that class's PUE (`topology.facility`)."""
-        from fabricsim.topology import facility
+        from fabricsim.topology import facility, hall_for
 
         system = self.system
-        hall = self.catalog.cooling_class(self.cooling or system.cooling, field="--swap")
+        hall = (self.catalog.cooling_class(self.cooling, field="--swap") if self.cooling
+                else hall_for(self.catalog, system))
         return facility(system, self.catalog.gpu(system.gpu), self.nodes, self.it_power_w(), hall)

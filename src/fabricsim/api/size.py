@@ -135,6 +135,9 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
         from fabricsim.api.size_congestion import congestion_rows
 
         data["congestion"] = congestion_rows(o, data["best_by_system_fabric"], behaviours, spec.catalog())
+    from fabricsim.api.size_decision import decision_rows
+
+    data["decision"] = decision_rows(data["best_by_system_fabric"], spec.objective, catalog)
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
 

@@ -83,11 +83,11 @@ def topo_json(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
 def topo_facility(topo: Topology, bom: BillOfMaterials) -> dict[str, Any]:
     """The cluster's racks, facility power and floor in a hall of the cooling its system needs (an add-on: what it
     cannot give is an ``error`` in the block)."""
-    from fabricsim.topology import facility
+    from fabricsim.topology import facility, hall_for
 
     try:
         system = topo.system
-        hall = topo.catalog.cooling_class(system.cooling)
+        hall = hall_for(topo.catalog, system)
         return facility(system, topo.catalog.gpu(system.gpu), topo.num_nodes, bom.power_w, hall).to_json()
     except SpecError as exc:
         return {"error": exc.message}

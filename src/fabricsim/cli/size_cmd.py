@@ -193,6 +193,40 @@ def congestion_table(rows: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _banded(value: float | None, band: dict[str, Any] | None, scale: float, fmt: str) -> str:
+    """A figure and its 80% band in one cell ('-' where unknown)."""
+    if value is None:
+        return "-"
+    text = format(value / scale, fmt)
+    if band and band.get("low") is not None and band.get("high") is not None:
+        text += f" ({format(band['low'] / scale, fmt)}-{format(band['high'] / scale, fmt)})"
+    return text
+
+
+def decision_table(rows: list[dict[str, Any]]) -> Table:
+    """The decision: each system's best plan (today's generation against the next), its time, cost and energy with
+    their bands, capex, facility power and racks, and how many roadmap parts and estimated figures it rests on."""
+    table = ui.new_table(title="decision: the best plan on each system", header_style="bold", title_justify="left",
+                         caption="* roadmap system: announced figures and estimates (rests on); bands are the "
+                         "model's error on published runs of shipping hardware", caption_justify="left")
+    ui.text_column(table, "system")
+    for col in ("GPUs", "days", "cost", "energy MWh", "capex", "facility MW", "racks"):
+        ui.num_column(table, col)
+    ui.text_column(table, "rests on")
+    for r in rows:
+        mark = "*" if r["status"] == "roadmap" else ""
+        rests = (f"{len(r['roadmap'])} roadmap parts, {len(r['estimated'])} estimated figures"
+                 if r["roadmap"] or r["estimated"] else "shipping parts (sources: catalog)")
+        table.add_row(f"{r['system']}{mark}", f"{r['gpus']:,}",
+                      _banded(r["time_to_train_s"], r.get("time_to_train_s_band"), DAY_S, ".1f"),
+                      _banded(r["cost_usd"], r.get("cost_usd_band"), 1e6, ".1f") + " M$",
+                      _banded(r["energy_mwh"], r.get("energy_mwh_band"), 1.0, ",.0f"),
+                      "-" if r["capex_usd"] is None else f"${r['capex_usd'] / 1e6:,.0f}M",
+                      "-" if r["facility_power_w"] is None else f"{r['facility_power_w'] / 1e6:.1f}",
+                      "-" if r["racks"] is None else f"{r['racks']:,}", rests)
+    return table
+
+
 @declared(SIZE)
 @ui.spec_errors
 def size_command(**options: Any) -> None:
@@ -252,6 +286,13 @@ def size_command(**options: Any) -> None:
     ui.console.print(matrix_table(result))
     if data.get("congestion"):
         ui.console.print(congestion_table(data["congestion"]))
+    if len(data.get("decision") or []) > 1:
+        ui.console.print(decision_table(data["decision"]))
+        for r in data["decision"]:
+            if r["estimated"]:
+                shown = ", ".join(r["estimated"][:6]) + (f" and {len(r['estimated']) - 6} more (--json)"
+                                                         if len(r["estimated"]) > 6 else "")
+                ui.console.print(f"[dim]{r['system']} rests on estimated {shown}[/]")
     from rich.markup import escape
 
     for line in no_plan_lines(result):

@@ -10,7 +10,7 @@ from fabricsim.catalog import Catalog
 from fabricsim.errors import SpecError
 from fabricsim.sizing.power_points import point_catalog
 from fabricsim.sizing.spec import SizingSpec
-from fabricsim.topology import facility
+from fabricsim.topology import facility, hall_for
 
 NO_COOLING = ("no --cooling: racks and floor in a hall of the cooling the system needs, at --pue; no rack power "
               "check constrained the search")
@@ -25,7 +25,7 @@ def row_facility(spec: SizingSpec, catalog: Catalog, row: dict[str, Any]) -> dic
         if watts is not None and abs(float(watts) - base.tdp_w) > 1e-6 * base.tdp_w:
             catalog = point_catalog(catalog, sid, float(watts))
         system = catalog.system(sid)
-        hall = catalog.cooling_class(spec.cooling or system.cooling)
+        hall = catalog.cooling_class(spec.cooling) if spec.cooling else hall_for(catalog, system)
         power = row.get("power_w")
         block = facility(system, catalog.gpu(system.gpu), int(row["nodes"]), None if power is None else float(power),
                          hall, spec.pue).to_json()

@@ -22,12 +22,12 @@ from fabricsim.topology.degrade import (
 )
 from fabricsim.topology.dragonfly import group_nodes as dragonfly_group_nodes
 from fabricsim.topology.fabric import CableRun, Fabric
-from fabricsim.topology.facility import Facility, facility, racks_per_node, why_not_hosted
+from fabricsim.topology.facility import Facility, facility, hall_for, racks_per_node, why_not_hosted
 from fabricsim.topology.fattree import FatTreePlan, plan_fat_tree
 from fabricsim.topology.kinds import ENDPOINT_KINDS, LINK_KINDS, endpoint_kind_name, link_kind_code, link_kind_name
 from fabricsim.topology.lineitems import LineItem, cable_class
 from fabricsim.topology.nodes import NodeTemplate, build_node, hgx_node, nvl72_rack, pcie_node
-from fabricsim.topology.resolve import resolve_switch
+from fabricsim.topology.resolve import resolve_nic, resolve_switch
 from fabricsim.topology.routes import Routes, flow_hash
 from fabricsim.topology.sketch import sketch, sketch_figure
 from fabricsim.topology.spec import FABRICS, ClusterSpec
@@ -79,6 +79,7 @@ __all__ = [
     "endpoint_kind_name",
     "facility",
     "flow_hash",
+    "hall_for",
     "hgx_node",
     "job_nic_fraction",
     "link_kind_code",
@@ -89,6 +90,7 @@ __all__ = [
     "pcie_node",
     "plan_fat_tree",
     "racks_per_node",
+    "resolve_nic",
     "resolve_switch",
     "selected_links",
     "sketch",

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fabricsim.catalog import GPU, CoolingClass, System, is_switch_system
+from fabricsim.catalog import GPU, Catalog, CoolingClass, System, is_switch_system
 
 NOT_COUNTED = ("network racks (fabric switches, storage servers) are not counted in racks or floor: the catalog has "
                "no rack units for them; their power is in the IT power")
@@ -64,6 +64,17 @@ def why_not_hosted(system: System, gpu: GPU, cooling: CoolingClass) -> str | Non
     if system.power_w is not None:
         rack_power = system.power_w / racks if racks is not None else system.power_w
     return cooling.why_not_hosted(system.cooling, system.id, rack_power)
+
+
+def hall_for(catalog: Catalog, system: System) -> CoolingClass:
+    """The hall a system's figures are given in when no cooling class is named: the first catalog class that
+    hosts its cooling need at its rack power (a Vera Rubin rack needs the high-density liquid hall), else the class
+    named by its need (whose block then says why it cannot host it)."""
+    gpu = catalog.gpu(system.gpu)
+    for hall in catalog.cooling.values():
+        if why_not_hosted(system, gpu, hall) is None:
+            return hall
+    return catalog.cooling_class(system.cooling)
 
 
 def facility(system: System, gpu: GPU, nodes: int, it_power_w: float | None, cooling: CoolingClass,

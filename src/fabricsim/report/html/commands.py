@@ -116,8 +116,23 @@ def size_section(doc: Doc, charts: Charts) -> Section | None:
         rows = doc.rows(key)
         if rows:
             body += f"<h3>{esc(name)}</h3>" + rows_table(rows, columns if results else None)
+    body += _decision(doc)
     body += _search_facts(doc)
     return Section("search", "Sizing search", body) if body else None
+
+
+def _decision(doc: Doc) -> str:
+    """The decision table: the best plan on each system, and the roadmap parts and estimates each rests on."""
+    rows = doc.rows("decision")
+    if len(rows) < 2:
+        return ""
+    columns = [("system", "system"), ("status", "status"), ("gpus", "GPUs"), ("time_to_train_s", "time to train"),
+               ("cost_usd", "cost"), ("energy_mwh", "energy"), ("capex_usd", "capex"),
+               ("facility_power_w", "facility power"), ("racks", "racks")]
+    lines = [f"{r.get('system')} rests on {len(r.get('roadmap') or [])} roadmap parts and estimated "
+             f"{', '.join(str(x) for x in r.get('estimated') or [])}" for r in rows if r.get("estimated")]
+    return ("<h3>Decision: the best plan on each system</h3>" + rows_table(rows, columns)
+            + (bullet_list(lines) if lines else ""))
 
 
 def _search_facts(doc: Doc) -> str:
