@@ -148,3 +148,45 @@ def test_helios_three_nics_per_gpu_build() -> None:
     assert topo.node.nics == 216 and topo.num_gpus == 144
     bill = topo.bom()
     assert bill.nics == 432 and bill.nic == "vulcano"
+
+
+def test_roadmap_scale_up_links_take_nvlink5s_tuning_figures() -> None:
+    for link in ("nvlink6", "nvlink7", "ualink-200g", "sue-800g"):
+        assert CATALOG.link(link).tuning_as == "nvlink5", link
+    assert group_shape("vera-rubin-nvl72", 72, catalog=CATALOG).tuning_link_id == "nvlink5"
+    assert group_shape("gb200-nvl72", 72, catalog=CATALOG).tuning_link_id == "nvlink5"
+    assert group_shape("dgx-h100", 8, catalog=CATALOG).tuning_link_id == "nvlink4"
+
+
+def test_a_systems_domain_moves_to_another_scale_up_technology_at_equal_bandwidth() -> None:
+    from fabricsim.catalog import scale_up_variant
+
+    base = group_shape("gb200-nvl72", 72, catalog=CATALOG)
+    cat, sid = scale_up_variant(CATALOG, "gb200-nvl72", "ualink")
+    assert sid == "gb200-nvl72+ualink-200g" and cat.system(sid).status == "roadmap"
+    assert cat.system(sid).price_usd == CATALOG.system("gb200-nvl72").price_usd  # priced as the original
+    shape = group_shape(sid, 72, catalog=cat)
+    assert shape.intra_line_bytes_per_s == pytest.approx(base.intra_line_bytes_per_s) and not shape.nvls
+    size = 256 * 2**20
+    ualink = CollectiveModel(shape, cat).time_s("all_reduce", size)
+    nvlink = CollectiveModel(base, CATALOG).time_s("all_reduce", size)
+    assert ualink > nvlink  # no in-switch reduction
+    with pytest.raises(SpecError, match="no switched scale-up domain"):
+        scale_up_variant(CATALOG, "pcie-h100-8gpu", "ualink")
+    with pytest.raises(SpecError, match="itself"):
+        scale_up_variant(CATALOG, "gb200-nvl72@144", "ualink")
+    with pytest.raises(SpecError, match="not a scale-up one"):
+        scale_up_variant(CATALOG, "gb200-nvl72", "ib-ndr")
+
+
+def test_whatif_prices_the_scale_up_swap() -> None:
+    import fabricsim
+
+    result = fabricsim.whatif(model="llama3-8b", system="gb200-nvl72", gpus=72, tp=8, pp=1, gbs=72, seq=2048,
+                              swap=["scale-up=ualink", "scale-up=sue"])
+    rows = {s["swap"]: s for s in result.to_dict()["swaps"]}
+    assert set(rows) == {"scale-up=ualink", "scale-up=sue"}
+    for row in rows.values():
+        assert row["step_time_s"] > 0 and row["cost_delta_usd"] == 0 and row["fits"]
+    with pytest.raises(SpecError, match="scale-up=nope"):
+        fabricsim.whatif(model="llama3-8b", system="gb200-nvl72", gpus=72, tp=8, gbs=72, swap=["scale-up=nope"])

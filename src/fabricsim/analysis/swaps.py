@@ -1,4 +1,5 @@
-"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``ib=xdr``, ``oversubscription=1``, ``fabric=rail-only``,
+"""Named cluster swaps for `whatif` (``system=gb200-nvl72``, ``scale-up=ualink``, ``ib=xdr``, ``oversubscription=1``,
+``fabric=rail-only``,
 ``planes=2``: the same step, a different bill; and what changes
 goodput and the storage and spares billed: ``storage=2x``, a tier id or a storage network (separate, converged,
 none), ``spares=2%`` or a node count, ``checkpoint=async``, ``mtbf=2``): parsed from the command line and applied
@@ -14,7 +15,7 @@ from fabricsim.errors import SpecError
 from fabricsim.training import spare_fields
 
 SWAP_KEYS = ("system", "ib", "oversubscription", "fabric", "planes", "storage", "checkpoint", "mtbf", "spares",
-             "repair", "routing", "cc", "qos", "sharp", "gpu-power", "cooling")
+             "repair", "routing", "cc", "qos", "sharp", "gpu-power", "cooling", "scale-up")
 FLOW_KEYS = ("routing", "cc", "qos")
 """swaps of how the fabric shares its links: only the flow simulator routes and shares them (--sim flow)"""
 REPAIRS = ("gpu", "link", "all")
@@ -78,6 +79,8 @@ def apply_swap(base: Scenario, swap: Swap) -> Scenario:
         if planes not in (1, 2, 4, 8):
             raise SpecError(f"{swap.label}: planes is 1, 2, 4 or 8", field="--swap")
         return replace(base, planes=planes)
+    if swap.key == "scale-up":
+        return _scale_up(base, swap)
     if swap.key == "system":
         system = base.catalog.system(swap.value)
         if base.gpus % system.gpus_per_node and base.gpus > system.gpus_per_node:
@@ -227,3 +230,17 @@ def _facility_swap(base: Scenario, swap: Swap) -> Scenario:
     except SpecError as exc:
         raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
     return replace(base, catalog=catalog, healthy_catalog=healthy)
+
+
+def _scale_up(base: Scenario, swap: Swap) -> Scenario:
+    """``scale-up=ualink-200g`` (or ``ualink``, ``sue``, a link id): the system's scale-up domain on that technology
+    at the same per-GPU bandwidth, its switch's latency and in-switch reduction (`catalog.scale_up_variant`)."""
+    from fabricsim.catalog import scale_up_variant
+
+    try:
+        catalog, system_id = scale_up_variant(base.catalog, base.system_id, swap.value)
+        healthy = None if base.healthy_catalog is None else \
+            scale_up_variant(base.healthy_catalog, base.system_id, swap.value)[0]
+    except SpecError as exc:
+        raise SpecError(f"{swap.label}: {exc.message}", field="--swap") from None
+    return replace(base, catalog=catalog, healthy_catalog=healthy, system_id=system_id)

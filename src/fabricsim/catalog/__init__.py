@@ -42,6 +42,7 @@ from fabricsim.catalog.power import (
 )
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
 from fabricsim.catalog.roadmap import FigureBasis, cluster_entries, figure_basis
+from fabricsim.catalog.scale_up import SCALE_UP_ALIASES, domain_switch, scale_up_variant
 
 __all__ = [
     "CATEGORY_MODELS",
@@ -50,6 +51,7 @@ __all__ = [
     "GPU",
     "NETWORK_KINDS",
     "NIC",
+    "SCALE_UP_ALIASES",
     "Cable",
     "Catalog",
     "CongestionControl",
@@ -79,6 +81,7 @@ __all__ = [
     "cluster_entries",
     "config_text",
     "default_catalog",
+    "domain_switch",
     "figure_basis",
     "is_switch_system",
     "limit_systems",
@@ -95,6 +98,7 @@ __all__ = [
     "read_spec_file",
     "read_yaml",
     "render_flags",
+    "scale_up_variant",
     "set_option",
     "split_partial_id",
     "validation_message",

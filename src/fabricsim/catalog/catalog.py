@@ -144,6 +144,8 @@ class Catalog(BaseModel):
             need("links", g.pcie, f"gpus.{g.id}.pcie", "pcie")
             if g.nvlink and g.nvlink_links == 0:
                 raise SpecError("has an NVLink generation but nvlink_links is 0", field=f"gpus.{g.id}")
+        for link in self.links.values():
+            need("links", link.tuning_as, f"links.{link.id}.tuning_as")
         for s in self.switches.values():
             need("links", s.link, f"switches.{s.id}.link")
         for n in self.nics.values():

@@ -191,6 +191,9 @@ class LinkTech(Entry):
     efficiency: Fraction = Field(
         1.0, description="fraction of bytes_per_s that collectives achieve at the application level (calibratable)"
     )
+    tuning_as: str | None = Field(None, description="link whose per-generation collective tuning figures (NCCL's "
+                                  "tables keyed by NVLink generation: protocol caps, NVLS efficiency, tree channels) "
+                                  "this one takes; None: its own id")
 
 
 class SecondTier(BaseModel):

@@ -96,7 +96,7 @@ CALIBRATION_OPTIONS: dict[str, Decl] = {
 
 WHAT_IF_OPTIONS: dict[str, Decl] = {
     'factor': (Annotated[float, typer.Option('--factor', help='how much faster each layer is made')], 2.0),
-    'swap': (Annotated[list[str] | None, typer.Option('--swap', help='cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput (storage and spares also the bill); sharp=on|off; with --sim flow routing=adaptive, cc=ib (a fabric behaviour), qos=on|off; with --degrade repair=gpu|link|all')], None),
+    'swap': (Annotated[list[str] | None, typer.Option('--swap', help='cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, scale-up=ualink|sue|nvlink6 (the domain on another technology at equal bandwidth), gpu-power=W, cooling=air|liquid|liquid-hd, oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput (storage and spares also the bill); sharp=on|off; with --sim flow routing=adaptive, cc=ib (a fabric behaviour), qos=on|off; with --degrade repair=gpu|link|all')], None),
 }
 
 CLUSTER_OPTIONS: dict[str, Decl] = {

@@ -79,7 +79,7 @@ def _proto_rate(rate: float, proto: str, tuning: Tuning, link_id: str | None = N
 def nvls_efficiency(shape: GroupShape, tuning: Tuning) -> float:
     """NVLS throughput relative to the NVLink rate for this NVLink generation (NCCL's per-architecture figure, for
     NVSwitch baseboards), or the rack-scale NVLink Switch System's figure where the domain is one (NVL72)."""
-    link = shape.intra_link_id or ""
+    link = shape.tuning_link_id or ""
     table: dict[str, float] = tuning.nvls_efficiency_by_nvlink
     baseboard = table.get(link, tuning.nvls_efficiency)
     if shape.switch_system:
@@ -132,7 +132,7 @@ def tree_channels(shape: GroupShape, tuning: Tuning) -> int:
     """Tree channels that cross the network, each from its own head GPU on its own NIC: min(NICs of the group,
     NCCL's tree channels for this NVLink generation)."""
     table: dict[str, int] = tuning.tree_net_channels_by_nvlink
-    return max(1, min(shape.emptiest_nics, table.get(shape.intra_link_id or "", shape.emptiest_nics)))
+    return max(1, min(shape.emptiest_nics, table.get(shape.tuning_link_id or "", shape.emptiest_nics)))
 
 
 def _net_kind(shape: GroupShape) -> str:
@@ -207,7 +207,7 @@ def _ring_rates(shape: GroupShape, proto: str, tuning: Tuning) -> dict[str, floa
     has one ring edge in and out per channel, so the node's NICs together carry the per-rank rate."""
     rates: dict[str, float] = {}
     if shape.ranks_per_node > 1:
-        rates[shape.intra_kind] = _proto_rate(shape.intra_bytes_per_s, proto, tuning, shape.intra_link_id)
+        rates[shape.intra_kind] = _proto_rate(shape.intra_bytes_per_s, proto, tuning, shape.tuning_link_id)
     if shape.nnodes > 1:
         rates[_net_kind(shape)] = _proto_rate(shape.net_bytes_per_s_per_node, proto, tuning)
     return rates

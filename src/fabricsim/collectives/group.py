@@ -66,6 +66,9 @@ class GroupShape:
     net_switch_hops: int = 0
     switch_system: bool = False
     """the NVLink domain is a rack-scale NVLink Switch System: each of a GPU's links lands on its own switch chip"""
+    intra_tuning_link_id: str | None = None
+    """the catalog link whose per-generation tuning figures the intra-node link takes (`LinkTech.tuning_as`); None:
+    its own"""
     intra_path_latency_s: float = 0.0
     """a switched scale-up domain's one-way GPU-switch-GPU path (two links and a switch: NVLink, UALink or
     scale-up Ethernet); 0 without a domain switch. Its difference from the NVLink path NCCL's figures were measured on
@@ -73,6 +76,12 @@ class GroupShape:
     hosts: int = 0
     """hosts (CPUs running one OS) the group's GPUs sit on: a server, or a compute tray of a rack-scale node
     (`host_gpus`); 0: one per node. One host can run nccl-tests from one thread (-g N), several cannot"""
+
+    @property
+    def tuning_link_id(self) -> str | None:
+        """The link whose per-generation collective figures (NCCL's tables keyed by NVLink generation) this group's
+        scale-up link takes: its ``tuning_as``, else itself (`intra_link_tuning`)."""
+        return self.intra_tuning_link_id or self.intra_link_id
 
     @property
     def on_one_host(self) -> bool:
@@ -100,7 +109,7 @@ class GroupShape:
             self.nranks, self.nnodes, self.ranks_per_node, self.intra_kind, self.intra_bytes_per_s,
             self.net_kind, self.net_bytes_per_s_per_node, self.nics_used_per_node, self.nvls, self.sharp,
             self.intra_link_id, self.host_link_id, self.min_ranks_per_node, self.min_nics_per_node,
-            self.net_path_latency_s, self.hosts, self.collnet, self.intra_path_latency_s,
+            self.net_path_latency_s, self.hosts, self.collnet, self.intra_path_latency_s, self.intra_tuning_link_id,
         )
 
 
@@ -228,6 +237,7 @@ def group_shape(
         notes=tuple(notes) + ((f"all_to_all across nodes at 1/{uniform_taper:.2f} of the NICs' rate: the direct "
                                "network's bisection",) if uniform_taper > 1 and nnodes > 1 else ()),
         intra_link_id=intra_link,
+        intra_tuning_link_id=cat.link(intra_link).tuning_as if intra_link else None,
         host_link_id=sysm.cpu_link or sysm.cpu_gpu_link,
         min_ranks_per_node=last,
         min_nics_per_node=min_nics,

@@ -154,10 +154,12 @@ def whatif(
             (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset
             (--framework)
         factor: how much faster each layer is made (--factor)
-        swap: cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, oversubscription=1, fabric=rail-only,
-            planes=2; storage=2x (or a tier, or converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change
-            goodput (storage and spares also the bill); sharp=on|off; with --sim flow routing=adaptive, cc=ib (a
-            fabric behaviour), qos=on|off; with --degrade repair=gpu|link|all (--swap)
+        swap: cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, scale-up=ualink|sue|nvlink6 (the
+            domain on another technology at equal bandwidth), gpu-power=W, cooling=air|liquid|liquid-hd,
+            oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or converged|separate|none),
+            spares=2%, checkpoint=async, mtbf=2 change goodput (storage and spares also the bill); sharp=on|off;
+            with --sim flow routing=adaptive, cc=ib (a fabric behaviour), qos=on|off; with --degrade
+            repair=gpu|link|all (--swap)
         sim: analytical, or flow: data- and expert-parallel collectives of every group at once on the built fat tree
             (flow simulation) (--sim)
         routing: ecmp (a hashed path per flow), adaptive (split by load) or spray (per packet) [default: ecmp]; flow

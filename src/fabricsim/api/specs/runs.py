@@ -25,6 +25,8 @@ class WhatIfOptions(OptionGroup):
 
     factor: float = opt(2.0, "how much faster each layer is made")
     swap: Sequence[str] | None = opt(None, "cluster swap KEY=VALUE, repeatable: system=gb200-nvl72, ib=xdr, "
+                                     "scale-up=ualink|sue|nvlink6 (the domain on another technology at equal "
+                                     "bandwidth), gpu-power=W, cooling=air|liquid|liquid-hd, "
                                      "oversubscription=1, fabric=rail-only, planes=2; storage=2x (or a tier, or "
                                      "converged|separate|none), spares=2%, checkpoint=async, mtbf=2 change goodput "
                                      "(storage and spares also the bill); sharp=on|off; with --sim flow "
