@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from fabricsim.api.size_decision import decision_rows
+from fabricsim.api.decision import decision_rows
 from fabricsim.catalog import default_catalog
 
 ROOT = Path(__file__).resolve().parents[1]

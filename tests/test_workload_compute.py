@@ -18,7 +18,7 @@ from fabricsim.model.compute import (
 )
 
 # GPUs with no row in the MAMF table: they run on the packaged default rather than a carried-over figure.
-NO_MAMF_MEASUREMENT = {"h800-sxm", "h20", "gb300", "h100-nvl"}
+NO_MAMF_MEASUREMENT = {"h800-sxm", "h20", "gb300", "h100-nvl", "rubin", "rubin-ultra", "mi455x"}  # roadmap: none exists
 
 
 def test_every_packaged_gpu_has_a_sourced_matmul_efficiency(catalog: Catalog) -> None:

@@ -135,7 +135,7 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
         from fabricsim.api.size_congestion import congestion_rows
 
         data["congestion"] = congestion_rows(o, data["best_by_system_fabric"], behaviours, spec.catalog())
-    from fabricsim.api.size_decision import decision_rows
+    from fabricsim.api.decision import decision_rows
 
     data["decision"] = decision_rows(data["best_by_system_fabric"], spec.objective, catalog)
     rows = [dict(e) for e in data["results"]]
