@@ -190,3 +190,14 @@ def test_whatif_prices_the_scale_up_swap() -> None:
         assert row["step_time_s"] > 0 and row["cost_delta_usd"] == 0 and row["fits"]
     with pytest.raises(SpecError, match="scale-up=nope"):
         fabricsim.whatif(model="llama3-8b", system="gb200-nvl72", gpus=72, tp=8, gbs=72, swap=["scale-up=nope"])
+
+
+def test_predictions_on_a_roadmap_system_say_so() -> None:
+    import fabricsim
+
+    train = fabricsim.train(model="llama3-8b", system="vera-rubin-nvl72", gpus=72, tp=8, pp=1, gbs=72, seq=2048)
+    assert any("roadmap system" in w for w in train.to_dict()["warnings"])
+    infer = fabricsim.infer(model="llama3-8b", system="helios-mi455x", tp=1, prompt=1024, output=64)
+    assert any("roadmap system" in w for w in infer.to_dict()["warnings"])
+    shipping = fabricsim.train(model="llama3-8b", system="gb200-nvl72", gpus=72, tp=8, pp=1, gbs=72, seq=2048)
+    assert not any("roadmap system" in w for w in shipping.to_dict()["warnings"])

@@ -41,7 +41,7 @@ from fabricsim.catalog.power import (
     with_gpu_power,
 )
 from fabricsim.catalog.reliability import DEFAULT_STORAGE_TIER, FailureRate, FailureUnit, StorageServer, StorageTier
-from fabricsim.catalog.roadmap import FigureBasis, cluster_entries, figure_basis
+from fabricsim.catalog.roadmap import FigureBasis, cluster_entries, figure_basis, roadmap_warning
 from fabricsim.catalog.scale_up import SCALE_UP_ALIASES, domain_switch, scale_up_variant
 
 __all__ = [
@@ -98,6 +98,7 @@ __all__ = [
     "read_spec_file",
     "read_yaml",
     "render_flags",
+    "roadmap_warning",
     "scale_up_variant",
     "set_option",
     "split_partial_id",

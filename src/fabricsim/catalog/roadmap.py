@@ -62,3 +62,12 @@ def figure_basis(catalog: Catalog, system: System, fabric_switch: str | None = N
     roadmap = tuple(f"{kind}:{e.id}" for kind, e in entries if getattr(e, "status", "shipping") == "roadmap")
     estimated = tuple(f"{e.id}.{name}" for _, e in entries for name in e.estimated)
     return FigureBasis(roadmap, estimated)
+
+
+def roadmap_warning(system: System) -> str | None:
+    """The warning a prediction on a roadmap system carries (None on a shipping one): its figures are announced or
+    estimated, and its error band is the model's error on shipping hardware only."""
+    if system.status != "roadmap":
+        return None
+    return (f"{system.id} is a roadmap system: its figures are announced or estimated (fabricsim catalog --roadmap), "
+            "and the error band covers the model's error on shipping hardware only")

@@ -66,6 +66,7 @@ def summary_lines(pred: InferencePrediction, plan: InferencePlan,
         f"max batch at {plan.context:,} tokens of context: {pred.max_batch:,}; max context at batch {plan.batch}: "
         f"{context_text(pred)}",
         f"bottleneck: [bold]{pred.bottleneck}[/]",
+        *(f"[yellow]warning: {w}[/]" for w in pred.warnings if w != pred.memory.summary()),  # memory: `fit` above
     ]
 
 

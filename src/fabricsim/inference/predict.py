@@ -49,7 +49,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from math import ceil
 
-from fabricsim.catalog import GPU
+from fabricsim.catalog import GPU, roadmap_warning
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.inference.comms import _layer_comm, _pipeline_sends
@@ -241,7 +241,10 @@ def predict_inference(model: ModelSpec, cluster: Cluster, plan: InferencePlan,
     e2e = ttft + steps * step
     total = {k: prefill[k] + steps * decode[k] for k in LAYERS}
     mem = inference_memory(model, plan, gpu)
-    warnings = () if mem.fits else (mem.summary(),)
+    warnings: tuple[str, ...] = () if mem.fits else (mem.summary(),)
+    roadmap = roadmap_warning(cluster.system)
+    if roadmap is not None:
+        warnings += (roadmap,)
     throughput = plan.batch * plan.output_tokens / e2e
     memory_context = max_context(model, plan, gpu)
     return InferencePrediction(

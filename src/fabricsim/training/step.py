@@ -27,7 +27,7 @@ from math import ceil
 import numpy as np
 
 from fabricsim.caching import BoundedMemo, ByIdentity
-from fabricsim.catalog import GPU
+from fabricsim.catalog import GPU, roadmap_warning
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, achievable_hbm_bytes_per_s
@@ -150,6 +150,9 @@ def predict_training(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
     if gpus % sysm.gpus_per_node and gpus > sysm.gpus_per_node:
         raise SpecError(f"{gpus} GPUs do not fill whole {sysm.id} nodes of {sysm.gpus_per_node}", field="--gpus")
     warnings += placement_warnings(place(plan), sysm.nvlink_domain_gpus)
+    roadmap = roadmap_warning(sysm)
+    if roadmap is not None:
+        warnings.append(roadmap)
     terms = step_terms(model, plan, cluster)
     steps = assemble_steps(np.array([terms.microbatch_exposed]), np.array([terms.microbatch_overlapped]),
                            np.array([terms.sync_exposed]), np.array([terms.sync_overlapped]),
