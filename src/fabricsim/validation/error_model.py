@@ -32,9 +32,11 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
+from fabricsim.caching import ByIdentity
 from fabricsim.validation.regimes import Regime
 
 LEVEL = 0.8
@@ -165,7 +167,23 @@ def comparable(regime: Regime, residuals: Sequence[Residual], level: float = LEV
                ) -> tuple[list[Residual], int] | NoBand:
     """The residuals comparable with ``regime`` and how many of its features they share: the most features that
     still leave enough cases, never fewer than its essential ones. The user's own calibration measurements, where
-    enough of them are comparable, stand alone: they are the errors left on this very cluster."""
+    enough of them are comparable, stand alone: they are the errors left on this very cluster. Found once per
+    regime of a cached residual tuple (every band of every prediction asks)."""
+    if isinstance(residuals, tuple):
+        found = _cached_comparable(regime, ByIdentity(residuals), level)
+        return found if isinstance(found, NoBand) else (list(found[0]), found[1])
+    return _comparable(regime, residuals, level)
+
+
+@lru_cache(maxsize=1024)
+def _cached_comparable(regime: Regime, residuals: ByIdentity[tuple[Residual, ...]], level: float
+                       ) -> tuple[tuple[Residual, ...], int] | NoBand:
+    found = _comparable(regime, residuals.value, level)
+    return found if isinstance(found, NoBand) else (tuple(found[0]), found[1])
+
+
+def _comparable(regime: Regime, residuals: Sequence[Residual], level: float) -> tuple[list[Residual], int] | NoBand:
+    """`comparable`, found."""
     need = minimum_cases(level)
     same = [r for r in residuals if r.regime.kind == regime.kind and r.regime.family == regime.family]
     for pool in ([r for r in same if r.own], [r for r in same if not r.own]):
@@ -219,7 +237,25 @@ def campaign_offsets(regime: Regime, residuals: Sequence[Residual]) -> np.ndarra
     median, shrunk toward 0 by its reliability tau^2 / (tau^2 + s^2 / n) (tau: ``between_campaign``; s^2: the mean
     squared deviation of a case from its campaign's mean; n: the campaign's cases), the best linear unbiased
     predictor of a random effect, so a campaign of two cases does not pass its noise off as an offset; [0] where
-    fewer than two campaigns."""
+    fewer than two campaigns. Computed once per kind and family of a cached residual tuple (every band of every
+    prediction asks for it; the exact-arithmetic variances cost ~2 ms a call)."""
+    if isinstance(residuals, tuple):
+        return _cached_offsets(regime.kind, regime.family, ByIdentity(residuals))
+    return _offsets(regime, residuals)
+
+
+@lru_cache(maxsize=64)
+def _cached_offsets(kind: str, family: str, residuals: ByIdentity[tuple[Residual, ...]]) -> np.ndarray:
+    same = [r for r in residuals.value if r.regime.kind == kind and r.regime.family == family]
+    if not same:
+        return np.zeros(1)
+    out = _offsets(same[0].regime, residuals.value)
+    out.flags.writeable = False
+    return out
+
+
+def _offsets(regime: Regime, residuals: Sequence[Residual]) -> np.ndarray:
+    """`campaign_offsets`, computed."""
     docs = _documents(regime, residuals)
     if len(docs) < 2:
         return np.zeros(1)
