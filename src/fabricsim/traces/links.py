@@ -13,6 +13,7 @@ from fabricsim.traces.classify import collective_op, dtype_bytes, elements, gemm
 from fabricsim.traces.events import TraceEvents, as_int
 
 RECORD_PARAM_COMMS = "record_param_comms"
+NO_ARGS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class Linker:
         cpu = events.cpu
         self.by_ext: dict[int, int] = {}
         self.comms_rows: dict[int, list[int]] = {}  # thread -> rows of record_param_comms
+        self.calls: dict[tuple[str, int], CollectiveCall] = {}  # by name and argument set (readers share equal ones)
         for row in events.cpu_args:
             ext = int(cpu.ext_id[row])
             if ext >= 0:
@@ -63,7 +65,12 @@ class Linker:
         if args is None:
             cpu_row = self.by_ext.get(int(events.kernels.ext_id[row]))
             args = self._comms_args(cpu_row) if cpu_row is not None else None
-        return self._from_args(name, args or {})
+        args = args or NO_ARGS
+        key = (name, id(args))  # the argument sets live as long as the trace: an id names one
+        found = self.calls.get(key)
+        if found is None:
+            found = self.calls[key] = self._from_args(name, args)
+        return found
 
     def cpu_call(self, row: int) -> CollectiveCall:
         """The collective a CPU communication operator (gloo:all_reduce) ran, from its own shapes."""

@@ -26,11 +26,13 @@ class DepthScan:
         self.escaped = False  # the previous chunk ended in an odd run of backslashes
         self.offset = 0
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Scan a chunk; returns the offsets in it of the brackets outside strings and the depth after each."""
         data = np.frombuffer(chunk, dtype=np.uint8)
         n = len(data)
+        none = np.zeros(0, dtype=np.int64)
         if n == 0:
-            return
+            return none, none
         quotes = np.flatnonzero(data == QUOTE)
         backslashes = BACKSLASH in chunk  # bytes membership: a C scan
         if backslashes or self.escaped:
@@ -38,6 +40,7 @@ class DepthScan:
             self._carry_escape(data)
         folded = data | 0x20
         where = np.flatnonzero((folded == OPEN) | (folded == CLOSE))
+        path = none
         if len(where):
             # a bracket is outside strings when an even number of quotes precede it (counting the carried state)
             outside = ((np.searchsorted(quotes, where) + self.in_string) & 1) == 0
@@ -51,6 +54,7 @@ class DepthScan:
                 self.depth = int(path[-1])
         self.in_string ^= bool(len(quotes) & 1)
         self.offset += n
+        return where, path
 
     def _escaped_quotes(self, data: np.ndarray, quotes: np.ndarray) -> np.ndarray:
         """Which quotes follow an odd run of backslashes (the run may begin in the previous chunk): only quotes right
