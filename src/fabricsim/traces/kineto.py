@@ -57,7 +57,7 @@ class KinetoReader:
         self.kernel_args: dict[int, dict[str, Any]] = {}
         self.cpu_args: dict[int, dict[str, Any]] = {}
         self.shared_args: dict[Any, dict[str, Any]] = {}  # equal argument sets stored once (kept_args)
-        self.args_by_repr: dict[str, dict[str, Any]] = {}  # the same, found by repr (traces.kineto_batch)
+        self.args_by_key: dict[Any, dict[str, Any]] = {}  # the same, found by their text (traces.kineto_batch)
         self.origin: float | None = None
         self.seen = 0
         self.dropped = Dropped()

@@ -38,21 +38,33 @@ class Args(msgspec.Struct, gc=False):
     out_nelems: Any = msgspec.field(name="Out msg nelems", default=UNSET)
     group_size: Any = msgspec.field(name="Group size", default=UNSET)
     dtype: Any = UNSET
-    input_dims: Any = msgspec.field(name="Input Dims", default=UNSET)
-    input_type: Any = msgspec.field(name="Input type", default=UNSET)
+    input_dims: msgspec.Raw | UnsetType = msgspec.field(name="Input Dims", default=UNSET)
+    input_type: msgspec.Raw | UnsetType = msgspec.field(name="Input type", default=UNSET)
     group_name: Any = msgspec.field(name="Process Group Name", default=UNSET)
 
     def kept(self, reader: KinetoReader) -> dict[str, Any]:
         """``kept_args(args, reader.shared_args)``: the ``KEPT_ARGS`` present, equal sets one object. Looked up
-        first by the values' repr, a C call (equal reprs are equal values, so the same shared object)."""
-        values = (self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype,
-                  self.input_dims, self.input_type, self.group_name)
-        key = repr(values)
-        found = reader.args_by_repr.get(key)
+        first by the values, the shapes by their JSON text (equal keys are equal values: the same shared object)."""
+        dims, types = self.input_dims, self.input_type
+        key = (self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype,
+               dims if dims is UNSET else bytes(dims), types if types is UNSET else bytes(types), self.group_name)
+        try:
+            found = reader.args_by_key.get(key)
+        except TypeError:  # a list or mapping where a scalar belongs
+            key, found = None, None
         if found is None:
+            values = (*key[:5], _json(dims), _json(types), key[7]) if key else (
+                self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype, _json(dims),
+                _json(types), self.group_name)
             kept = {k: v for k, v in zip(KEPT_ARGS, values, strict=True) if v is not UNSET}
-            found = reader.args_by_repr[key] = kept_args(kept, reader.shared_args)
+            found = kept_args(kept, reader.shared_args)
+            if key is not None:
+                reader.args_by_key[key] = found
         return found
+
+
+def _json(raw: msgspec.Raw | UnsetType) -> Any:
+    return raw if raw is UNSET else msgspec.json.decode(raw)
 
 
 class Event(msgspec.Struct, gc=False):
@@ -82,19 +94,7 @@ CODES = {**dict.fromkeys(KERNEL_CATS, KERNEL), "cpu_op": CPU_OP, "user_annotatio
          "gpu_user_annotation": GPU_USER}
 
 
-def items_text(text: bytes, first: bool) -> bytes:
-    """The JSON array of a run of items: ``text`` is the array's text from just after ``[`` (``first``) or from
-    just after the previous run's last item, which leaves a separating comma to drop. Raises ValueError for a
-    run that cannot be items."""
-    if not first:
-        body = text.lstrip(WHITESPACE)
-        if not body.startswith(b","):
-            raise ValueError("items are not separated by a comma")
-        text = body[1:]
-    return b"[" + text + b"]"
-
-
-def decode(array: bytes) -> list[Event]:
+def decode(array: bytes | bytearray) -> list[Event]:
     """The items of a JSON array of events, or Slow when msgspec could read it otherwise than yajl would."""
     if not array.isascii():
         try:

@@ -15,16 +15,19 @@ is known to be valid."""
 
 from __future__ import annotations
 
+import re
 from typing import IO, Any
 
 from fabricsim.errors import SpecError
 from fabricsim.traces.events import Progress, TraceEvents
 from fabricsim.traces.kineto import KinetoReader
-from fabricsim.traces.kineto_batch import WHITESPACE, Event, Slow, add_batch, decode, items_text
+from fabricsim.traces.kineto_batch import WHITESPACE, Event, Slow, add_batch, decode
 from fabricsim.traces.scan import DepthScan
 
 BEFORE, ITEMS, AFTER = range(3)
 KEY = b'"traceEvents"'
+SEPARATOR = re.compile(rb"[ \t\r\n]*[^ \t\r\n]")
+"""up to the first byte after whitespace: a later run starts with the comma after the previous one"""
 LOOK_BACK = 64
 """bytes kept from the previous chunk to find the ``"traceEvents":`` key before the array's ``[``"""
 
@@ -45,11 +48,11 @@ class Splitter:
         self.first_run = True
         self.items = False  # a whole item has been seen
 
-    def feed(self, chunk: bytes, where: Any, path: Any) -> tuple[list[tuple[str, bytes]], list[tuple[bytes, bool]]]:
-        """The pieces of ``chunk`` for ijson, tagged ``before``/``start``/``end``/``after``, and its runs of items
-        (text, whether the run opens the array)."""
+    def feed(self, chunk: bytes, where: Any, path: Any) -> tuple[list[tuple[str, bytes]], list[bytearray]]:
+        """The pieces of ``chunk`` for ijson, tagged ``before``/``start``/``end``/``after``, and its runs of whole
+        items, each as a JSON array."""
         main: list[tuple[str, bytes]] = []
-        runs: list[tuple[bytes, bool]] = []
+        runs: list[bytearray] = []
         pos = 0
         if self.mode == BEFORE:
             start = self._start(chunk, where, path)
@@ -64,28 +67,40 @@ class Splitter:
             closes = (path == self.level - 1).nonzero()[0]
             stop = int(where[closes[0]]) if len(closes) else len(chunk)
             ends = where[(path == self.level) & (where < stop)]
+            view = memoryview(chunk)
             if len(ends):
                 last = int(ends[-1]) + 1
-                runs.append((self._take(chunk[pos:last]), self.first_run))
-                self.first_run, self.items, pos = False, True, last
+                runs.append(self._array(view[pos:last]))
+                self.items, pos = True, last
             if not len(closes):
                 self.pending.append(chunk[pos:])
                 return main, runs
-            rest = self._take(chunk[pos:stop])
-            if rest.strip(WHITESPACE):
+            if view[pos:stop].tobytes().strip(WHITESPACE) or any(p.strip(WHITESPACE) for p in self.pending):
                 if not self.items:
                     raise Fallback  # items that are not containers before the first one
-                runs.append((rest, self.first_run))
+                runs.append(self._array(view[pos:stop]))
             main.append(("end", chunk[stop:]))
             self.mode = AFTER
             return main, runs
         return [("after", chunk)], runs
 
-    def _take(self, tail: bytes) -> bytes:
-        text = b"".join([*self.pending, tail])
+    def _array(self, tail: memoryview) -> bytearray:
+        """The pending text and ``tail`` as a JSON array of items (the comma before a later run made a space)."""
+        text = bytearray(b"[")
+        for part in self.pending:
+            text += part
+        text += tail
+        text += b"]"
         self.pending = []
-        if self.first_run and not text.lstrip(WHITESPACE).startswith(b"{"):
-            raise Fallback  # the reference reader ends its header on the first item: only an object is simple
+        found = SEPARATOR.match(text, 1)
+        if self.first_run:
+            if found is None or text[found.end() - 1] != 0x7B:
+                raise Fallback  # the reference reader ends its header on the first item: only an object is simple
+        elif found is None or text[found.end() - 1] != 0x2C:
+            raise Fallback  # not valid JSON: the reference reader says so
+        else:
+            text[found.end() - 1] = 0x20
+        self.first_run = False
         return text
 
     def tail(self) -> bytes:
@@ -139,6 +154,7 @@ def read_kineto_fast(first: bytes, stream: IO[bytes], raw: IO[bytes], total: int
     header = [] if bare else [ijson.items_coro(devices, "deviceProperties.item", use_float=True),
                               ijson.items_coro(dist, "distributedInfo", use_float=True),
                               ijson.items_coro(host, "host_name", use_float=True)]
+    batch_bytes = min(batch_bytes, max(chunk_bytes, total // 128))  # a small file: small batches
     chunk = first
     try:
         while chunk:
@@ -150,7 +166,7 @@ def read_kineto_fast(first: bytes, stream: IO[bytes], raw: IO[bytes], total: int
                 main.send(text)
                 _check(parsed, tag, key)
                 del parsed[:]
-            _add(reader, split, [_decode(text, opens) for text, opens in runs])
+            _add(reader, split, [_decode(array) for array in runs])
             if split.items:
                 header = []  # as the reference reader: the header ends with the chunk where the first item ends
             chunk = stream.read(chunk_bytes if header else batch_bytes)
@@ -167,16 +183,15 @@ def read_kineto_fast(first: bytes, stream: IO[bytes], raw: IO[bytes], total: int
     return reader.finish(devices, dist[0] if dist else None, host[0] if host else None)
 
 
-def _decode(text: bytes, opens: bool) -> tuple[bytes, list[Any]]:
-    """A run of items as a JSON array, and its items: msgspec structs, or ijson's dicts where msgspec cannot be
-    trusted to read as yajl does."""
+def _decode(array: bytearray) -> tuple[bytearray, list[Any]]:
+    """A run of items and its items: msgspec structs, or ijson's dicts where msgspec cannot be trusted to read as
+    yajl does."""
     import ijson
 
-    array = items_text(text, opens)
     try:
         return array, decode(array)
     except Slow:
-        return array, list(ijson.items(array, "item", use_float=True))
+        return array, list(ijson.items(bytes(array), "item", use_float=True))
 
 
 class _MaxEvents(Exception):
@@ -184,7 +199,7 @@ class _MaxEvents(Exception):
         self.error = error
 
 
-def _add(reader: KinetoReader, split: Splitter, runs: list[tuple[bytes, list[Any]]]) -> None:
+def _add(reader: KinetoReader, split: Splitter, runs: list[tuple[bytearray, list[Any]]]) -> None:
     """Reduce the chunk's runs of items; the max-events refusal stands only when the incomplete item after them is
     valid so far (the reference reader parses a whole chunk before it counts its events)."""
     import ijson
@@ -196,7 +211,7 @@ def _add(reader: KinetoReader, split: Splitter, runs: list[tuple[bytes, list[Any
                     add_batch(reader, items)
                     continue
                 except Slow:
-                    items = list(ijson.items(array, "item", use_float=True))
+                    items = list(ijson.items(bytes(array), "item", use_float=True))
             for item in items:
                 reader.add(item)
     except SpecError as exc:
