@@ -46,16 +46,16 @@ class Args(msgspec.Struct, gc=False):
         """``kept_args(args, reader.shared_args)``: the ``KEPT_ARGS`` present, equal sets one object. Looked up
         first by the values, the shapes by their JSON text (equal keys are equal values: the same shared object)."""
         dims, types = self.input_dims, self.input_type
-        key = (self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype,
-               dims if dims is UNSET else bytes(dims), types if types is UNSET else bytes(types), self.group_name)
+        key: tuple[Any, ...] | None = (
+            self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype,
+            dims if dims is UNSET else bytes(dims), types if types is UNSET else bytes(types), self.group_name)
         try:
             found = reader.args_by_key.get(key)
         except TypeError:  # a list or mapping where a scalar belongs
             key, found = None, None
         if found is None:
-            values = (*key[:5], _json(dims), _json(types), key[7]) if key else (
-                self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype, _json(dims),
-                _json(types), self.group_name)
+            values = (self.collective_name, self.in_nelems, self.out_nelems, self.group_size, self.dtype, _json(dims),
+                      _json(types), self.group_name)
             kept = {k: v for k, v in zip(KEPT_ARGS, values, strict=True) if v is not UNSET}
             found = kept_args(kept, reader.shared_args)
             if key is not None:

@@ -154,7 +154,6 @@ def read_kineto_fast(first: bytes, stream: IO[bytes], raw: IO[bytes], total: int
     header = [] if bare else [ijson.items_coro(devices, "deviceProperties.item", use_float=True),
                               ijson.items_coro(dist, "distributedInfo", use_float=True),
                               ijson.items_coro(host, "host_name", use_float=True)]
-    batch_bytes = min(batch_bytes, max(chunk_bytes, total // 128))  # a small file: small batches
     chunk = first
     try:
         while chunk:

@@ -23,6 +23,8 @@ CHUNK_BYTES = 1 << 16
 chunks up to the first event's hold)"""
 BATCH_BYTES = 1 << 20
 """the fast reader's read size after the header: a batch of items is at most this much text"""
+BATCH_SHARE = 128
+"""a file's batches are at most 1/128 of its size (not under CHUNK_BYTES): a small trace keeps a small peak"""
 NOT_A_TRACE = ("not a trace: expected a Kineto/Chrome trace JSON (.json, .json.gz) or an Nsight Systems SQLite "
                "export (nsys export --type sqlite)")
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -72,7 +74,8 @@ def _read_kineto_fast(stream: IO[bytes], raw: IO[bytes], total: int, source: str
         progress(raw.tell(), total)
     if _first_byte(first) not in (b"{", b"["):
         raise SpecError(NOT_A_TRACE, source=source)
-    return read_kineto_fast(first, stream, raw, total, source, max_events, progress, CHUNK_BYTES, BATCH_BYTES)
+    batch = min(BATCH_BYTES, max(CHUNK_BYTES, total // BATCH_SHARE))
+    return read_kineto_fast(first, stream, raw, total, source, max_events, progress, CHUNK_BYTES, batch)
 
 
 def _chunks(stream: IO[bytes], raw: IO[bytes], total: int, progress: Progress | None) -> Iterator[bytes]:
