@@ -12,6 +12,7 @@ reader."""
 from __future__ import annotations
 
 import re
+from operator import itemgetter
 from typing import Any
 
 import msgspec
@@ -156,13 +157,15 @@ def add_batch(reader: KinetoReader, events: list[Event]) -> None:
         start = _floats([t if ok else 0.0 for t, ok in zip(ts, valid.tolist(), strict=True)])
         length = _floats([d if ok else 0.0 for d, ok in zip(dur, valid.tolist(), strict=True)])
     end = start + length
-    kernel = np.flatnonzero(valid & (code == KERNEL)).tolist()
-    marks = np.flatnonzero(valid & (code >= CPU_OP) & (code <= GPU_USER)).tolist()
-    steps_of = {n: step_number(n) for n in {names[i] for i in marks}}
-    steps = [i for i in marks if steps_of[names[i]] is not None]
-    cpu = [i for i in marks if steps_of[names[i]] is None and code[i] != GPU_USER]
-    k_ev = [xs[i] for i in kernel]
-    c_ev = [xs[i] for i in cpu]
+    kernel = np.flatnonzero(valid & (code == KERNEL))
+    marks = np.flatnonzero(valid & (code >= CPU_OP) & (code <= GPU_USER))
+    mark_names = _pick(names, marks)
+    steps_of = {n: step_number(n) for n in set(mark_names)}
+    is_step = np.fromiter((steps_of[n] is not None for n in mark_names), dtype=bool, count=len(marks))
+    steps = marks[is_step].tolist()
+    cpu = marks[~is_step & (code[marks] != GPU_USER)]
+    k_ev, c_ev = _pick(xs, kernel), _pick(xs, cpu)
+    k_names, c_names = _pick(names, kernel), _pick(names, cpu)
     k_dev = _ints([e.pid if (a := e.args) is None or a.device is UNSET else a.device for e in k_ev], 0)
     k_stream = _ints([e.tid if (a := e.args) is None or a.stream is UNSET else a.stream for e in k_ev], 0)
     k_ext = _ints([None if (a := e.args) is None else a.external_id for e in k_ev], -1)
@@ -176,12 +179,15 @@ def add_batch(reader: KinetoReader, events: list[Event]) -> None:
     first = np.flatnonzero(valid)
     if reader.origin is None and len(first):
         reader.origin = float(start[first[0]])
-    order = sorted(kernel + cpu)  # names are interned in event order, kernels and operators alike
-    for name in dict.fromkeys(names[i] for i in order):
-        reader.kernels.name_id(name)
     index = reader.kernels.index
-    _commit_kernels(reader, kernel, k_ev, [index[names[i]] for i in kernel], start, end, k_dev, k_stream, k_ext)
-    _commit_cpu(reader, cpu, c_ev, [index[names[i]] for i in cpu], code, start, end, c_dev, c_stream, c_ext)
+    if not all(n in index for n in set(k_names) | set(c_names)):
+        # names are interned in event order, kernels and operators alike
+        for name in dict.fromkeys(_pick(names, np.sort(np.concatenate([kernel, cpu])))):
+            reader.kernels.name_id(name)
+    k_ids = np.fromiter(map(index.__getitem__, k_names), dtype=np.int64, count=len(k_names))
+    c_ids = np.fromiter(map(index.__getitem__, c_names), dtype=np.int64, count=len(c_names))
+    _commit_kernels(reader, kernel, k_ev, k_ids, start, end, k_dev, k_stream, k_ext)
+    _commit_cpu(reader, cpu, c_ev, c_ids, code, start, end, c_dev, c_stream, c_ext)
     reader.steps += [(n, float(start[i]), float(end[i]), d) for i, d in zip(steps, step_dev, strict=True)
                      if (n := steps_of[names[i]]) is not None]
     reader.check()
@@ -193,7 +199,14 @@ def _drop(reader: KinetoReader, xs: list[Event], valid: np.ndarray, code: np.nda
         reader.dropped.add(unreadable(e.name, e.ts, e.dur) or "an unreadable ts or dur", e.name)
 
 
-def _append(builder: Any, ids: list[int], start: np.ndarray, end: np.ndarray, device: np.ndarray,
+def _pick(values: list[Any], rows: np.ndarray) -> list[Any]:
+    """``[values[i] for i in rows]`` in C."""
+    if len(rows) > 1:
+        return list(itemgetter(*rows.tolist())(values))
+    return [values[i] for i in rows.tolist()]
+
+
+def _append(builder: Any, ids: np.ndarray, start: np.ndarray, end: np.ndarray, device: np.ndarray,
             stream: np.ndarray, ext: np.ndarray) -> int:
     """Append rows to a SpanBuilder's arrays; returns the first new row."""
     row = len(builder)
@@ -201,36 +214,35 @@ def _append(builder: Any, ids: list[int], start: np.ndarray, end: np.ndarray, de
     builder.end.frombytes(np.ascontiguousarray(end, dtype=np.float64).tobytes())
     builder.device.frombytes(device.astype(np.int64).tobytes())
     builder.stream.frombytes(stream.astype(np.int64).tobytes())
-    builder.name.frombytes(np.array(ids, dtype=np.int64).tobytes())
+    builder.name.frombytes(ids.astype(np.int64).tobytes())
     builder.ext.frombytes(ext.astype(np.int64).tobytes())
     return row
 
 
-def _commit_kernels(reader: KinetoReader, rows: list[int], evs: list[Event], ids: list[int], start: np.ndarray,
+def _commit_kernels(reader: KinetoReader, rows: np.ndarray, evs: list[Event], ids: np.ndarray, start: np.ndarray,
                     end: np.ndarray, device: np.ndarray, stream: np.ndarray, ext: np.ndarray) -> None:
-    if not rows:
+    if not len(rows):
         return
     base = _append(reader.kernels, ids, start[rows], end[rows], device, stream, ext)
-    for k, e in enumerate(evs):
-        if e.args is not None and e.args.collective_name is not UNSET:
-            reader.kernel_args[base + k] = e.args.kept(reader)
+    for k in [k for k, e in enumerate(evs) if (a := e.args) is not None and a.collective_name is not UNSET]:
+        reader.kernel_args[base + k] = evs[k].args.kept(reader)  # type: ignore[union-attr]
 
 
-def _commit_cpu(reader: KinetoReader, rows: list[int], evs: list[Event], ids: list[int], code: np.ndarray,
+def _commit_cpu(reader: KinetoReader, rows: np.ndarray, evs: list[Event], ids: np.ndarray, code: np.ndarray,
                 start: np.ndarray, end: np.ndarray, device: np.ndarray, stream: np.ndarray, ext: np.ndarray) -> None:
-    if not rows:
+    if not len(rows):
         return
-    classes = reader.classes
-    cls = [classes[i] for i in ids]
-    keep = [code[r] != USER or c in ("communication", LAUNCH) for r, c in zip(rows, cls, strict=True)]
-    if not all(keep):  # user ranges (forward, optimizer) are not work of their own
-        take = np.flatnonzero(keep).tolist()
-        rows, evs, ids, cls = [rows[i] for i in take], [evs[i] for i in take], [ids[i] for i in take], \
-            [cls[i] for i in take]
-        device, stream, ext = device[take], stream[take], ext[take]
-        if not rows:
+    cls = _pick(reader.classes, ids)
+    comms = np.fromiter((c in ("communication", LAUNCH) for c in cls), dtype=bool, count=len(cls))
+    keep = (code[rows] != USER) | comms  # user ranges (forward, optimizer) are not work of their own
+    if not keep.all():
+        take = np.flatnonzero(keep)
+        rows, ids, device, stream, ext, comms = rows[take], ids[take], device[take], stream[take], ext[take], \
+            comms[take]
+        evs, cls = _pick(evs, take), _pick(cls, take)
+        if not len(rows):
             return
     base = _append(reader.cpu, ids, start[rows], end[rows], device, stream, ext)
-    for k, (e, c) in enumerate(zip(evs, cls, strict=True)):
-        if c in ("communication", LAUNCH) or (c == "gemm" and e.args is not None and e.args.input_dims is not UNSET):
+    for k, (e, c, comm) in enumerate(zip(evs, cls, comms.tolist(), strict=True)):
+        if comm or (c == "gemm" and e.args is not None and e.args.input_dims is not UNSET):
             reader.cpu_args[base + k] = e.args.kept(reader) if e.args is not None else kept_args({}, reader.shared_args)

@@ -32,7 +32,7 @@ class DepthScan:
         if not chunk:
             return none, none
         marks = np.frombuffer(chunk.translate(MARKS), dtype=np.uint8)  # one C pass: quotes and brackets
-        at = np.flatnonzero(marks)
+        at = np.flatnonzero(marks != 0)  # a bool array: numpy's fast nonzero
         kind = marks[at]
         quote = kind == 1
         if BACKSLASH in chunk or self.escaped:  # bytes membership: a C scan
@@ -40,12 +40,12 @@ class DepthScan:
             rows = np.flatnonzero(quote)
             quote[rows[self._escaped_quotes(data, at[rows])]] = False
             self._carry_escape(data)
-        before = np.cumsum(quote)  # quotes up to each mark (a bracket is none)
+        quotes = at[quote]
         bracket = kind >= 2
         where, path = at[bracket], none
         if len(where):
             # a bracket is outside strings when an even number of quotes precede it (counting the carried state)
-            outside = ((before[bracket] + self.in_string) & 1) == 0
+            outside = ((np.searchsorted(quotes, where) + self.in_string) & 1) == 0
             where = where[outside]
             path = self.depth + np.cumsum(np.where(kind[bracket][outside] == 2, 1, -1), dtype=np.int64)
             if len(path):
@@ -54,7 +54,7 @@ class DepthScan:
                     raise SpecError(f"nested more than {self.limit} levels deep (at byte offset "
                                     f"{self.offset + int(where[over[0]]):,} of the JSON text)", source=self.source)
                 self.depth = int(path[-1])
-        self.in_string ^= bool(int(before[-1]) & 1) if len(before) else False
+        self.in_string ^= bool(len(quotes) & 1)
         self.offset += len(chunk)
         return where, path
 
