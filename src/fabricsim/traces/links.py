@@ -13,6 +13,7 @@ from fabricsim.traces.classify import collective_op, dtype_bytes, elements, gemm
 from fabricsim.traces.events import TraceEvents, as_int
 
 RECORD_PARAM_COMMS = "record_param_comms"
+NO_ARGS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -33,12 +34,17 @@ class Linker:
         cpu = events.cpu
         self.by_ext: dict[int, int] = {}
         self.comms_rows: dict[int, list[int]] = {}  # thread -> rows of record_param_comms
-        for row in events.cpu_args:
-            ext = int(cpu.ext_id[row])
+        self.calls: dict[tuple[str, int], CollectiveCall] = {}  # by name and argument set (readers share equal ones)
+        rows = np.fromiter(events.cpu_args, dtype=np.int64, count=len(events.cpu_args))
+        names = events.names
+        for row, ext, name, stream in zip(rows.tolist(), cpu.ext_id[rows].tolist(), cpu.name[rows].tolist(),
+                                          cpu.stream[rows].tolist(), strict=True):
             if ext >= 0:
                 self.by_ext[ext] = row
-            if events.names[int(cpu.name[row])] == RECORD_PARAM_COMMS:
-                self.comms_rows.setdefault(int(cpu.stream[row]), []).append(row)
+            if names[name] == RECORD_PARAM_COMMS:
+                self.comms_rows.setdefault(stream, []).append(row)
+        self.kernel_names = events.kernels.name.tolist()  # rows as Python ints: read once a call below
+        self.kernel_ext = events.kernels.ext_id.tolist()
 
     def _comms_args(self, row: int) -> dict[str, Any] | None:
         """record_param_comms' arguments for a CPU operator row: its own, or those of the record_param_comms on
@@ -58,12 +64,17 @@ class Linker:
     def kernel_call(self, row: int) -> CollectiveCall:
         """The collective a communication kernel ran."""
         events = self.events
-        name = events.names[int(events.kernels.name[row])]
+        name = events.names[self.kernel_names[row]]
         args = events.kernel_args.get(row)
         if args is None:
-            cpu_row = self.by_ext.get(int(events.kernels.ext_id[row]))
+            cpu_row = self.by_ext.get(self.kernel_ext[row])
             args = self._comms_args(cpu_row) if cpu_row is not None else None
-        return self._from_args(name, args or {})
+        args = args or NO_ARGS
+        key = (name, id(args))  # the argument sets live as long as the trace: an id names one
+        found = self.calls.get(key)
+        if found is None:
+            found = self.calls[key] = self._from_args(name, args)
+        return found
 
     def cpu_call(self, row: int) -> CollectiveCall:
         """The collective a CPU communication operator (gloo:all_reduce) ran, from its own shapes."""
@@ -98,16 +109,28 @@ class Linker:
     def gemm_ops(self) -> list[tuple[int, float, str | None]]:
         """(CPU row, FLOPs, element type) of each GEMM operator whose shapes were recorded."""
         events, flop_ops = self.events, patterns().flop_ops
+        rows = np.fromiter(events.cpu_args, dtype=np.int64, count=len(events.cpu_args))
+        seen: dict[tuple[int, int], tuple[float, str | None] | None] = {}  # by name and argument set
         out = []
-        for row, args in events.cpu_args.items():
-            kind = flop_ops.get(events.names[int(events.cpu.name[row])])
-            if kind is None:
-                continue
-            flops = gemm_flops(kind, args.get("Input Dims") or [])
-            if flops is None or flops <= 0:
-                continue
-            types = args.get("Input type") or []
-            operand = 1 if kind in ("addmm", "baddbmm") else 0
-            dtype = str(types[operand]) if isinstance(types, list) and len(types) > operand else None
-            out.append((row, flops, dtype))
+        for row, name, args in zip(rows.tolist(), events.cpu.name[rows].tolist(), events.cpu_args.values(),
+                                   strict=True):
+            key = (name, id(args))
+            if key not in seen:
+                seen[key] = _gemm_op(flop_ops.get(events.names[name]), args)
+            found = seen[key]
+            if found is not None:
+                out.append((row, *found))
         return out
+
+
+def _gemm_op(kind: str | None, args: dict[str, Any]) -> tuple[float, str | None] | None:
+    """FLOPs and element type of a GEMM operator of this kind with these arguments (None: not one)."""
+    if kind is None:
+        return None
+    flops = gemm_flops(kind, args.get("Input Dims") or [])
+    if flops is None or flops <= 0:
+        return None
+    types = args.get("Input type") or []
+    operand = 1 if kind in ("addmm", "baddbmm") else 0
+    dtype = str(types[operand]) if isinstance(types, list) and len(types) > operand else None
+    return flops, dtype

@@ -10,8 +10,8 @@ from fabricsim.errors import SpecError
 from fabricsim.inputs import MAX_DEPTH
 
 QUOTE, BACKSLASH = 0x22, 0x5C
-OPEN, CLOSE = 0x7B, 0x7D
-"""``{`` and ``}``; OR-ing 0x20 maps ``[`` (0x5B) and ``]`` (0x5D) onto them and no other byte"""
+MARKS = bytes(1 if b == QUOTE else 2 if b in b"[{" else 3 if b in b"]}" else 0 for b in range(256))
+"""a chunk's bytes as 1 (a quote), 2 (an opening bracket), 3 (a closing one) or 0, by ``bytes.translate``"""
 
 
 class DepthScan:
@@ -26,23 +26,28 @@ class DepthScan:
         self.escaped = False  # the previous chunk ended in an odd run of backslashes
         self.offset = 0
 
-    def feed(self, chunk: bytes) -> None:
-        data = np.frombuffer(chunk, dtype=np.uint8)
-        n = len(data)
-        if n == 0:
-            return
-        quotes = np.flatnonzero(data == QUOTE)
-        backslashes = BACKSLASH in chunk  # bytes membership: a C scan
-        if backslashes or self.escaped:
-            quotes = quotes[~self._escaped_quotes(data, quotes)]
+    def feed(self, chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """Scan a chunk; returns the offsets in it of the brackets outside strings and the depth after each."""
+        none = np.zeros(0, dtype=np.int64)
+        if not chunk:
+            return none, none
+        marks = np.frombuffer(chunk.translate(MARKS), dtype=np.uint8)  # one C pass: quotes and brackets
+        at = np.flatnonzero(marks != 0)  # a bool array: numpy's fast nonzero
+        kind = marks[at]
+        quote = kind == 1
+        if BACKSLASH in chunk or self.escaped:  # bytes membership: a C scan
+            data = np.frombuffer(chunk, dtype=np.uint8)
+            rows = np.flatnonzero(quote)
+            quote[rows[self._escaped_quotes(data, at[rows])]] = False
             self._carry_escape(data)
-        folded = data | 0x20
-        where = np.flatnonzero((folded == OPEN) | (folded == CLOSE))
+        quotes = at[quote]
+        bracket = kind >= 2
+        where, path = at[bracket], none
         if len(where):
             # a bracket is outside strings when an even number of quotes precede it (counting the carried state)
             outside = ((np.searchsorted(quotes, where) + self.in_string) & 1) == 0
             where = where[outside]
-            path = self.depth + np.cumsum(np.where(folded[where] == OPEN, 1, -1), dtype=np.int64)
+            path = self.depth + np.cumsum(np.where(kind[bracket][outside] == 2, 1, -1), dtype=np.int64)
             if len(path):
                 over = np.flatnonzero(path > self.limit)
                 if len(over):
@@ -50,7 +55,8 @@ class DepthScan:
                                     f"{self.offset + int(where[over[0]]):,} of the JSON text)", source=self.source)
                 self.depth = int(path[-1])
         self.in_string ^= bool(len(quotes) & 1)
-        self.offset += n
+        self.offset += len(chunk)
+        return where, path
 
     def _escaped_quotes(self, data: np.ndarray, quotes: np.ndarray) -> np.ndarray:
         """Which quotes follow an odd run of backslashes (the run may begin in the previous chunk): only quotes right

@@ -138,8 +138,9 @@ def _gemm(sub: Spans, codes: np.ndarray, window: Intervals, gemms: list[tuple[in
     flops = time = 0.0
     count = 0
     by_dtype: dict[str | None, float] = defaultdict(float)
-    for row, f, dtype in gemms:
-        t = per_ext.get(int(cpu_ext_id[row]), 0.0)
+    exts = cpu_ext_id[np.array([row for row, _, _ in gemms], dtype=np.int64)].tolist()
+    for (_, f, dtype), ext_id in zip(gemms, exts, strict=True):
+        t = per_ext.get(ext_id, 0.0)
         if t <= 0:
             continue
         flops, time, count = flops + f, time + t, count + 1

@@ -1,0 +1,129 @@
+"""The reader state of a Kineto (Chrome trace) JSON: what a summary keeps of each complete ('X') event, fed one
+event at a time (``KinetoReader.add``, the reference semantics) or a batch at a time (``traces.kineto_batch``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fabricsim.traces.classify import LAUNCH, step_number
+from fabricsim.traces.events import (
+    Dropped,
+    SpanBuilder,
+    StepMark,
+    TraceEvents,
+    as_int,
+    check_count,
+    kept_args,
+)
+
+KERNEL_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+CPU_CATS = frozenset({"cpu_op", "user_annotation"})
+NUMBER = frozenset({int, float})
+"""the JSON number types a timeline can hold (bool, a subclass of int, is not one)"""
+USED_CATS = KERNEL_CATS | CPU_CATS | {"gpu_user_annotation"}
+"""the categories of complete events a summary uses: those dropped as unreadable are counted"""
+
+
+def unreadable(name: Any, ts: Any, dur: Any) -> str | None:
+    """Why a complete event cannot be placed on the timeline (None: it can)."""
+    if not isinstance(name, str):
+        return "a name that is not a string"
+    if not number(ts):
+        return "a ts that is not a finite number"
+    if not number(dur):
+        return "a dur that is not a finite number"
+    if dur < 0:
+        return "a negative dur"
+    return None
+
+
+def number(value: Any) -> bool:
+    """A JSON number a timeline can hold: not a string, bool, NaN, infinity or an integer beyond float range."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and -1e300 < value < 1e300
+
+
+class KinetoReader:
+    """Keeps, of each complete ('X') event, what a summary needs: kernels, CPU operators, collective annotations
+    and ProfilerStep marks."""
+
+    def __init__(self, source: str, max_events: int) -> None:
+        self.source, self.max_events = source, max_events
+        self.names: list[str] = []
+        self.classes: list[str] = []
+        index: dict[str, int] = {}
+        self.kernels = SpanBuilder(self.names, self.classes, index)
+        self.cpu = SpanBuilder(self.names, self.classes, index)
+        self.steps: list[tuple[int, float, float, int | None]] = []
+        self.kernel_args: dict[int, dict[str, Any]] = {}
+        self.cpu_args: dict[int, dict[str, Any]] = {}
+        self.shared_args: dict[Any, dict[str, Any]] = {}  # equal argument sets stored once (kept_args)
+        self.args_by_key: dict[Any, dict[str, Any]] = {}  # the same, found by their text (traces.kineto_batch)
+        self.origin: float | None = None
+        self.seen = 0
+        self.dropped = Dropped()
+
+    def add(self, event: Any) -> None:
+        self.seen += 1
+        if not isinstance(event, dict) or event.get("ph") != "X":
+            return
+        cat = str(event.get("cat", "")).lower()
+        name = event.get("name")
+        ts: Any = event.get("ts")
+        dur: Any = event.get("dur", 0.0)
+        if not (type(ts) in NUMBER and type(dur) in NUMBER and -1e300 < ts < 1e300 and 0 <= dur < 1e300
+                and isinstance(name, str)):  # the common case in one expression: this runs once an event
+            if cat in USED_CATS:
+                self.dropped.add(unreadable(name, ts, dur) or "an unreadable ts or dur", name)
+            return
+        ts, dur = float(ts), float(dur)
+        if self.origin is None:
+            self.origin = ts
+        found = event.get("args")
+        args: dict[str, Any] = found if isinstance(found, dict) else {}
+        if cat in KERNEL_CATS:
+            self._kernel(name, ts, dur, event, args)
+        elif cat in CPU_CATS or cat == "gpu_user_annotation":
+            step = step_number(name)
+            if step is not None:
+                device = as_int(event.get("pid"), 0) if cat == "gpu_user_annotation" else None
+                self.steps.append((step, ts, ts + dur, device))
+            elif cat in CPU_CATS:
+                self._cpu(name, cat, ts, dur, event, args)
+
+    def check(self) -> None:
+        """Refuse the trace once it holds more timeline events than ``max_events``."""
+        check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
+
+    def _kernel(self, name: str, ts: float, dur: float, event: dict[str, Any], args: dict[str, Any]) -> None:
+        name_id = self.kernels.name_id(name)
+        device = as_int(args.get("device", event.get("pid")), 0)
+        stream = as_int(args.get("stream", event.get("tid")), 0)
+        row = self.kernels.add(name_id, ts, ts + dur, device, stream, as_int(args.get("External id")))
+        if "Collective name" in args:
+            self.kernel_args[row] = kept_args(args, self.shared_args)
+        check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
+
+    def _cpu(self, name: str, cat: str, ts: float, dur: float, event: dict[str, Any], args: dict[str, Any]) -> None:
+        name_id = self.cpu.name_id(name)
+        cls = self.classes[name_id]
+        if cat == "user_annotation" and cls not in ("communication", LAUNCH):
+            return  # user ranges (forward, optimizer) are not work of their own
+        row = self.cpu.add(name_id, ts, ts + dur, as_int(event.get("pid"), 0), as_int(event.get("tid"), 0),
+                           as_int(args.get("External id")))
+        if cls in ("communication", LAUNCH) or ("Input Dims" in args and cls == "gemm"):
+            self.cpu_args[row] = kept_args(args, self.shared_args)
+        check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
+
+    def finish(self, devices: list[Any], dist: Any, host: Any) -> TraceEvents:
+        origin = self.origin or 0.0
+        steps = [StepMark(n, (a - origin) * 1e-6, (b - origin) * 1e-6, d) for n, a, b, d in self.steps]
+        names = {as_int(d.get("id"), i): str(d.get("name", "")) for i, d in enumerate(devices) if isinstance(d, dict)}
+        info = dist if isinstance(dist, dict) else {}
+        world = as_int(info.get("world_size"), 0)
+        rank = as_int(info.get("rank"), -1)
+        return TraceEvents(source=self.source, format="kineto", names=self.names, classes=self.classes,
+                           kernels=self.kernels.build(1e-6, origin), cpu=self.cpu.build(1e-6, origin), steps=steps,
+                           kernel_args=self.kernel_args, cpu_args=self.cpu_args, device_names=names,
+                           backend=str(info["backend"]).lower() if info.get("backend") else None,
+                           rank=rank if rank >= 0 else None, world_size=world or None,
+                           host=str(host) if isinstance(host, str) else None, dropped=self.dropped)
