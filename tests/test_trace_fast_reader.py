@@ -134,7 +134,7 @@ def documents(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
     return text, draw(st.integers(3, 400)), draw(st.integers(3, 2000)), draw(st.booleans())
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents())
 def test_fast_reader_equals_the_reference_on_random_traces(tmp_path_factory: pytest.TempPathFactory,
                                                            doc: tuple[bytes, int, int, bool]) -> None:
@@ -153,7 +153,7 @@ MUTATIONS = [b"", b"{", b"}", b"[", b"]", b",", b":", b'"', b"\\", b"0", b"-", b
              b"\xff", b"\xc3\xa9", b"\x00", b"\x0c", b" ", b"NaN", b"true", b"\\ud800", b'"\\u00e9"']
 
 
-@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents(), at=st.floats(0, 1), cut=st.integers(0, 3), insert=st.sampled_from(MUTATIONS))
 def test_fast_reader_equals_the_reference_on_damaged_text(tmp_path_factory: pytest.TempPathFactory,
                                                           doc: tuple[bytes, int, int, bool], at: float, cut: int,
