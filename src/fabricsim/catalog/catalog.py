@@ -120,6 +120,12 @@ class Catalog(BaseModel):
         entry = self.gpu(gpu) if isinstance(gpu, str) else gpu
         return entry.nvlink_bytes_per_s(self.link(entry.nvlink) if entry.nvlink else None)
 
+    def switch_running(self, link_id: str, kinds: tuple[str, ...]) -> Switch | None:
+        """The switch of one of ``kinds`` whose ports run ``link_id`` that a network or domain gets by default: the
+        largest-radix shipping one, a roadmap one only where none ships (ties by id); None where none runs it."""
+        runs = [s for s in self.switches.values() if s.link == link_id and s.kind in kinds]
+        return min(runs, key=lambda s: (s.status == "roadmap", -s.radix, s.id)) if runs else None
+
     def links_of_kind(self, kind: str) -> list[LinkTech]:
         return [link for link in self.links.values() if link.kind == kind]
 

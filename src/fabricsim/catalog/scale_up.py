@@ -18,10 +18,10 @@ SCALE_UP_ALIASES = {"nvlink": "nvlink5", "ualink": "ualink-200g", "sue": "sue-80
 def domain_switch(catalog: Catalog, link: LinkTech) -> Switch:
     """The catalog scale-up switch whose ports run ``link``: the largest-radix shipping one, a roadmap one where
     none ships."""
-    runs = [s for s in catalog.switches.values() if s.link == link.id and s.kind in SCALE_UP_SWITCH_KINDS]
-    if not runs:
+    found = catalog.switch_running(link.id, SCALE_UP_SWITCH_KINDS)
+    if found is None:
         raise SpecError(f"no catalog scale-up switch runs {link.id}", field="--swap")
-    return min(runs, key=lambda s: (s.status == "roadmap", -s.radix, s.id))
+    return found
 
 
 def scale_up_variant(catalog: Catalog, system_id: str, name: str, field: str = "--swap") -> tuple[Catalog, str]:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from fabricsim.catalog import (
+    NETWORK_KINDS,
     NIC,
     Catalog,
     LinkTech,
@@ -116,8 +117,7 @@ class GroupShape:
 def fabric_switch_for(catalog: Catalog, link: LinkTech) -> Switch | None:
     """The catalog switch whose ports run at this link technology (e.g. qm9700 for ib-ndr): the largest-radix
     shipping one, a roadmap one only where none ships (as `topology.resolve_switch` picks)."""
-    matches = [s for s in catalog.switches.values() if s.link == link.id and s.kind in ("infiniband", "ethernet")]
-    return min(matches, key=lambda s: (s.status == "roadmap", -s.radix, s.id)) if matches else None
+    return catalog.switch_running(link.id, NETWORK_KINDS)
 
 
 def resolve_fabric_link(catalog: Catalog, system: System, fabric: str | None) -> LinkTech:

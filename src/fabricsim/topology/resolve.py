@@ -40,10 +40,9 @@ def resolve_switch(name: str, catalog: Catalog, field: str = "link") -> Switch:
     switches = fabric_switches(catalog)
     if key in switches:
         return switches[key]
-    runs = sorted((s for s in switches.values() if s.link == key),
-                  key=lambda s: (s.status == "roadmap", -s.radix, s.id))
-    if runs:
-        return runs[0]
+    found = catalog.switch_running(key, FABRIC_SWITCH_KINDS)
+    if found is not None:
+        return found
     served = sorted({s.link for s in switches.values()})
     raise SpecError(f"no catalog switch runs {key!r}; links with a switch: {', '.join(served)}", field=field)
 

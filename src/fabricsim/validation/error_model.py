@@ -246,10 +246,7 @@ def campaign_offsets(regime: Regime, residuals: Sequence[Residual]) -> np.ndarra
 
 @lru_cache(maxsize=64)
 def _cached_offsets(kind: str, family: str, residuals: ByIdentity[tuple[Residual, ...]]) -> np.ndarray:
-    same = [r for r in residuals.value if r.regime.kind == kind and r.regime.family == family]
-    if not same:
-        return np.zeros(1)
-    out = _offsets(same[0].regime, residuals.value)
+    out = _offsets(Regime(kind, family, ()), residuals.value)  # the offsets know a regime by its kind and family
     out.flags.writeable = False
     return out
 
