@@ -18,7 +18,7 @@ from fabricsim.api.specs.generate import api_source, cli_source, constant_name, 
 from fabricsim.cli import app
 
 COMMANDS = {"train": "train", "whatif": "whatif", "topology": "topo", "collective": "collective", "infer": "infer",
-            "size": "size"}
+            "size": "size", "sweep": "sweep"}
 
 
 def _command(name: str) -> Any:

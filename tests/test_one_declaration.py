@@ -32,14 +32,16 @@ PLOT = "each command draws a different plot"
 
 # option -> {command: why that command's declaration differs from the others'}
 EXCEPTIONS: dict[str, dict[str, str]] = {
-    **{opt: {"size": SEARCH} for opt in (
+    **{opt: {"size": SEARCH, "sweep": SEARCH} for opt in (
         "--tp", "--pp", "--cp", "--ep", "--etp", "--vpp", "--mbs", "--gbs", "--recompute", "--zero", "--precision",
-        "--nodes", "--oversubscription", "--spares", "--storage-bw", "--weights", "--kv", "--dropout",
-        "--ep-comm-overlap", "--shared-expert-overlap", "--moe-balance", "--moe-dispatcher")},
-    "--seq": {"size": "size's scenario is a pre-training run at 8192 tokens; train's default step is 4096"},
+        "--nodes", "--oversubscription", "--dropout", "--ep-comm-overlap", "--shared-expert-overlap", "--moe-balance",
+        "--moe-dispatcher")},
+    **{opt: {"size": SEARCH} for opt in ("--spares", "--storage-bw", "--weights", "--kv")},
+    "--seq": {cmd: "size's scenario is a pre-training run at 8192 tokens; train's default step is 4096"
+              for cmd in ("size", "sweep")},
     "--gpus": {"collective": "the GPUs of one collective's group (first N of the nodes)",
                "traffic": "the GPUs of the simulated job", "infer": "the GPUs of one serving group (= tp*pp*dp)",
-               "size": SEARCH},
+               "size": SEARCH, "sweep": SEARCH},
     "--dp": {"infer": "attention data parallelism within one serving group (default 1), not training DP"},
     "--calibration": {"collective": ECHO, "topo": ECHO, "traffic": ECHO, "catalog": TOOL, "validate": TOOL,
                       "compare": TOOL, "calibrate": TOOL, "trace calibrate": TOOL},
@@ -51,8 +53,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "--seed": {"infer": "infer's Poisson arrivals (echoed as null: seed 0)",
                "size": "the arrivals of size's candidate simulations"},
     "--format": {"collective": "collective also prints nccl-tests' own layout"},
-    "--framework": {"size": "size takes it for training only (refused with --inference): no default, megatron's "
-                            "settings unless given"},
+    "--framework": {cmd: "size takes it for training only (refused with --inference): no default, megatron's "
+                         "settings unless given" for cmd in ("size", "sweep")},
     "--jobs": {cmd: "other jobs placed beside this one; traffic --jobs is the whole workload"
                for cmd in ("train", "whatif")},
     "--routing": {"collective": "no default: refused without --sim flow"},
@@ -61,7 +63,8 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     "--storage": {"topo": "topo bills storage servers only when asked (no tier by default)", "size": SEARCH},
     "--storage-network": {"topo": "topo bills a storage network only when asked (default none)"},
     "--plot": {"collective": PLOT, "topo": PLOT, "traffic": PLOT, "size": PLOT, "compare": PLOT},
-    "--out": {"size": "size streams its results to Parquet; calibrate writes an overlay"},
+    "--out": {cmd: "size and sweep write their plans to Parquet; calibrate writes an overlay"
+              for cmd in ("size", "sweep")},
     "--model": {"trace import": TOOL},
     "--system": {"calibrate": TOOL, "compare": TOOL, "trace import": TOOL, "trace calibrate": TOOL},
     "--op": {"collective": "collective predicts one operation (default all_reduce)", "calibrate": TOOL,

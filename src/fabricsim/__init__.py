@@ -1,7 +1,7 @@
 """fabricsim: which interconnect layer bounds a GPU workload, and what is the cheapest cluster that meets a target.
 
 The Python API is one function per CLI command, loaded on first use so that ``import fabricsim`` stays light:
-``fabricsim.train``, ``whatif``, ``infer``, ``size``, ``collective`` and ``topology`` (also ``topo``, as the
+``fabricsim.train``, ``whatif``, ``infer``, ``size``, ``sweep``, ``collective`` and ``topology`` (also ``topo``, as the
 command; see ``fabricsim.api``).
 """
 
@@ -14,8 +14,8 @@ __version__ = "0.1.0"
 
 # The API's names, resolved from fabricsim.api on first access (PEP 562).
 _API_NAMES = frozenset({
-    "train", "whatif", "infer", "size", "collective", "topology", "topo", "Result", "TrainResult", "WhatIfResult",
-    "InferResult", "SizeResult", "CollectiveResult", "TopologyResult",
+    "train", "whatif", "infer", "size", "sweep", "collective", "topology", "topo", "Result", "TrainResult",
+    "WhatIfResult", "InferResult", "SizeResult", "SweepResult", "CollectiveResult", "TopologyResult",
 })
 
 __all__ = ["SpecError", "__version__", *sorted(_API_NAMES)]

@@ -10,7 +10,7 @@ layer over these: the same inputs give the same answer.
 
 from typing import TYPE_CHECKING
 
-from fabricsim.api.calls import collective, infer, size, topology, train, whatif
+from fabricsim.api.calls import collective, infer, size, sweep, topology, train, whatif
 from fabricsim.api.collective import CollectiveResult
 from fabricsim.api.goodput import run_goodput
 from fabricsim.api.infer import InferResult
@@ -18,6 +18,7 @@ from fabricsim.api.progress import progress_bar
 from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult
+from fabricsim.api.sweep import SweepResult
 from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
 from fabricsim.api.whatif import WhatIfResult
@@ -39,6 +40,7 @@ __all__ = [
     "Run",
     "ServeRequest",
     "SizeResult",
+    "SweepResult",
     "TopologyResult",
     "TopologyRun",
     "TrainResult",
@@ -57,6 +59,7 @@ __all__ = [
     "resolved_names",
     "run_goodput",
     "size",
+    "sweep",
     "topo",
     "topology",
     "train",

@@ -4,7 +4,7 @@ its main rows as a table (``to_frame``), a short repr, an HTML repr for notebook
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
@@ -49,6 +49,33 @@ def flat(row: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
         else:
             out[name] = value
     return out
+
+
+class LazyDocument(Mapping[str, Any]):
+    """A result's JSON payload built on first access (``build``: the main answer is ready before its add-ons are):
+    `fabricsim.train` in a sweep costs the prediction, not the bands, goodput and launch line nobody read."""
+
+    __slots__ = ("_build", "_data")
+
+    def __init__(self, build: Callable[[], dict[str, Any]]) -> None:
+        self._build: Callable[[], dict[str, Any]] | None = build
+        self._data: dict[str, Any] | None = None
+
+    def resolved(self) -> dict[str, Any]:
+        """The payload (built now if it was not yet)."""
+        if self._data is None:
+            assert self._build is not None
+            self._data, self._build = self._build(), None
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.resolved()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.resolved())
+
+    def __len__(self) -> int:
+        return len(self.resolved())
 
 
 @dataclass(frozen=True, repr=False)

@@ -15,6 +15,7 @@ from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     from fabricsim.api.specs import SizeRun
+    from fabricsim.api.specs.sizing import PlanSpaceOptions
     from fabricsim.catalog import Catalog
     from fabricsim.sizing import InferenceSizingResult, InferenceSizingSpec, SizingResult, SizingSpec
 
@@ -61,17 +62,10 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
     o = run
     gpu_hour, inference, disagg, checkpoint, objective, engine = (o.gpu_hour, o.inference, o.disagg, o.checkpoint,
                                                                   o.objective, o.engine)
-    executor, resume, pue, kwh, top, workers, seq, model = (o.executor, o.resume, o.pue, o.kwh, o.top, o.workers,
-                                                            o.seq, o.model)
-    from fabricsim.inputs import finite
-
+    resume, top, model = o.resume, o.top, o.model
     out = None if o.out is None else Path(o.out)
     if gpu_hour is not None:
-        from fabricsim.sizing import parse_money
-
-        if not parse_money(gpu_hour, "--gpu-hour") > 0:
-            _check(f"--gpu-hour: must be > 0 USD per GPU-hour (at {gpu_hour} every cost would be $0), got "
-                   f"{gpu_hour}")
+        check_gpu_hour(gpu_hour)
     if inference:
         return _size_inference(inputs, out, progress)
     if disagg:
@@ -93,36 +87,18 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
     if engine is not None:
         _check(f"--engine: {engine!r} is a serving engine, which only size --inference takes; the training search "
                "runs where --executor says (local, ray or serial)")
-    executor = executor or "local"
-    if executor not in EXECUTORS:
-        _check(f"--executor: {executor!r} is not one of local, ray, serial")
+    executor = check_space(o)
     if resume and out is None:
         _check("--resume needs --out (the Parquet file of the interrupted search)")
-    if pue is not None:
-        finite(pue, "--pue", low=1.0, high=10.0)
-    if kwh is not None:
-        finite(kwh, "--kwh", low=0.0, high=100.0)
     if top < 1:
         _check(f"--top: must be at least 1, got {top}")
-    if workers is not None and workers < 1:
-        _check(f"--workers: must be at least 1, got {workers}")
-    if not 1 <= seq <= MAX_SEQ:
-        _check(f"--seq: must be 1..{MAX_SEQ}, got {seq}")
     from fabricsim.model import load_model_import
     from fabricsim.sizing import size as search
 
-    moe = {k: inputs[k] for k in MOE_FIXED if k != "dropout" and inputs[k] is not None}
-    if moe:  # held in every plan: refused on a dense model as `train` refuses them
-        from fabricsim.api.train import check_moe_options
-        from fabricsim.model import resolve_model
-
-        check_moe_options(resolve_model(model)[0], moe)
-    spec = sizing_spec(**{k: v for k, v in inputs.items() if k not in ("engine", "executor", "workers", "disagg",
-                                                                        "checkpoint", "congestion", "kv_tier",
-                                                                        "prefix_network", "kv_server", "kv_servers")})
+    spec = space_spec(inputs)
     check_fabrics(spec.catalog(), spec.fabrics)
     behaviours = congestion_names(spec.catalog(), o.congestion)
-    result = search(spec, executor=executor, workers=workers, ray_address=o.ray_address,  # type: ignore[arg-type]
+    result = search(spec, executor=executor, workers=o.workers, ray_address=o.ray_address,  # type: ignore[arg-type]
                     out=out, resume=resume, progress=progress, exhaustive=o.exhaustive)
     data = {**result.to_json(), **model_import_fields(load_model_import(model))}
     from fabricsim.api.goodput import storage_fallbacks
@@ -140,6 +116,47 @@ def run_size(run: SizeRun, inputs: dict[str, Any], progress: Callable[..., None]
     data["decision"] = decision_rows(data["best_by_system_fabric"], spec.objective, catalog)
     rows = [dict(e) for e in data["results"]]
     return SizeResult(inputs, data, rows=rows, sizing=result, spec=spec)
+
+
+def check_gpu_hour(gpu_hour: str) -> None:
+    """A rent of 0 would price every plan at $0: refused."""
+    from fabricsim.sizing import parse_money
+
+    if not parse_money(gpu_hour, "--gpu-hour") > 0:
+        _check(f"--gpu-hour: must be > 0 USD per GPU-hour (at {gpu_hour} every cost would be $0), got {gpu_hour}")
+
+
+def check_space(o: PlanSpaceOptions) -> str:
+    """The checks of a training space's options that its SizingSpec does not make (`size` and `sweep`); the
+    executor it runs on."""
+    from fabricsim.inputs import finite
+
+    executor = o.executor or "local"
+    if executor not in EXECUTORS:
+        _check(f"--executor: {executor!r} is not one of local, ray, serial")
+    if o.pue is not None:
+        finite(o.pue, "--pue", low=1.0, high=10.0)
+    if o.kwh is not None:
+        finite(o.kwh, "--kwh", low=0.0, high=100.0)
+    if o.workers is not None and o.workers < 1:
+        _check(f"--workers: must be at least 1, got {o.workers}")
+    if not 1 <= o.seq <= MAX_SEQ:
+        _check(f"--seq: must be 1..{MAX_SEQ}, got {o.seq}")
+    return executor
+
+
+def space_spec(inputs: dict[str, Any]) -> SizingSpec:
+    """The SizingSpec of a training search's inputs (every `size` option, defaults filled): MoE options held in
+    every plan are refused on a dense model as `train` refuses them."""
+    moe = {k: inputs[k] for k in MOE_FIXED if k != "dropout" and inputs[k] is not None}
+    if moe:
+        from fabricsim.api.train import check_moe_options
+        from fabricsim.model import resolve_model
+
+        check_moe_options(resolve_model(inputs["model"])[0], moe)
+    return sizing_spec(**{k: v for k, v in inputs.items() if k not in (
+        "engine", "executor", "workers", "disagg", "checkpoint", "congestion", "kv_tier", "prefix_network",
+        "kv_server", "kv_servers")})
 
 
 def congestion_names(catalog: Catalog, names: str | None) -> list[str]:

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim.api.goodput import goodput_given, goodput_json, goodput_spec, guarded_goodput, run_goodput
-from fabricsim.api.result import Result, model_import_fields
+from fabricsim.api.result import LazyDocument, Result, model_import_fields
 from fabricsim.api.topology import check_design
 from fabricsim.errors import SpecError, cli_field
 
@@ -196,6 +197,11 @@ def plan_fields(p: PlanOptions, stack: Mapping[str, Any] | None = None) -> dict[
 def plan_option_names() -> dict[str, str]:
     """ParallelPlan field -> the option that sets it, where they are spelt otherwise (``virtual_stages`` ->
     ``vpp``, ``grad_dtype`` -> ``grad-dtype``): the name an error of the plan gives the user."""
+    return dict(_plan_option_names())
+
+
+@cache
+def _plan_option_names() -> dict[str, str]:
     from fabricsim.api.specs import PlanOptions, field_cli
 
     names = {PLAN_RENAMES.get(n, n): field_cli(n, f).split("/")[0][2:] for n, f in PlanOptions.model_fields.items()
@@ -299,17 +305,69 @@ def flow_bar(sim: str) -> AbstractContextManager[None]:
     return flow_progress(progress_bar())
 
 
+@dataclass(frozen=True)
+class _Extras:
+    """A train result's add-ons, each computed once on first access: error bands, goodput (or the note why not)
+    and the JSON document around the prediction. Plain fields, no closure, so a result pickles."""
+
+    run_spec: TrainRun
+    prepared: Run
+    calibration: tuple[str, ...]
+    cache: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def bands(self) -> dict[str, BandResult]:
+        if "bands" not in self.cache:
+            self.cache["bands"] = training_bands(self.prepared, list(self.calibration))
+        return self.cache["bands"]  # type: ignore[no-any-return]
+
+    def goodput(self) -> tuple[Goodput | None, str | None]:
+        if "goodput" not in self.cache:
+            o, prepared = self.run_spec, self.prepared
+            options = goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale,
+                                   o.restart, network=o.storage_network, server=o.storage_server,
+                                   servers=o.storage_servers, spares=o.spares) if o.goodput else None
+            self.cache["goodput"] = (None, None) if options is None else guarded_goodput(
+                lambda: run_goodput(prepared.spec, prepared.cluster, prepared.prediction, options), goodput_given(o))
+        return self.cache["goodput"]  # type: ignore[no-any-return]
+
+    def document(self) -> dict[str, Any]:
+        """The payload `fabricsim train --json` prints (before SI conversion)."""
+        from fabricsim.validation import band_fields
+
+        prepared, pred = self.prepared, self.prepared.prediction
+        good, note = self.goodput()
+        data = {**pred.to_json(), **band_fields(self.bands()), "plan": plan_json(prepared.plan),
+                "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
+                "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
+                "launch": run_launch_json(prepared, self.run_spec.model), "degraded": degraded_parts(prepared),
+                **qos_comparison(prepared)}
+        if note is not None:
+            data["goodput_note"] = note
+        return data
+
+
 @dataclass(frozen=True, repr=False)
 class TrainResult(Result):
     """A predicted training step: ``step_time_s``, ``tokens_per_s``, ``mfu``, ``bottleneck`` and the breakdown by
-    layer, with the run behind it (``run``: model, plan with the auto knobs chosen, cluster), bands and goodput."""
+    layer, with the run behind it (``run``: model, plan with the auto knobs chosen, cluster), bands and goodput
+    (computed on first access, as is ``data``: the prediction is the call's cost)."""
 
     command: ClassVar[str] = "train"
     headline_keys: ClassVar[tuple[str, ...]] = ("step_time_s", "tokens_per_s", "mfu", "bottleneck")
 
     run: Run | None = None
-    bands: dict[str, BandResult] | None = None
-    goodput: Goodput | None = None
+    extras: _Extras | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def bands(self) -> dict[str, BandResult] | None:
+        """The error bands of the step time, tokens/s and model FLOP/s (comparable published runs)."""
+        return None if self.extras is None else self.extras.bands()
+
+    @property
+    def goodput(self) -> Goodput | None:
+        """Time to train on the wall clock (None with goodput off, or where it could not be computed: see
+        ``data["goodput_note"]``)."""
+        return None if self.extras is None else self.extras.goodput()[0]
 
     @property
     def prediction(self) -> TrainingPrediction:
@@ -336,6 +394,11 @@ class TrainResult(Result):
     @property
     def bottleneck(self) -> str:
         return self.prediction.bottleneck
+
+    def headline(self) -> dict[str, Any]:
+        """The headline from the prediction itself (the repr of a result no one asked the document of is free)."""
+        return {"step_time_s": self.step_time_s, "tokens_per_s": self.tokens_per_s, "mfu": self.mfu,
+                "bottleneck": self.bottleneck}
 
 
 def run_launch_json(run: Run, model: Any) -> dict[str, Any]:
@@ -369,29 +432,20 @@ def degraded_parts(run: Run) -> list[str]:
 
 
 def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
-    """`fabricsim.train` (generated in `fabricsim.api.calls` from `TrainRun`): the run spec's step, bands and
-    goodput; ``inputs`` the call's keyword arguments as given, the result's ``inputs`` echo."""
+    """`fabricsim.train` (generated in `fabricsim.api.calls` from `TrainRun`): the run spec's step, with its bands,
+    goodput and JSON document computed on first access; ``inputs`` the call's keyword arguments as given, the
+    result's ``inputs`` echo. Goodput options the user gave are checked now: their error fails the call."""
     o = run
-    calibration = list(o.calibration or [])
-    options = goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale,
-                           o.restart, network=o.storage_network, server=o.storage_server,
-                           servers=o.storage_servers, spares=o.spares) if o.goodput else None
+    calibration = tuple(o.calibration or [])
+    if o.goodput:  # the options parsed now: a bad value fails the call, as it fails the command
+        goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale, o.restart,
+                     network=o.storage_network, server=o.storage_server, servers=o.storage_servers, spares=o.spares)
     with flow_bar(o.sim):
-        prepared = prepare_run(o, calibration, design=o, flow=o, parts=o)
-    from fabricsim.validation import band_fields
-
+        prepared = prepare_run(o, list(calibration), design=o, flow=o, parts=o)
+    extras = _Extras(o, prepared, calibration)
+    if o.goodput and goodput_given(o):  # what the user asked of the add-on answers now, or fails the call
+        extras.goodput()
     pred = prepared.prediction
-    found = training_bands(prepared, calibration)
-    good, note = (None, None) if options is None else guarded_goodput(
-        lambda: run_goodput(prepared.spec, prepared.cluster, pred, options), goodput_given(o))
-    data = {**pred.to_json(), **band_fields(found), "plan": plan_json(prepared.plan),
-            "chosen": prepared.choice.to_json(), "goodput": None if good is None else goodput_json(good),
-            "framework": prepared.framework_json(), **model_import_fields(prepared.imported),
-            "launch": run_launch_json(prepared, o.model), "degraded": degraded_parts(prepared),
-            **qos_comparison(prepared)}
-    if note is not None:
-        data["goodput_note"] = note
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}
             for k in pred.breakdown.exposed]
-    return TrainResult(inputs, data, rows=rows, run=prepared, bands=found, goodput=good)
-
+    return TrainResult(inputs, LazyDocument(extras.document), rows=rows, run=prepared, extras=extras)

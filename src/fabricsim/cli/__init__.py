@@ -19,6 +19,7 @@ from fabricsim.cli.infer_cmd import infer_command
 from fabricsim.cli.output import console
 from fabricsim.cli.run_config import run_config
 from fabricsim.cli.size_cmd import size_command
+from fabricsim.cli.sweep_cmd import sweep_command
 from fabricsim.cli.topo_cmd import topo_command
 from fabricsim.cli.trace_cmd import trace_app
 from fabricsim.cli.traffic_cmd import traffic_command
@@ -65,6 +66,7 @@ app.command("train")(run_config("train")(train_command))
 app.command("whatif")(run_config("whatif")(whatif_command))
 app.command("infer")(run_config("infer")(infer_command))
 app.command("size")(run_config("size")(size_command))
+app.command("sweep")(sweep_command)
 app.command("validate")(validate_command)
 app.add_typer(bench_app, name="bench")
 app.command("calibrate")(calibrate_command)

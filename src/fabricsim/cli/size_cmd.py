@@ -13,7 +13,7 @@ import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.goodput_options import storage_fallback_notes
 from fabricsim.cli.options import PRINT, REPORT, Decl, declared, given
-from fabricsim.cli.spec_options import SIZE_SEARCH_OPTIONS, SIZE_SERVING_OPTIONS
+from fabricsim.cli.spec_options import PLAN_SPACE_OPTIONS, SIZE_SEARCH_OPTIONS, SIZE_SERVING_OPTIONS
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -167,6 +167,7 @@ class _Bar:
 
 
 SIZE: dict[str, Decl] = {
+    **PLAN_SPACE_OPTIONS,
     **SIZE_SEARCH_OPTIONS,
     "plot": (Annotated[Path | None, typer.Option("--plot", help="save the time-cost plot (PNG)")], None),
     **SIZE_SERVING_OPTIONS,

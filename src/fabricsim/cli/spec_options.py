@@ -218,13 +218,9 @@ LAUNCH_OPTIONS: dict[str, Decl] = {
     'checkpoint': (Annotated[str | None, typer.Option('--checkpoint', help="checkpoint path or hub id the printed engine launch command names (default: the model's name, to replace)")], None),
 }
 
-SIZE_SEARCH_OPTIONS: dict[str, Decl] = {
+PLAN_SPACE_OPTIONS: dict[str, Decl] = {
     'model': (Annotated[str, typer.Option('--model', help='preset name or model spec YAML/JSON file')], 'llama3-70b'),
     'tokens': (Annotated[str | None, typer.Option('--tokens', help='training tokens, e.g. 2T [default: 15T]')], None),
-    'deadline': (Annotated[str | None, typer.Option('--deadline', help='time to train at most, e.g. 60d')], None),
-    'budget': (Annotated[str | None, typer.Option('--budget', help='total cost at most (USD), e.g. 50M')], None),
-    'facility': (Annotated[str | None, typer.Option('--facility', '--power-cap', help='facility power limit (IT x PUE) at most, e.g. 20MW')], None),
-    'cooling': (Annotated[str | None, typer.Option('--cooling', help="the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check, --pue]")], None),
     'gpus': (Annotated[str | None, typer.Option('--gpus', help='GPU counts: 1024..16384 (powers of two), a list or one')], None),
     'nodes': (Annotated[str | None, typer.Option('--nodes', help='node counts instead of --gpus')], None),
     'systems': (Annotated[str | None, typer.Option('--systems', help='candidate systems (default: every priced one)')], None),
@@ -255,18 +251,25 @@ SIZE_SEARCH_OPTIONS: dict[str, Decl] = {
     'moe_dispatcher': (Annotated[str | None, typer.Option('--moe-dispatcher', help='token dispatch: alltoall or deepep [default: alltoall]')], None),
     'capacity_factor': (Annotated[float | None, typer.Option('--capacity-factor', help='expert capacity as a multiple of the mean load; tokens beyond it are dropped (default: dropless)')], None),
     'framework': (Annotated[str | None, typer.Option('--framework', help='training stack as NAME[@VERSION]: megatron (Megatron-Core, NeMo, Megatron-Bridge), torchtitan, nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset')], None),
-    'congestion': (Annotated[str | None, typer.Option('--congestion', help='fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON congestion); training only')], None),
-    'objective': (Annotated[str, typer.Option('--objective', help='rank by time, cost or energy')], 'cost'),
     'amortize': (Annotated[str | None, typer.Option('--amortize', help='capex amortisation period [default: 4y]')], None),
     'gpu_hour': (Annotated[str | None, typer.Option('--gpu-hour', help='rent at this USD per GPU-hour instead')], None),
     'pue': (Annotated[float | None, typer.Option('--pue', help='power usage effectiveness [default: 1.3]')], None),
     'kwh': (Annotated[float | None, typer.Option('--kwh', help='electricity USD per kWh [default: 0.08]')], None),
-    'top': (Annotated[int, typer.Option('--top', help='rows in the ranked table')], 10),
     'executor': (Annotated[str | None, typer.Option('--executor', help='where the training search runs: local (process pool), ray or serial [default: local]')], None),
-    'engine': (Annotated[str | None, typer.Option('--engine', help="with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang [default: trtllm] (the training search's executor is --executor)")], None),
     'workers': (Annotated[int | None, typer.Option('--workers', help='processes [default: all cores]')], None),
     'ray_address': (Annotated[str | None, typer.Option('--ray-address', help='Ray cluster address [default: start a local one]')], None),
     'out': (Annotated[Path | None, typer.Option('--out', help='stream results to this Parquet file')], None),
+}
+
+SIZE_SEARCH_OPTIONS: dict[str, Decl] = {
+    'deadline': (Annotated[str | None, typer.Option('--deadline', help='time to train at most, e.g. 60d')], None),
+    'budget': (Annotated[str | None, typer.Option('--budget', help='total cost at most (USD), e.g. 50M')], None),
+    'facility': (Annotated[str | None, typer.Option('--facility', '--power-cap', help='facility power limit (IT x PUE) at most, e.g. 20MW')], None),
+    'cooling': (Annotated[str | None, typer.Option('--cooling', help="the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check, --pue]")], None),
+    'objective': (Annotated[str, typer.Option('--objective', help='rank by time, cost or energy')], 'cost'),
+    'congestion': (Annotated[str | None, typer.Option('--congestion', help='fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON congestion); training only')], None),
+    'top': (Annotated[int, typer.Option('--top', help='rows in the ranked table')], 10),
+    'engine': (Annotated[str | None, typer.Option('--engine', help="with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang [default: trtllm] (the training search's executor is --executor)")], None),
     'resume': (Annotated[bool, typer.Option('--resume', help='continue an interrupted --out search')], False),
     'exhaustive': (Annotated[bool, typer.Option('--exhaustive/--no-exhaustive', help='time every plan that fits (for an --out file of all of them); by default each cluster times only the plans that can change the answer (same results)')], False),
 }

@@ -1,16 +1,17 @@
 """Sizing: search clusters (system x fabric x oversubscription x size) and parallel plans for the cheapest (or
 fastest, or least energy) way to train a model on a token budget, under deadline, budget and power constraints.
 
-Public API: ``SizingSpec``, ``Knobs``, ``size``, ``SizingResult``, ``evaluate_chunk``, ``ClusterChoice``,
-``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers ``parse_int_range``, ``parse_list``,
-``parse_years``, ``parse_money``, ``parse_power_cap``, ``parse_power_points``; ``unpriced_note`` (the catalog parts a
-cluster lacks a price or power for). Serving (``size --inference``): ``InferenceSizingSpec``,
-``size_inference``, ``InferenceSizingResult``.
+Public API: ``SizingSpec``, ``Knobs``, ``size``, ``sweep`` (every plan of a space, one table), ``SizingResult``,
+``evaluate_chunk``, ``ClusterChoice``, ``clusters``, ``pareto``, ``rank``, ``sizing_defaults``; parsers
+``parse_int_range``, ``parse_list``, ``parse_years``, ``parse_money``, ``parse_power_cap``, ``parse_power_points``;
+``unpriced_note`` (the catalog parts a cluster lacks a price or power for). Serving (``size --inference``):
+``InferenceSizingSpec``, ``size_inference``, ``InferenceSizingResult``.
 """
 
 from fabricsim.sizing.defaults import sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.explain import unpriced_note
+from fabricsim.sizing.grid import Sweep, sweep
 from fabricsim.sizing.inference.kvtier import check_tier_spec
 from fabricsim.sizing.inference.search import InferenceSizingResult, size_inference
 from fabricsim.sizing.inference.spec import InferenceSizingSpec
@@ -43,6 +44,7 @@ __all__ = [
     "Shape",
     "SizingResult",
     "SizingSpec",
+    "Sweep",
     "check_plan_value",
     "check_tier_spec",
     "clusters",
@@ -63,5 +65,6 @@ __all__ = [
     "size",
     "size_inference",
     "sizing_defaults",
+    "sweep",
     "unpriced_note",
 ]

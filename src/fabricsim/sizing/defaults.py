@@ -6,8 +6,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-import yaml
-
 YEAR_S = 365.25 * 86400.0
 
 
@@ -22,6 +20,8 @@ class Default:
 @lru_cache(maxsize=1)
 def sizing_defaults() -> dict[str, Default]:
     """The packaged defaults (data/defaults.yaml), read once."""
+    from fabricsim.inputs import load_packaged_yaml
+
     text = resources.files("fabricsim.sizing").joinpath("data/defaults.yaml").read_text()
-    data = yaml.safe_load(text)["defaults"]
+    data = load_packaged_yaml(text, "defaults.yaml")["defaults"]
     return {k: Default(float(v["value"]), " ".join(str(v["source"]).split())) for k, v in data.items()}

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import Catalog, default_catalog
 from fabricsim.errors import SpecError
 from fabricsim.topology.dragonfly import build_dragonfly
@@ -115,9 +116,23 @@ def build_cluster(
 def check_buildable(system: str, nodes: int, link: str | None, oversubscription: float, catalog: Catalog, *,
                     field: str) -> None:
     """Refuse, as `topo` does, a fat tree of ``nodes`` nodes that no catalog switch can build (planned only, nothing
-    is built); the error names ``field``, the option the user gave."""
+    is built); the error names ``field``, the option the user gave. The verdict is kept per design and catalog:
+    an API sweep asks it of the same cluster for every plan."""
     if nodes <= 1:
         return
+    why = _BUILDABLE.get((system, nodes, link, oversubscription, ByIdentity(catalog)),
+                         lambda: _why_unbuildable(system, nodes, link, oversubscription, catalog))
+    if why is not None:
+        raise SpecError(why, field=field)
+
+
+_BUILDABLE: BoundedMemo[str | None] = BoundedMemo(4096)
+"""check_buildable's verdicts: None (it builds) or the reason, by (system, nodes, link, oversubscription, catalog)"""
+
+
+def _why_unbuildable(system: str, nodes: int, link: str | None, oversubscription: float,
+                     catalog: Catalog) -> str | None:
+    """Why no catalog switch builds the fat tree (its option's name taken off the message), or None."""
     try:
         spec = ClusterSpec.parse({"system": system, "nodes": nodes, "fabric": "fat-tree", "link": link,
                                   "oversubscription": oversubscription})
@@ -128,4 +143,5 @@ def check_buildable(system: str, nodes: int, link: str | None, oversubscription:
         text = str(exc)
         if exc.field and text.startswith(f"{exc.field}: "):
             text = text.removeprefix(f"{exc.field}: ")
-        raise SpecError(text, field=field) from None
+        return text
+    return None

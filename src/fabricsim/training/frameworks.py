@@ -53,11 +53,11 @@ class FrameworkProfile(BaseModel):
 @cache
 def frameworks() -> dict[str, FrameworkProfile]:
     """Every profile by id (packaged YAML), each setting one the runs can take."""
-    import yaml
+    from fabricsim.inputs import load_packaged_yaml
 
     text = resources.files("fabricsim.training").joinpath("data/frameworks.yaml").read_text(encoding="utf-8")
     out = {}
-    for item in yaml.safe_load(text)["frameworks"]:
+    for item in load_packaged_yaml(text, "frameworks.yaml")["frameworks"]:
         profile = FrameworkProfile.model_validate(item)
         unknown = set(profile.settings) - set(SETTABLE)
         if unknown:

@@ -5,6 +5,7 @@ The API functions of the run specs, one module each."""
 from fabricsim.api.calls.collective import collective
 from fabricsim.api.calls.infer import infer
 from fabricsim.api.calls.size import size
+from fabricsim.api.calls.sweep import sweep
 from fabricsim.api.calls.topology import topology
 from fabricsim.api.calls.train import train
 from fabricsim.api.calls.whatif import whatif
@@ -13,6 +14,7 @@ __all__ = [
     "collective",
     "infer",
     "size",
+    "sweep",
     "topology",
     "train",
     "whatif",

@@ -18,10 +18,6 @@ def size(
     *,
     model: str = 'llama3-70b',
     tokens: str | None = None,
-    deadline: str | None = None,
-    budget: str | None = None,
-    facility: str | None = None,
-    cooling: str | None = None,
     gpus: str | None = None,
     nodes: str | None = None,
     systems: str | None = None,
@@ -52,18 +48,22 @@ def size(
     moe_dispatcher: str | None = None,
     capacity_factor: float | None = None,
     framework: str | None = None,
-    congestion: str | None = None,
-    objective: str = 'cost',
     amortize: str | None = None,
     gpu_hour: str | None = None,
     pue: float | None = None,
     kwh: float | None = None,
-    top: int = 10,
     executor: str | None = None,
-    engine: str | None = None,
     workers: int | None = None,
     ray_address: str | None = None,
     out: str | Path | None = None,
+    deadline: str | None = None,
+    budget: str | None = None,
+    facility: str | None = None,
+    cooling: str | None = None,
+    objective: str = 'cost',
+    congestion: str | None = None,
+    top: int = 10,
+    engine: str | None = None,
     resume: bool = False,
     exhaustive: bool = False,
     inference: bool = False,
@@ -108,12 +108,6 @@ def size(
     Keyword arguments (the command's options; docs/reference/options.md):
         model: preset name or model spec YAML/JSON file (--model)
         tokens: training tokens, e.g. 2T [default: 15T] [tokens] (--tokens)
-        deadline: time to train at most, e.g. 60d [s] (--deadline)
-        budget: total cost at most (USD), e.g. 50M [USD] (--budget)
-        facility: facility power limit (IT x PUE) at most, e.g. 20MW [W] (--facility)
-        cooling: the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can
-            host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check,
-            --pue] (--cooling)
         gpus: GPU counts: 1024..16384 (powers of two), a list or one (--gpus)
         nodes: node counts instead of --gpus (--nodes)
         systems: candidate systems (default: every priced one) (--systems)
@@ -156,21 +150,27 @@ def size(
             nemo-automodel, deepspeed or maxtext (fabricsim catalog frameworks): the settings it runs by default
             (kernels, ZeRO/FSDP, gradient reduction dtype, TP overlap, recompute, dropout) for the knobs left unset
             (--framework)
-        congestion: fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on
-            the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and
-            cost under each (JSON congestion); training only (--congestion)
-        objective: rank by time, cost or energy (--objective)
         amortize: capex amortisation period [default: 4y] [s] (--amortize)
         gpu_hour: rent at this USD per GPU-hour instead [USD/GPU-hour] (--gpu-hour)
         pue: power usage effectiveness [default: 1.3] (--pue)
         kwh: electricity USD per kWh [default: 0.08] [USD/kWh] (--kwh)
-        top: rows in the ranked table (--top)
         executor: where the training search runs: local (process pool), ray or serial [default: local] (--executor)
-        engine: with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang [default: trtllm] (the
-            training search's executor is --executor) (--engine)
         workers: processes [default: all cores] (--workers)
         ray_address: Ray cluster address [default: start a local one] (--ray-address)
         out: stream results to this Parquet file (--out)
+        deadline: time to train at most, e.g. 60d [s] (--deadline)
+        budget: total cost at most (USD), e.g. 50M [USD] (--budget)
+        facility: facility power limit (IT x PUE) at most, e.g. 20MW [W] (--facility)
+        cooling: the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can
+            host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check,
+            --pue] (--cooling)
+        objective: rank by time, cost or energy (--objective)
+        congestion: fabric behaviours (catalog congestion) to re-time the best plan of each system x network with on
+            the flow simulator, each on the networks of its kind, e.g. ib,roce-dcqcn,spectrum-x: the step, time and
+            cost under each (JSON congestion); training only (--congestion)
+        top: rows in the ranked table (--top)
+        engine: with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang [default: trtllm] (the
+            training search's executor is --executor) (--engine)
         resume: continue an interrupted --out search (--resume)
         exhaustive: time every plan that fits (for an --out file of all of them); by default each cluster times only
             the plans that can change the answer (same results) (--exhaustive/--no-exhaustive)

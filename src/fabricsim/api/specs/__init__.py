@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     )
     from fabricsim.api.specs.serving import InferRun, ServingPlanOptions
     from fabricsim.api.specs.shared import FABRIC_HELP
-    from fabricsim.api.specs.sizing import SizeRun
+    from fabricsim.api.specs.sizing import PlanSpaceOptions, SizeRun, SweepRun
 
 # Each exported name -> the module that defines it, imported on first use.
 __getattr__ = lazy_exports(__name__, {
@@ -40,7 +40,7 @@ __getattr__ = lazy_exports(__name__, {
                      "WhatIfRun"), "fabricsim.api.specs.runs"),
     **dict.fromkeys(("InferRun", "ServingPlanOptions"), "fabricsim.api.specs.serving"),
     **dict.fromkeys(("FABRIC_HELP",), "fabricsim.api.specs.shared"),
-    **dict.fromkeys(("SizeRun",), "fabricsim.api.specs.sizing"),
+    **dict.fromkeys(("PlanSpaceOptions", "SizeRun", "SweepRun"), "fabricsim.api.specs.sizing"),
 })
 
 __all__ = [
@@ -61,8 +61,10 @@ __all__ = [
     "InferRun",
     "OptionGroup",
     "PlanOptions",
+    "PlanSpaceOptions",
     "ServingPlanOptions",
     "SizeRun",
+    "SweepRun",
     "TopologyCalibration",
     "TopologyRun",
     "TopologyStorage",

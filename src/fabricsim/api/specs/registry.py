@@ -32,10 +32,10 @@ from fabricsim.api.specs.serving import (
     ServeOptions,
     ServingPlanOptions,
 )
-from fabricsim.api.specs.sizing import SizeRun, SizeSearchOptions, SizeServingOptions
+from fabricsim.api.specs.sizing import PlanSpaceOptions, SizeRun, SizeSearchOptions, SizeServingOptions, SweepRun
 
 RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun,
-                                       SizeRun)
+                                       SizeRun, SweepRun)
 """Every run spec with an API function (`fabricsim.api.specs.generate` writes them in this order)."""
 GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions, DegradeOptions, GoodputOptions,
                                          GoodputSwitch,
@@ -43,5 +43,5 @@ GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
                                          EngineOptions, PrefixOptions, KvTierOptions, DecodeOptions,
                                          LaunchOptions,
-                                         SizeSearchOptions, SizeServingOptions, TrafficOptions)
+                                         PlanSpaceOptions, SizeSearchOptions, SizeServingOptions, TrafficOptions)
 """Every group of options, in the order of the reference page."""

@@ -12,12 +12,14 @@ from fabricsim.api.specs.goodput import (
     CheckpointInterval,
     CheckpointMode,
     GoodputOption,
+    GoodputSwitch,
     MtbfScale,
     Restart,
     StorageNetwork,
     StorageServer,
     StorageServers,
 )
+from fabricsim.api.specs.runs import CalibrationOptions
 from fabricsim.api.specs.serving import (
     CheckpointOption,
     LengthsOption,
@@ -42,19 +44,12 @@ from fabricsim.api.specs.shared import (
 from fabricsim.catalog import DEFAULT_STORAGE_TIER
 
 
-class SizeSearchOptions(OptionGroup):
-    """What a training search takes: the model and tokens, the constraints, the clusters (systems, networks,
-    designs, sizes) and plans searched, the cost model, and where the search runs."""
+class PlanSpaceOptions(OptionGroup):
+    """The space a training search covers and how it is priced: the model and tokens, the clusters (systems,
+    networks, designs, sizes) and plans, the cost model, and where the evaluation runs (`size` and `sweep`)."""
 
     model: ModelOption
     tokens: str | None = opt(None, "training tokens, e.g. 2T [default: 15T]", unit="tokens")
-    deadline: str | None = opt(None, "time to train at most, e.g. 60d", unit="s")
-    budget: str | None = opt(None, "total cost at most (USD), e.g. 50M", unit="USD")
-    facility: str | None = opt(None, "facility power limit (IT x PUE) at most, e.g. 20MW", unit="W",
-                               old="--power-cap")
-    cooling: str | None = opt(None, "the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps "
-                              "only systems it can host at their rack power, and its PUE applies unless --pue is "
-                              "given [default: none: no rack check, --pue]")
     gpus: str | None = opt(None, "GPU counts: 1024..16384 (powers of two), a list or one")
     nodes: str | None = opt(None, "node counts instead of --gpus")
     systems: str | None = opt(None, "candidate systems (default: every priced one)")
@@ -90,23 +85,36 @@ class SizeSearchOptions(OptionGroup):
     moe_dispatcher: str | None = opt(None, "token dispatch: alltoall or deepep [default: alltoall]")
     capacity_factor: CapacityFactorOption
     framework: str | None = opt(None, FRAMEWORK_HELP, shown="megatron")
-    congestion: str | None = opt(None, "fabric behaviours (catalog congestion) to re-time the best plan of each "
-                                 "system x network with on the flow simulator, each on the networks of its kind, "
-                                 "e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON "
-                                 "congestion); training only")
-    objective: str = opt("cost", "rank by time, cost or energy")
     amortize: str | None = opt(None, "capex amortisation period [default: 4y]", unit="s")
     gpu_hour: str | None = opt(None, "rent at this USD per GPU-hour instead", unit="USD/GPU-hour")
     pue: float | None = opt(None, "power usage effectiveness [default: 1.3]")
     kwh: float | None = opt(None, "electricity USD per kWh [default: 0.08]", unit="USD/kWh")
-    top: int = opt(10, "rows in the ranked table")
     executor: str | None = opt(None, "where the training search runs: local (process pool), ray or serial "
                                "[default: local]")
-    engine: str | None = opt(None, "with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang "
-                             "[default: trtllm] (the training search's executor is --executor)")
     workers: int | None = opt(None, "processes [default: all cores]")
     ray_address: str | None = opt(None, "Ray cluster address [default: start a local one]")
+
     out: str | Path | None = opt(None, "stream results to this Parquet file")
+
+class SizeSearchOptions(OptionGroup):
+    """What a sizing search adds to the space: the constraints, the objective it ranks by, the table it prints
+    and the Parquet file it streams to."""
+
+    deadline: str | None = opt(None, "time to train at most, e.g. 60d", unit="s")
+    budget: str | None = opt(None, "total cost at most (USD), e.g. 50M", unit="USD")
+    facility: str | None = opt(None, "facility power limit (IT x PUE) at most, e.g. 20MW", unit="W",
+                               old="--power-cap")
+    cooling: str | None = opt(None, "the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps "
+                              "only systems it can host at their rack power, and its PUE applies unless --pue is "
+                              "given [default: none: no rack check, --pue]")
+    objective: str = opt("cost", "rank by time, cost or energy")
+    congestion: str | None = opt(None, "fabric behaviours (catalog congestion) to re-time the best plan of each "
+                                 "system x network with on the flow simulator, each on the networks of its kind, "
+                                 "e.g. ib,roce-dcqcn,spectrum-x: the step, time and cost under each (JSON "
+                                 "congestion); training only")
+    top: int = opt(10, "rows in the ranked table")
+    engine: str | None = opt(None, "with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang "
+                             "[default: trtllm] (the training search's executor is --executor)")
     resume: bool = opt(False, "continue an interrupted --out search", cli="--resume")
     exhaustive: bool = opt(False, "time every plan that fits (for an --out file of all of them); by default each "
                            "cluster times only the plans that can change the answer (same results)")
@@ -157,7 +165,7 @@ class SizeServingOptions(OptionGroup):
     calibration: Calibration
 
 
-class SizeRun(SizeServingOptions, SizeSearchOptions):
+class SizeRun(SizeServingOptions, SizeSearchOptions, PlanSpaceOptions):
     """A sizing search: `fabricsim size` and `fabricsim.size`."""
 
     api: ClassVar[ApiFunction] = ApiFunction(
@@ -165,4 +173,16 @@ class SizeRun(SizeServingOptions, SizeSearchOptions):
         "fabricsim.api.coerce:size_renames",
         "Search clusters x plans (the options and defaults of `fabricsim size`: lists and ranges as its text, e.g. "
         "``gpus=\"1024..4096\"``, ``tp=\"4,8\"``); ``progress(done, total, plans)`` is called as clusters finish.",
+        extra=(("progress", "Callable[..., None] | None", "None"),))
+
+
+class SweepRun(CalibrationOptions, GoodputSwitch, PlanSpaceOptions):
+    """A sweep: every plan of a space that fits, timed and priced, as one table: `fabricsim sweep` and
+    `fabricsim.sweep`."""
+
+    api: ClassVar[ApiFunction] = ApiFunction(
+        "sweep", "fabricsim.api.sweep:run_sweep", "fabricsim.api.sweep:SweepResult", None,
+        "Time and price every plan of a space that fits (the space options of `fabricsim size`, the same text: "
+        "``gpus=\"1024..4096\"``, ``tp=\"4,8\"``): ``to_frame()`` is the table, a row per plan, "
+        "``to_arrow()`` the same as an Arrow table; ``progress(done, total, plans)`` is called as clusters finish.",
         extra=(("progress", "Callable[..., None] | None", "None"),))
