@@ -16,13 +16,16 @@ from itertools import product
 from math import isclose
 from typing import Any
 
+import numpy as np
+
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec
 from fabricsim.training.memory import GIB, memory_report
 from fabricsim.training.plan import ParallelPlan, megatron_runs_interleaved
 from fabricsim.training.result import TrainingPrediction
-from fabricsim.training.step import predict_training
+from fabricsim.training.schedule import assemble_steps
+from fabricsim.training.step import predict_training, step_terms
 
 # Search bound on the micro-batch: Megatron-LM / NeMo pretraining recipes run micro-batches of 1 to 8 sequences.
 MAX_AUTO_MBS = 8
@@ -103,6 +106,27 @@ def _candidate(fields: dict[str, Any], setting: dict[str, Any]) -> ParallelPlan 
     return plan
 
 
+def _step_times(model: ModelSpec, plans: list[ParallelPlan], cluster: Cluster) -> np.ndarray:
+    """Each plan's step time as ``predict_training`` gives it (its terms assembled by the same numpy code, so to
+    the bit), without the breakdown, memory and FLOP counts only the chosen plan needs."""
+    terms = [step_terms(model, p, cluster) for p in plans]
+    return assemble_steps(np.array([t.microbatch_exposed for t in terms]),
+                          np.array([t.microbatch_overlapped for t in terms]),
+                          np.array([t.sync_exposed for t in terms]), np.array([t.sync_overlapped for t in terms]),
+                          np.array([t.optimizer_s for t in terms]), np.array([p.pp for p in plans]),
+                          np.array([p.virtual_stages for p in plans]),
+                          np.array([p.microbatches for p in plans])).step_time_s
+
+
+def _fastest(plans: list[ParallelPlan], times: np.ndarray) -> int:
+    """The index of the fastest plan, ties (within ``TIE_REL``) to the simpler setting, in enumeration order."""
+    best = 0
+    for i in range(1, len(plans)):
+        if _better(float(times[i]), _complexity(plans[i]), float(times[best]), _complexity(plans[best])):
+            best = i
+    return best
+
+
 def search_knobs(model: ModelSpec, fields: dict[str, Any], cluster: Cluster) -> AutoChoice:
     """Fill the knobs that are None in ``fields`` with the fastest setting that fits; keep the others."""
     given = {k: v for k, v in fields.items() if v is not None}
@@ -113,9 +137,9 @@ def search_knobs(model: ModelSpec, fields: dict[str, Any], cluster: Cluster) -> 
         return AutoChoice(base, pred, {}, pred.memory.fits, 1, 1)
     fixed = {k: v for k, v in given.items() if k != "schedule"}
     gpu = cluster.catalog.gpu(cluster.system.gpu)
-    best: tuple[float, tuple[int, int, int, int], ParallelPlan, TrainingPrediction] | None = None
+    fitting: list[ParallelPlan] = []
     closest: tuple[float, ParallelPlan] | None = None
-    candidates = timed = 0
+    candidates = 0
     for values in product(*(knob_values(model, base, k) for k in auto)):
         plan = _candidate(fixed, dict(zip(auto, values, strict=True)))
         if plan is None:
@@ -126,13 +150,11 @@ def search_knobs(model: ModelSpec, fields: dict[str, Any], cluster: Cluster) -> 
             if closest is None or memory.shortfall_bytes < closest[0]:
                 closest = (memory.shortfall_bytes, plan)
             continue
-        timed += 1
+        fitting.append(plan)
+    timed = len(fitting)
+    if fitting:
+        plan = fitting[_fastest(fitting, _step_times(model, fitting, cluster))]
         pred = predict_training(model, plan, cluster)
-        key = _complexity(plan)
-        if best is None or _better(pred.step_time_s, key, best[0], best[1]):
-            best = (pred.step_time_s, key, plan, pred)
-    if best is not None:
-        plan, pred = best[2], best[3]
         fits = True
     elif closest is not None:
         plan = closest[1]

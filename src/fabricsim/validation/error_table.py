@@ -32,7 +32,7 @@ from fabricsim.validation.regimes import Regime, collective_regime
 
 CACHE_ENV = "FABRICSIM_CACHE_DIR"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-TABLE_VERSION = 1
+TABLE_VERSION = 2
 SAME_PREDICTION = 0.01
 """A case's prediction still counts as its first one (the ledger's) while within this fraction of it."""
 
@@ -63,14 +63,16 @@ def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = Non
 
 
 def fingerprint(extra: Sequence[str] = ()) -> str:
-    """A hash of fabricsim's code and packaged data, the validation files in use and ``extra`` texts (overlays)."""
+    """A hash of fabricsim's code and packaged data (each file's path, size and modification time: a stat, not a
+    read, so a command's start-up does not read the whole package), the validation files in use (their text) and
+    ``extra`` texts (overlays)."""
     from fabricsim.validation.cases import validation_sources
 
     digest = hashlib.sha256(f"v{TABLE_VERSION}".encode())
     for path in sorted(PACKAGE_ROOT.rglob("*")):
         if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
-            digest.update(path.read_bytes())
+            stat = path.stat()
+            digest.update(f"{path.relative_to(PACKAGE_ROOT)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     for name, (text, _) in validation_sources().items():
         digest.update(name.encode())
         digest.update(text.encode())
