@@ -9,8 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import numpy as np
-
 from fabricsim.api.result import Result
 
 if TYPE_CHECKING:
@@ -70,6 +68,8 @@ def run_sweep(run: SweepRun, inputs: dict[str, Any], progress: Callable[..., Non
 
 def summary(swept: Sweep, out: str | Path | None) -> dict[str, Any]:
     """The sweep's JSON document: counts, where the table went, the fastest and the cheapest plan."""
+    import numpy as np
+
     frame = swept.frame
     data: dict[str, Any] = {"plans": len(frame), "clusters": swept.clusters, "candidates": swept.candidates,
                             "wall_s": swept.wall_s, "out": None if out is None else str(out),
