@@ -32,7 +32,7 @@ from fabricsim.validation.regimes import Regime, collective_regime
 
 CACHE_ENV = "FABRICSIM_CACHE_DIR"
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
-TABLE_VERSION = 2
+TABLE_VERSION = 1
 SAME_PREDICTION = 0.01
 """A case's prediction still counts as its first one (the ledger's) while within this fraction of it."""
 
@@ -63,22 +63,25 @@ def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = Non
 
 
 def fingerprint(extra: Sequence[str] = ()) -> str:
-    """A hash of fabricsim's code and packaged data (each file's path, size and modification time: a stat, not a
-    read, so a command's start-up does not read the whole package), the validation files in use (their text) and
-    ``extra`` texts (overlays)."""
+    """A hash of fabricsim's code and packaged data, the validation files in use and ``extra`` texts (overlays): of
+    their content, so a checkout that only touches files keeps its table."""
     from fabricsim.validation.cases import validation_sources
 
     digest = hashlib.sha256(f"v{TABLE_VERSION}".encode())
     for path in sorted(PACKAGE_ROOT.rglob("*")):
         if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
-            stat = path.stat()
-            digest.update(f"{path.relative_to(PACKAGE_ROOT)}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+            digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
+            digest.update(path.read_bytes())
     for name, (text, _) in validation_sources().items():
         digest.update(name.encode())
         digest.update(text.encode())
     for text in extra:
         digest.update(text.encode())
     return digest.hexdigest()[:24]
+
+
+KEPT_TABLES = 16
+"""residual tables kept in the cache folder (the newest; one per version of the code and data)"""
 
 
 def cache_dir() -> Path:
@@ -115,6 +118,9 @@ def _write(path: Path, residuals: Sequence[Residual]) -> None:
                                          encoding="utf-8") as handle:
             json.dump(_to_json(residuals), handle)
         os.replace(handle.name, path)
+        tables = sorted(path.parent.glob("residuals-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+        for old in tables[KEPT_TABLES:]:  # every code change writes a table: keep the newest only
+            old.unlink(missing_ok=True)
     except OSError:
         pass  # an unwritable cache only costs recomputing next time
 
