@@ -68,19 +68,20 @@ def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary
 def _window(events: TraceEvents, d: int, gpu: bool, sub: Spans) -> tuple[Intervals, int, str]:
     """The profiled steps on device ``d``: its ProfilerStep ranges on the GPU, else the CPU's, else the span of
     its events as one step."""
-    marks = [m for m in events.steps if gpu and m.device == d]
+    marks = events.steps
+    chosen = marks.on_gpu & (marks.device == d) if gpu else np.zeros(len(marks), dtype=bool)
     source = "ProfilerStep (GPU)"
-    if not marks:
-        marks, source = [m for m in events.steps if m.device is None], "ProfilerStep (CPU)"
-    if marks:
-        window = union(np.array([m.start_s for m in marks]), np.array([m.end_s for m in marks]))
-        return window, len({m.number for m in marks}), source
+    if not chosen.any():
+        chosen, source = ~marks.on_gpu, "ProfilerStep (CPU)"
+    if chosen.any():
+        window = union(marks.start_s[chosen], marks.end_s[chosen])
+        return window, len(np.unique(marks.number[chosen])), source
     return (np.array([sub.start_s.min()]), np.array([sub.end_s.max()])), 1, "span"
 
 
 def _device(events: TraceEvents, spans: Spans, rows: np.ndarray, codes: np.ndarray, d: int, gpu: bool,
             linker: Linker, gemms: list[tuple[int, float, str | None]]) -> DeviceSummary:
-    sub = spans.take(rows)
+    sub = spans if len(rows) == len(spans) else spans.take(rows)  # one device: no copy
     window, steps, step_source = _window(events, d, gpu, sub)
     inside = clip(sub.start_s, sub.end_s, window)
     sets = {"window": window}
