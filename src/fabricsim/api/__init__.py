@@ -19,6 +19,7 @@ from fabricsim.api.result import Result, document, flat, plain
 from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult
 from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
+from fabricsim.api.trace import TraceMergeResult, trace_merge
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
 from fabricsim.api.whatif import WhatIfResult
 from fabricsim.lazy import lazy_exports
@@ -41,6 +42,7 @@ __all__ = [
     "SizeResult",
     "TopologyResult",
     "TopologyRun",
+    "TraceMergeResult",
     "TrainResult",
     "TrainRun",
     "WhatIfResult",
@@ -59,6 +61,7 @@ __all__ = [
     "size",
     "topo",
     "topology",
+    "trace_merge",
     "train",
     "whatif",
 ]

@@ -33,6 +33,7 @@ from fabricsim.api.specs.serving import (
     ServingPlanOptions,
 )
 from fabricsim.api.specs.sizing import SizeRun, SizeSearchOptions, SizeServingOptions
+from fabricsim.api.specs.trace import TraceMergeOptions
 
 RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun,
                                        SizeRun)
@@ -43,5 +44,5 @@ GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
                                          EngineOptions, PrefixOptions, KvTierOptions, DecodeOptions,
                                          LaunchOptions,
-                                         SizeSearchOptions, SizeServingOptions, TrafficOptions)
+                                         SizeSearchOptions, SizeServingOptions, TrafficOptions, TraceMergeOptions)
 """Every group of options, in the order of the reference page."""

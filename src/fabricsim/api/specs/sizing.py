@@ -38,6 +38,7 @@ from fabricsim.api.specs.shared import (
     ModelOption,
     PrefixNetworkOption,
     RailOptimizedOption,
+    WorkersOption,
 )
 from fabricsim.catalog import DEFAULT_STORAGE_TIER
 
@@ -104,7 +105,7 @@ class SizeSearchOptions(OptionGroup):
                                "[default: local]")
     engine: str | None = opt(None, "with --inference, the serving engine NAME[@VERSION]: trtllm, vllm or sglang "
                              "[default: trtllm] (the training search's executor is --executor)")
-    workers: int | None = opt(None, "processes [default: all cores]")
+    workers: WorkersOption
     ray_address: str | None = opt(None, "Ray cluster address [default: start a local one]")
     out: str | Path | None = opt(None, "stream results to this Parquet file")
     resume: bool = opt(False, "continue an interrupted --out search", cli="--resume")
