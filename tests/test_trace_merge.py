@@ -76,15 +76,20 @@ def write_ranks(folder: Path, ranks: int, steps: int, slow: dict[int, tuple[str,
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(slow=st.dictionaries(st.integers(0, 11), st.tuples(st.sampled_from(["compute", "exposed communication"]),
+@given(slow=st.dictionaries(st.integers(0, 15), st.tuples(st.sampled_from(["compute", "exposed communication"]),
                                                           st.floats(0.01, 0.6)), max_size=4),
+       healthy=st.dictionaries(st.integers(0, 15), st.tuples(st.sampled_from(["compute", "exposed communication"]),
+                                                             st.floats(0.0, 0.9)), max_size=3),
        threshold=st.sampled_from([0.02, STRAGGLER_THRESHOLD, 0.1]))
 def test_the_injected_stragglers_are_named_and_no_others(tmp_path_factory: pytest.TempPathFactory,
-                                                         slow: dict[int, tuple[str, float]], threshold: float) -> None:
-    """Each injected rank is slower by ``threshold`` plus a margin; the others are the median exactly."""
+                                                         slow: dict[int, tuple[str, float]],
+                                                         healthy: dict[int, tuple[str, float]], threshold: float) -> None:
+    """Each injected straggler is slower than the threshold by a margin; up to three other ranks are slower too,
+    by at most 90% of the threshold, and the rest are the median exactly (16 ranks: the median stays theirs)."""
     folder = tmp_path_factory.mktemp("ranks")
     injected = {r: (phase, threshold + margin) for r, (phase, margin) in slow.items()}
-    write_ranks(folder, 12, 4, injected)
+    near = {r: (phase, threshold * share) for r, (phase, share) in healthy.items() if r not in injected}
+    write_ranks(folder, 16, 4, {**near, **injected})
     merged = merge_traces([folder], straggler_threshold=threshold, workers=1)
     assert {s.rank for s in merged.stragglers} == set(injected)
     for s in merged.stragglers:
@@ -93,7 +98,7 @@ def test_the_injected_stragglers_are_named_and_no_others(tmp_path_factory: pytes
         assert s.slower_by == pytest.approx(fraction, rel=1e-6)
     assert merged.median_step_s == pytest.approx((COMPUTE_US + EXPOSED_US + IDLE_US) * US)
     for step in merged.steps:
-        assert step.ranks == 12 and not step.missing_ranks
+        assert step.ranks == 16 and not step.missing_ranks
         if injected:
             worst = max(injected, key=lambda r: (injected[r][1], -r))
             assert step.max_s == pytest.approx((1 + injected[worst][1]) * (COMPUTE_US + EXPOSED_US + IDLE_US) * US)
