@@ -83,7 +83,8 @@ def write_ranks(folder: Path, ranks: int, steps: int, slow: dict[int, tuple[str,
        threshold=st.sampled_from([0.02, STRAGGLER_THRESHOLD, 0.1]))
 def test_the_injected_stragglers_are_named_and_no_others(tmp_path_factory: pytest.TempPathFactory,
                                                          slow: dict[int, tuple[str, float]],
-                                                         healthy: dict[int, tuple[str, float]], threshold: float) -> None:
+                                                         healthy: dict[int, tuple[str, float]],
+                                                         threshold: float) -> None:
     """Each injected straggler is slower than the threshold by a margin; up to three other ranks are slower too,
     by at most 90% of the threshold, and the rest are the median exactly (16 ranks: the median stays theirs)."""
     folder = tmp_path_factory.mktemp("ranks")
