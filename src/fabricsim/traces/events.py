@@ -15,10 +15,10 @@ from fabricsim.errors import SpecError
 from fabricsim.traces.classify import classify
 
 MAX_EVENTS = 8_000_000
-"""timeline events (kernels, CPU operators) a trace may hold: about 85 bytes an event are kept while reading (the
-arrays, interned names, shared argument sets) and the summary's interval sweeps need as much again, about 250 bytes
-an event at peak (benchmarks/bench_trace_import.py: 4.4 M events, 1.1 GB), so 8 M events stay near 2 GB whatever
-the file's size; above it the reader refuses the file rather than exhaust memory (--max-events raises it)"""
+"""timeline events (kernels, CPU operators) a trace may hold: about 140 bytes a kept event after reading (the
+columns, the argument sets of collectives and GEMMs by row, the step marks) and about 210 at the summary's peak
+(benchmarks/bench_trace_import.py: 4 M kept of 5.5 M events, 859 MiB), so 8 M events stay under 2 GB whatever the
+file's size; above it the reader refuses the file rather than exhaust memory (--max-events raises it)"""
 
 Progress = Callable[[int, int], None]
 """called while a trace is read with (done, total): bytes of a JSON file, kernels of an Nsight export"""
