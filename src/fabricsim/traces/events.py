@@ -199,6 +199,10 @@ class TraceEvents:
     dropped: Dropped = field(default_factory=Dropped)
     """timeline events the reader could not use"""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepMarks):  # a list of StepMark, as TraceEvents took before
+            self.steps = StepMarks.of(self.steps)
+
 
 class SpanBuilder:
     """Appends intervals into typed columns (8 bytes a field), interning names and classifying each new name once:
