@@ -19,15 +19,25 @@ numpy), import = read + summary:
     200,000   2,200,001      396      29.6   13.4        74k     620       8.9   44.7       248k     647
     500,000   5,500,001      991      78.5   12.6        70k   1,393      23.2   42.8       238k   1,435
 
-(The previous figures, 19 MB/s, were taken on a quieter machine: the same reader measures 13-14 MB/s today.) Of the
-1 GB case's 23 s, reading is 17 s (58 MB/s, peak RSS 771 MB) and the summary 8 s, which doubles the peak; the
-issue's targets (>= 100 MB/s, peak below the file size) are not met on this machine: what remains is msgspec's
-decode (~2 ms/MB), the bracket scan that guards the depth and cuts items (~3-4 ms/MB), the per-batch column work and
-the summary. The file is never in memory: RSS grows with the events kept (arrays, the argument sets of collectives
-and GEMMs by row, the step marks) and the summary's sweeps, about 250 bytes an event at peak over a 46 MB start.
-These synthetic events are short (180 bytes of JSON each); a real Kineto kernel event carries more arguments
-(400-600 bytes), so real traces peak at less than their size and read faster in MB/s. MAX_EVENTS (8 M,
-`--max-events`) keeps the peak near 2 GB.
+(The previous figures, 19 MB/s, were taken on a quieter machine: the same reader measures 13-14 MB/s today.)
+
+Measured again 2026-12-06 (trace48b: the summary vectorised, step marks and batch columns as arrays), "before" the
+batch reader above (main at 1d93f86) and "after" this branch, run back to back on the same file; the machine was
+busier (load average 3-6 on 2 cores, other work beside it), so both are slower than in the table above: compare the
+pairs, not the tables. Best of 2-3 runs:
+
+    steps     file MB   before s  MB/s   RSS MB   after s  MB/s   RSS MB
+    20,000         39       1.1   34.4      157       0.9   46.2      135
+    200,000       396      13.9   28.4      647      10.5   37.6      433
+    500,000       991      39.5   25.1    1,449      31.0   32.0      859
+
+The 1 GB case now peaks below its file size (859 MiB on 991 MiB): the summary no longer copies a one-device trace's
+spans, builds no per-row Python lists (collectives and GEMMs are worked out once per name and argument set, by
+searchsorted over argument-set numbers) and sweeps coverage with one running sum of set bits; the reader keeps step
+marks as columns (16 bytes a mark, was ~160) and joins batch columns once. In the quieter minutes at the start of
+the session the same file took 20.8 s (after the first of these changes) against 22.3 s (before): about 48 MB/s.
+The >= 100 MB/s target is not met: reading is ~2/3 of the time (bracket scan ~20%, msgspec decode and its
+screen ~20%, the per-batch column work ~50% of it), and the summary ~1/6.
 """
 
 from __future__ import annotations

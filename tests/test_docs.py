@@ -133,6 +133,9 @@ def inputs_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     from test_trace_import import gpu_trace
 
     (tmp_path / "run.json").write_text(json.dumps(gpu_trace()), encoding="utf-8")  # a profiled step (two, H100)
+    from test_trace_merge import write_ranks
+
+    write_ranks(tmp_path / "ranks", 8, 6, {4: ("compute", 0.2)})  # bench_trace_merge.py --write ranks --ranks 8
     monkeypatch.chdir(tmp_path)
     return tmp_path
 

@@ -20,6 +20,7 @@ from fabricsim.api.serve import ServeRequest
 from fabricsim.api.size import SizeResult
 from fabricsim.api.sweep import SweepResult
 from fabricsim.api.topology import TopologyResult, cluster_spec, resolved_names
+from fabricsim.api.trace import TraceMergeResult, trace_merge
 from fabricsim.api.train import Run, TrainResult, prediction_bands, prepare_run
 from fabricsim.api.whatif import WhatIfResult
 from fabricsim.lazy import lazy_exports
@@ -43,6 +44,7 @@ __all__ = [
     "SweepResult",
     "TopologyResult",
     "TopologyRun",
+    "TraceMergeResult",
     "TrainResult",
     "TrainRun",
     "WhatIfResult",
@@ -62,6 +64,7 @@ __all__ = [
     "sweep",
     "topo",
     "topology",
+    "trace_merge",
     "train",
     "whatif",
 ]

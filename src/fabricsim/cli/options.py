@@ -29,6 +29,7 @@ from fabricsim.cli.spec_options import (
     GOODPUT_OPTIONS,
     PLAN_OPTIONS,
     TOPOLOGY_STORAGE,
+    TRACE_MERGE_OPTIONS,
     WHAT_IF_OPTIONS,
 )
 from fabricsim.cli.spec_options import (
@@ -58,6 +59,8 @@ Model, Gpus, Tp, Pp, Dp, Cp, Ep = (PLAN[n][0] for n in ("model", "gpus", "tp", "
 Seq, Gbs, Mbs, Recompute, Zero, Precision = (PLAN[n][0] for n in ("seq", "gbs", "mbs", "recompute", "zero",
                                                                   "precision"))
 Fabric = Ib = PLAN["ib"][0]
+TRACE_MERGE: dict[str, Decl] = TRACE_MERGE_OPTIONS  # trace import given one file per rank
+StragglerThreshold, Workers = (TRACE_MERGE[n][0] for n in ("straggler_threshold", "workers"))
 Routing = FLOW["routing"][0]
 Calibration = CALIBRATION["calibration"][0]
 AsJson = JsonOpt

@@ -326,3 +326,8 @@ TRAFFIC_OPTIONS: dict[str, Decl] = {
     'storage_server': (Annotated[str | None, typer.Option('--storage-server', help='storage server model (fabricsim catalog storage-servers) [default: clusterstor-e1000]')], None),
     'storage_servers': (Annotated[int | None, typer.Option('--storage-servers', help='storage servers to buy [default: the fewest that meet the tier]')], None),
 }
+
+TRACE_MERGE_OPTIONS: dict[str, Decl] = {
+    'straggler_threshold': (Annotated[float, typer.Option('--straggler-threshold', help="with one file per rank: a straggler is a rank whose median step time exceeds the median over ranks by more than this fraction (0.05: 5% slower; not fitted, the smallest loss worth chasing above a healthy rank's step-to-step jitter)")], 0.05),
+    'workers': (Annotated[int | None, typer.Option('--workers', help='processes [default: all cores]')], None),
+}

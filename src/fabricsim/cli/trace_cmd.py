@@ -4,6 +4,7 @@ collectives."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,6 +14,7 @@ import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.calibrate_cmd import OverlayOut, StartOverlay, calibration_tables, stderr_warnings
 from fabricsim.cli.options import (
+    TRACE_MERGE,
     Calibration,
     Cp,
     Dp,
@@ -25,7 +27,9 @@ from fabricsim.cli.options import (
     Precision,
     Recompute,
     Seq,
+    StragglerThreshold,
     Tp,
+    Workers,
     Zero,
 )
 from fabricsim.cli.topo_options import Ib
@@ -48,6 +52,11 @@ trace_app = typer.Typer(
 
 TraceFile = Annotated[Path, typer.Argument(help="PyTorch profiler / Kineto trace (.json, .json.gz) or Nsight "
                                                 "Systems SQLite export (nsys export --type sqlite)")]
+TraceFiles = Annotated[list[Path], typer.Argument(
+    help="PyTorch profiler / Kineto trace (.json, .json.gz) or Nsight Systems SQLite export (nsys export --type "
+         "sqlite); or one file per rank of a job (several files, a directory or a glob), aligned by step and merged")]
+GLOB = re.compile(r"[*?\[]")
+"""a path that does not exist and holds these is a glob of rank files"""
 Rank = Annotated[int | None, typer.Option("--rank", help="the device to report: GPU index in the trace (a CPU "
                                                          "profile: process id), or the trace's distributed rank "
                                                          "when it holds one GPU; default the first")]
@@ -68,6 +77,16 @@ def _progress() -> tuple[Any, Any]:
     if bar is None:
         return None, lambda: None
     return (lambda done, total: bar("reading trace", 100 * done // max(total, 1), 100)), bar.close
+
+
+def _file_progress() -> tuple[Any, Any]:
+    """A progress bar of rank files read, on stderr for merges that take more than 2 s, and its closer."""
+    from fabricsim.api import progress_bar
+
+    bar = progress_bar(unit="files")
+    if bar is None:
+        return None, lambda: None
+    return (lambda done, total: bar("reading rank files", done, total)), bar.close
 
 
 def load_summary(path: Path, rank: int | None, max_events: int | None) -> TraceSummary:
@@ -215,7 +234,7 @@ def _efficiency_json(eff: GemmEfficiency | None, **extra: Any) -> dict[str, Any]
 @trace_app.command("import")
 @ui.spec_errors
 def import_command(
-    file: TraceFile,
+    files: TraceFiles,
     model: ModelOpt = None,
     system: SystemOpt = None,
     gpus: Gpus = None,
@@ -234,16 +253,30 @@ def import_command(
     calibration: Calibration = None,
     rank: Rank = None,
     max_events: MaxEvents = None,
+    straggler_threshold: StragglerThreshold = TRACE_MERGE["straggler_threshold"][1],
+    workers: Workers = TRACE_MERGE["workers"][1],
     fmt: ui.FormatOpt = None,
     as_json: ui.JsonOpt = False,
 ) -> None:
     """Where a profiled step's time went: kernel time by class (GEMM, attention, element-wise, memory,
     communication), collectives by operation and size, overlapped and exposed communication; with --model, the
-    same quantities against fabricsim's prediction of that plan."""
+    same quantities against fabricsim's prediction of that plan. Given one file per rank (several files, a
+    directory or a glob): the ranks aligned by step, each step's slowest rank and spread, and the stragglers."""
     from fabricsim.catalog import load_catalog
 
-    inputs = ui.command_inputs(locals())
     form = ui.output_format(fmt, as_json)
+    if len(files) != 1 or files[0].is_dir() or (not files[0].exists() and GLOB.search(str(files[0]))):
+        from fabricsim.cli.trace_merge_cmd import merge_command
+
+        if max_events is not None and max_events < 1:
+            from fabricsim.errors import SpecError
+
+            raise SpecError(f"must be at least 1, got {max_events}", field="--max-events")
+        merge_command(files, locals(), form, *_file_progress())
+        return
+    file = files[0]
+    inputs = {"file": file, **ui.command_inputs(locals(), drop=("as_json", "fmt", "files", "file",
+                                                               "straggler_threshold", "workers", "form"))}
     summary = load_summary(file, rank, max_events)
     device = summary.device(rank)
     catalog = load_catalog(*(calibration or []))

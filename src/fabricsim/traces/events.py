@@ -5,9 +5,9 @@ their names interned and the arguments of collective and GEMM operators kept asi
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -15,10 +15,10 @@ from fabricsim.errors import SpecError
 from fabricsim.traces.classify import classify
 
 MAX_EVENTS = 8_000_000
-"""timeline events (kernels, CPU operators) a trace may hold: about 85 bytes an event are kept while reading (the
-arrays, interned names, shared argument sets) and the summary's interval sweeps need as much again, about 250 bytes
-an event at peak (benchmarks/bench_trace_import.py: 4.4 M events, 1.1 GB), so 8 M events stay near 2 GB whatever
-the file's size; above it the reader refuses the file rather than exhaust memory (--max-events raises it)"""
+"""timeline events (kernels, CPU operators) a trace may hold: about 140 bytes a kept event after reading (the
+columns, the argument sets of collectives and GEMMs by row, the step marks) and about 210 at the summary's peak
+(benchmarks/bench_trace_import.py: 4 M kept of 5.5 M events, 859 MiB), so 8 M events stay under 2 GB whatever the
+file's size; above it the reader refuses the file rather than exhaust memory (--max-events raises it)"""
 
 Progress = Callable[[int, int], None]
 """called while a trace is read with (done, total): bytes of a JSON file, kernels of an Nsight export"""
@@ -60,6 +60,92 @@ class StepMark:
     device: int | None
 
 
+class StepMarks(Sequence[StepMark]):
+    """A trace's ``StepMark``s as columns (a 1 GB trace holds half a million): ``number`` and ``device`` int64 (an
+    object array where a value is past int64), ``start_s``/``end_s`` float64, ``on_gpu`` False where the device is
+    None (a CPU mark). Indexing gives a ``StepMark``; equal to a list of the same marks."""
+
+    def __init__(self, number: Any, start_s: Any, end_s: Any, device: Any, on_gpu: Any) -> None:
+        self.number, self.device = _int_array(number), _int_array(device)
+        self.start_s = np.asarray(start_s, dtype=np.float64)
+        self.end_s = np.asarray(end_s, dtype=np.float64)
+        self.on_gpu = np.asarray(on_gpu, dtype=bool)
+
+    @classmethod
+    def of(cls, marks: Iterable[StepMark]) -> StepMarks:
+        rows = list(marks)
+        return cls([m.number for m in rows], [m.start_s for m in rows], [m.end_s for m in rows],
+                   [0 if m.device is None else m.device for m in rows], [m.device is not None for m in rows])
+
+    def __len__(self) -> int:
+        return len(self.start_s)
+
+    @overload
+    def __getitem__(self, i: int) -> StepMark: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StepMark]: ...
+
+    def __getitem__(self, i: int | slice) -> StepMark | list[StepMark]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(len(self))[i]]
+        return StepMark(int(self.number[i]), float(self.start_s[i]), float(self.end_s[i]),
+                        int(self.device[i]) if self.on_gpu[i] else None)
+
+    def __iter__(self) -> Iterator[StepMark]:
+        number, start, end, device = (self.number.tolist(), self.start_s.tolist(), self.end_s.tolist(),
+                                      self.device.tolist())
+        for n, a, b, d, g in zip(number, start, end, device, self.on_gpu.tolist(), strict=True):
+            yield StepMark(n, a, b, d if g else None)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepMarks | list):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StepMarks({list(self)!r})"
+
+
+def _int_array(values: Any) -> np.ndarray:
+    """Integers as int64, or as Python ints in an object array where one is past int64."""
+    if isinstance(values, np.ndarray):
+        return values
+    if isinstance(values, array):
+        return np.frombuffer(values, dtype=np.int64) if values.typecode == "q" else np.array(values, dtype=np.int64)
+    try:
+        return np.array(values, dtype=np.int64)
+    except OverflowError:
+        out = np.empty(len(values), dtype=object)
+        out[:] = list(values)
+        return out
+
+
+class IntColumn:
+    """Appended integers as an int64 array, or a list once one is past int64."""
+
+    def __init__(self) -> None:
+        self.values: array[int] | list[int] = array("q")
+
+    def append(self, value: int) -> None:
+        try:
+            self.values.append(value)
+        except OverflowError:
+            self.values = list(self.values)
+            self.values.append(value)
+
+    def extend(self, values: list[int]) -> None:
+        if isinstance(self.values, array):
+            try:
+                self.values.frombytes(np.array(values, dtype=np.int64).tobytes())
+                return
+            except OverflowError:
+                self.values = list(self.values)
+        self.values.extend(values)
+
+
 @dataclass
 class Dropped:
     """Timeline events (kernels, operators, step marks) a reader could not use, counted by reason, with the name of
@@ -98,7 +184,7 @@ class TraceEvents:
     """the class of each name (trace_classify.classify), parallel to ``names``"""
     kernels: Spans
     cpu: Spans
-    steps: list[StepMark]
+    steps: StepMarks
     kernel_args: dict[int, dict[str, Any]]
     """collective metadata a kernel carries itself (PyTorch >= 2.3 copies record_param_comms' onto NCCL kernels),
     by row of ``kernels``"""
@@ -113,15 +199,24 @@ class TraceEvents:
     dropped: Dropped = field(default_factory=Dropped)
     """timeline events the reader could not use"""
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.steps, StepMarks):  # a list of StepMark, as TraceEvents took before
+            self.steps = StepMarks.of(self.steps)
+
 
 class SpanBuilder:
-    """Appends intervals into typed arrays (8 bytes a field), interning names and classifying each new name once."""
+    """Appends intervals into typed columns (8 bytes a field), interning names and classifying each new name once:
+    one at a time (``add``) or a batch of numpy columns at a time (``add_columns``, kept as they come and joined
+    once by ``build``: no array is grown and copied batch after batch)."""
 
     def __init__(self, names: list[str], classes: list[str], index: dict[str, int]) -> None:
         self.names, self.classes, self.index = names, classes, index
         self.start, self.end = array("d"), array("d")
         self.device, self.stream, self.ext = array("q"), array("q"), array("q")
         self.name = array("q")
+        self.chunks: list[list[Any]] = []
+        """columns (start, end, device, stream, name, ext) of the rows before those in the arrays above"""
+        self.rows = 0  # rows in ``chunks``
 
     def name_id(self, name: str) -> int:
         found = self.index.get(name)
@@ -139,19 +234,51 @@ class SpanBuilder:
         self.stream.append(stream)
         self.name.append(name_id)
         self.ext.append(ext_id)
-        return len(self.start) - 1
+        return self.rows + len(self.start) - 1
+
+    def add_columns(self, name_id: np.ndarray, start: np.ndarray, end: np.ndarray, device: np.ndarray,
+                    stream: np.ndarray, ext_id: np.ndarray) -> int:
+        """Append intervals given as columns; returns the first new row."""
+        self._flush()
+        row = self.rows
+        self.chunks.append([np.array(start, dtype=np.float64), np.array(end, dtype=np.float64)]
+                           + [np.array(c, dtype=np.int64) for c in (device, stream, name_id, ext_id)])
+        self.rows += len(start)
+        return row
+
+    def _flush(self) -> None:
+        """The single intervals appended so far become a chunk."""
+        if len(self.start):
+            self.chunks.append([np.array(self.start, dtype=np.float64), np.array(self.end, dtype=np.float64)]
+                               + [np.array(c, dtype=np.int64) for c in (self.device, self.stream, self.name,
+                                                                         self.ext)])
+            self.rows += len(self.start)
+            self.start, self.end = array("d"), array("d")
+            self.device, self.stream, self.ext, self.name = array("q"), array("q"), array("q"), array("q")
 
     def __len__(self) -> int:
-        return len(self.start)
+        return self.rows + len(self.start)
 
     def build(self, scale: float, origin: float) -> Spans:
-        """The arrays, times as ``(t - origin) * scale`` seconds."""
-        start = (np.frombuffer(self.start, dtype=np.float64) - origin) * scale
-        end = (np.frombuffer(self.end, dtype=np.float64) - origin) * scale
+        """The columns, times as ``(t - origin) * scale`` seconds (each column joined then its chunks freed: the
+        peak is one column over the rows kept)."""
+        self._flush()
+        columns: list[np.ndarray] = []
+        for k, dtype in enumerate((np.float64, np.float64, np.int64, np.int64, np.int64, np.int64)):
+            parts = [c[k] for c in self.chunks]
+            joined = parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype)
+            for c in self.chunks:
+                c[k] = None
+            del parts
+            columns.append(joined)
+        self.chunks, self.rows = [], 0
+        start, end = columns[0], columns[1]
+        start -= origin
+        start *= scale
+        end -= origin
+        end *= scale
         np.maximum(end, start, out=end)
-        # read-only views sharing the builder's buffers: no second copy of a large trace's columns
-        return Spans(start, end, np.frombuffer(self.device, dtype=np.int64), np.frombuffer(self.stream, dtype=np.int64),
-                     np.frombuffer(self.name, dtype=np.int64), np.frombuffer(self.ext, dtype=np.int64))
+        return Spans(start, end, *columns[2:])
 
 
 def check_count(kept: int, limit: int, source: str) -> None:

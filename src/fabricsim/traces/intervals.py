@@ -49,36 +49,60 @@ class Coverage:
         return out
 
 
-def coverage(sets: Mapping[str, Intervals]) -> Coverage:
-    """Sweep over the boundaries of every set at once: each set is first reduced to its union, then a running
-    count of its open intervals marks the segments it covers."""
-    merged = {name: union(*iv) for name, iv in sets.items()}
+def coverage(sets: Mapping[str, Intervals], *, disjoint: bool = False) -> Coverage:
+    """Sweep over the boundaries of every set at once: each set is first reduced to its union (``disjoint``: the
+    sets are unions already), then a running sum marks the segments each covers. Within a union a set's count of
+    open intervals is 0 or 1 at every boundary (its intervals neither touch nor overlap, and a start sorts before
+    an end at the same time), so one running sum of +-2**k (set k's bit) holds every set's count at once."""
+    if len(sets) > 62:
+        raise ValueError("at most 62 interval sets")
+    merged = dict(sets) if disjoint else {name: union(*iv) for name, iv in sets.items()}
     points = np.concatenate([np.concatenate(iv) for iv in merged.values()] or [np.empty(0)])
+    if not len(points):
+        return Coverage(np.empty(0), {name: np.empty(0, dtype=bool) for name in merged})
     order = np.argsort(points, kind="stable")
-    lengths = np.diff(points[order]) if len(points) else np.empty(0)
-    covered: dict[str, np.ndarray] = {}
+    ordered = points[order]
+    del points
+    lengths = np.diff(ordered)
+    del ordered
+    width = np.int8 if len(merged) < 7 else np.int16 if len(merged) < 15 else np.int32 if len(merged) < 31 \
+        else np.int64
+    delta = np.zeros(len(order), dtype=width)
     offset = 0
-    for name, (s, _) in merged.items():
-        delta = np.zeros(len(points), dtype=np.int32)
-        delta[offset:offset + len(s)] = 1
-        delta[offset + len(s):offset + 2 * len(s)] = -1
+    for k, (s, _) in enumerate(merged.values()):
+        delta[offset:offset + len(s)] = 1 << k
+        delta[offset + len(s):offset + 2 * len(s)] = -(1 << k)
         offset += 2 * len(s)
-        covered[name] = np.cumsum(delta[order])[:-1] > 0 if len(points) else np.empty(0, dtype=bool)
+    bits: np.ndarray = np.cumsum(delta[order], dtype=width)[:-1]
+    del delta, order
+    covered = {name: (bits & (1 << k)) != 0 for k, name in enumerate(merged)}
     return Coverage(lengths, covered)
 
 
 def clip(start: np.ndarray, end: np.ndarray, window: Intervals) -> np.ndarray:
     """Per interval, its length inside the (disjoint, sorted) window intervals: by prefix sums of the window's
-    covered length, evaluated at each end minus at each start."""
+    covered length, evaluated at each end minus at each start (in place: a few arrays of the intervals' length)."""
     ws, we = window
     if len(ws) == 0:
         return np.zeros(len(start))
     cum = np.concatenate(([0.0], np.cumsum(we - ws)))
 
     def covered_until(t: np.ndarray) -> np.ndarray:
-        i = np.searchsorted(ws, t, side="right")  # windows starting at or before t
-        inside = np.where(i > 0, np.minimum(t, we[np.maximum(i - 1, 0)]) - ws[np.maximum(i - 1, 0)], 0.0)
-        return cum[np.maximum(i - 1, 0)] * (i > 0) + np.maximum(inside, 0.0)
+        at = np.searchsorted(ws, t, side="right")  # windows starting at or before t
+        some = at > 0
+        at -= 1
+        np.maximum(at, 0, out=at)
+        inside = we[at]
+        np.minimum(t, inside, out=inside)
+        inside -= ws[at]
+        inside[~some] = 0.0
+        np.maximum(inside, 0.0, out=inside)
+        out = cum[at]
+        del at
+        out *= some
+        out += inside
+        return out
 
-    out: np.ndarray = covered_until(end) - covered_until(start)
+    out: np.ndarray = covered_until(end)
+    out -= covered_until(start)
     return out

@@ -3,13 +3,17 @@ event at a time (``KinetoReader.add``, the reference semantics) or a batch at a 
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
+
+import numpy as np
 
 from fabricsim.traces.classify import LAUNCH, step_number
 from fabricsim.traces.events import (
     Dropped,
+    IntColumn,
     SpanBuilder,
-    StepMark,
+    StepMarks,
     TraceEvents,
     as_int,
     check_count,
@@ -53,7 +57,9 @@ class KinetoReader:
         index: dict[str, int] = {}
         self.kernels = SpanBuilder(self.names, self.classes, index)
         self.cpu = SpanBuilder(self.names, self.classes, index)
-        self.steps: list[tuple[int, float, float, int | None]] = []
+        # the ProfilerStep marks as columns: number, start and end (trace time), device (0 where on the CPU)
+        self.step_number, self.step_device = IntColumn(), IntColumn()
+        self.step_start, self.step_end, self.step_on_gpu = array("d"), array("d"), array("b")
         self.kernel_args: dict[int, dict[str, Any]] = {}
         self.cpu_args: dict[int, dict[str, Any]] = {}
         self.shared_args: dict[Any, dict[str, Any]] = {}  # equal argument sets stored once (kept_args)
@@ -86,9 +92,16 @@ class KinetoReader:
             step = step_number(name)
             if step is not None:
                 device = as_int(event.get("pid"), 0) if cat == "gpu_user_annotation" else None
-                self.steps.append((step, ts, ts + dur, device))
+                self.add_step(step, ts, ts + dur, device)
             elif cat in CPU_CATS:
                 self._cpu(name, cat, ts, dur, event, args)
+
+    def add_step(self, number: int, start: float, end: float, device: int | None) -> None:
+        self.step_number.append(number)
+        self.step_start.append(start)
+        self.step_end.append(end)
+        self.step_device.append(0 if device is None else device)
+        self.step_on_gpu.append(device is not None)
 
     def check(self) -> None:
         """Refuse the trace once it holds more timeline events than ``max_events``."""
@@ -116,7 +129,9 @@ class KinetoReader:
 
     def finish(self, devices: list[Any], dist: Any, host: Any) -> TraceEvents:
         origin = self.origin or 0.0
-        steps = [StepMark(n, (a - origin) * 1e-6, (b - origin) * 1e-6, d) for n, a, b, d in self.steps]
+        steps = StepMarks(self.step_number.values, (np.frombuffer(self.step_start, dtype=np.float64) - origin) * 1e-6,
+                          (np.frombuffer(self.step_end, dtype=np.float64) - origin) * 1e-6, self.step_device.values,
+                          np.frombuffer(self.step_on_gpu, dtype=np.int8).astype(bool))
         names = {as_int(d.get("id"), i): str(d.get("name", "")) for i, d in enumerate(devices) if isinstance(d, dict)}
         info = dist if isinstance(dist, dict) else {}
         world = as_int(info.get("world_size"), 0)

@@ -188,8 +188,12 @@ def add_batch(reader: KinetoReader, events: list[Event]) -> None:
     c_ids = np.fromiter(map(index.__getitem__, c_names), dtype=np.int64, count=len(c_names))
     _commit_kernels(reader, kernel, k_ev, k_ids, start, end, k_dev, k_stream, k_ext)
     _commit_cpu(reader, cpu, c_ev, c_ids, code, start, end, c_dev, c_stream, c_ext)
-    reader.steps += [(n, float(start[i]), float(end[i]), d) for i, d in zip(steps, step_dev, strict=True)
-                     if (n := steps_of[names[i]]) is not None]
+    if steps:
+        reader.step_number.extend([n for i in steps if (n := steps_of[names[i]]) is not None])
+        reader.step_start.frombytes(start[steps].tobytes())
+        reader.step_end.frombytes(end[steps].tobytes())
+        reader.step_device.extend([0 if d is None else d for d in step_dev])
+        reader.step_on_gpu.frombytes(np.array([d is not None for d in step_dev], dtype=np.int8).tobytes())
     reader.check()
 
 
@@ -206,24 +210,11 @@ def _pick(values: list[Any], rows: np.ndarray) -> list[Any]:
     return [values[i] for i in rows.tolist()]
 
 
-def _append(builder: Any, ids: np.ndarray, start: np.ndarray, end: np.ndarray, device: np.ndarray,
-            stream: np.ndarray, ext: np.ndarray) -> int:
-    """Append rows to a SpanBuilder's arrays; returns the first new row."""
-    row = len(builder)
-    builder.start.frombytes(np.ascontiguousarray(start, dtype=np.float64).tobytes())
-    builder.end.frombytes(np.ascontiguousarray(end, dtype=np.float64).tobytes())
-    builder.device.frombytes(device.astype(np.int64).tobytes())
-    builder.stream.frombytes(stream.astype(np.int64).tobytes())
-    builder.name.frombytes(ids.astype(np.int64).tobytes())
-    builder.ext.frombytes(ext.astype(np.int64).tobytes())
-    return row
-
-
 def _commit_kernels(reader: KinetoReader, rows: np.ndarray, evs: list[Event], ids: np.ndarray, start: np.ndarray,
                     end: np.ndarray, device: np.ndarray, stream: np.ndarray, ext: np.ndarray) -> None:
     if not len(rows):
         return
-    base = _append(reader.kernels, ids, start[rows], end[rows], device, stream, ext)
+    base = reader.kernels.add_columns(ids, start[rows], end[rows], device, stream, ext)
     for k in [k for k, e in enumerate(evs) if (a := e.args) is not None and a.collective_name is not UNSET]:
         reader.kernel_args[base + k] = evs[k].args.kept(reader)  # type: ignore[union-attr]
 
@@ -242,7 +233,7 @@ def _commit_cpu(reader: KinetoReader, rows: np.ndarray, evs: list[Event], ids: n
         evs, cls = _pick(evs, take), _pick(cls, take)
         if not len(rows):
             return
-    base = _append(reader.cpu, ids, start[rows], end[rows], device, stream, ext)
+    base = reader.cpu.add_columns(ids, start[rows], end[rows], device, stream, ext)
     for k, (e, c, comm) in enumerate(zip(evs, cls, comms.tolist(), strict=True)):
         if comm or (c == "gemm" and e.args is not None and e.args.input_dims is not UNSET):
             reader.cpu_args[base + k] = e.args.kept(reader) if e.args is not None else kept_args({}, reader.shared_args)

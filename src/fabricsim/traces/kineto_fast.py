@@ -6,7 +6,9 @@ Each chunk is scanned for brackets outside strings (``DepthScan``, which also gu
 range, decoded and reduced as a batch (``traces.kineto_batch``); the incomplete last item waits for the next
 chunk. Everything else (the header, the array's brackets, what follows it) still goes through ijson, which checks
 that the array cut out is ``traceEvents`` and that the text around it is valid JSON; the header is read as the
-reference reader does, from the chunks up to the one where the first item ends.
+reference reader does, from the chunks up to the one where the first item ends, but from their text around the
+items only (the same values: the items are decoded, and checked, by the batches; a small file's header is not
+parsed through all its events three more times).
 
 Whatever this reader cannot vouch for raises ``Fallback`` and the reference reader reads the file again and
 decides: invalid JSON (so its messages are yajl's, as before), a nesting too deep, a damaged gzip stream, items
@@ -158,10 +160,10 @@ def read_kineto_fast(first: bytes, stream: IO[bytes], raw: IO[bytes], total: int
     try:
         while chunk:
             where, path = scan.feed(chunk)
-            for coro in header:
-                coro.send(chunk)
             pieces, runs = split.feed(chunk, where, path)
             for tag, text in pieces:
+                for coro in header:  # the text around the items: what the header is (the items are checked below)
+                    coro.send(text)
                 main.send(text)
                 _check(parsed, tag, key)
                 del parsed[:]

@@ -13,7 +13,16 @@ from typing import Any
 
 from fabricsim.errors import SpecError
 from fabricsim.traces.classify import step_number
-from fabricsim.traces.events import Dropped, Progress, SpanBuilder, StepMark, TraceEvents, as_int, check_count
+from fabricsim.traces.events import (
+    Dropped,
+    Progress,
+    SpanBuilder,
+    StepMark,
+    StepMarks,
+    TraceEvents,
+    as_int,
+    check_count,
+)
 
 FETCH_ROWS = 65536
 
@@ -85,7 +94,8 @@ def _read(con: sqlite3.Connection, source: str, max_events: int, progress: Progr
             for start, end, device, stream in _rows(con, f"SELECT start, end, deviceId, streamId FROM {table}"):
                 kernels.add(label_id, float(start), float(end), as_int(device, 0), as_int(stream, 0), -1)
     check_count(len(kernels), max_events, source)
-    steps = [StepMark(n, (a - origin) * 1e-9, (b - origin) * 1e-9, None) for n, a, b in _nvtx_steps(con, tables)]
+    steps = StepMarks.of(StepMark(n, (a - origin) * 1e-9, (b - origin) * 1e-9, None)
+                         for n, a, b in _nvtx_steps(con, tables))
     return TraceEvents(source=source, format="nsys", names=names, classes=classes,
                        kernels=kernels.build(1e-9, float(origin)), cpu=cpu.build(1e-9, float(origin)), steps=steps,
                        kernel_args={}, cpu_args={}, device_names=_gpu_names(con, tables),

@@ -4,7 +4,6 @@ collectives grouped by operation and size, and the FLOP rate of the GEMMs whose 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +11,7 @@ import numpy as np
 from fabricsim.traces.classify import CLASSES, COMPUTE_CLASSES
 from fabricsim.traces.events import MAX_EVENTS, Progress, Spans, TraceEvents
 from fabricsim.traces.intervals import Intervals, clip, coverage, union
-from fabricsim.traces.links import CollectiveCall, Linker
+from fabricsim.traces.links import CollectiveCall, GemmOps, Linker
 from fabricsim.traces.read import read_trace
 from fabricsim.traces.results import (
     ClassTime,
@@ -42,8 +41,8 @@ def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary
     gpu = len(events.kernels) > 0
     spans = events.kernels if gpu else events.cpu
     code_of = {c: i for i, c in enumerate(CLASSES)}
-    name_codes = np.array([code_of.get(c, -1) for c in events.classes] or [-1], dtype=np.int64)
-    codes = name_codes[spans.name] if len(spans) else np.empty(0, dtype=np.int64)
+    name_codes = np.array([code_of.get(c, -1) for c in events.classes] or [-1], dtype=np.int8)
+    codes = name_codes[spans.name] if len(spans) else np.empty(0, dtype=np.int8)
     busy_rows = codes >= 0  # launch-only operators are not work
     found = sorted(int(d) for d in np.unique(spans.device[busy_rows]))
     if device is not None:
@@ -68,26 +67,27 @@ def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary
 def _window(events: TraceEvents, d: int, gpu: bool, sub: Spans) -> tuple[Intervals, int, str]:
     """The profiled steps on device ``d``: its ProfilerStep ranges on the GPU, else the CPU's, else the span of
     its events as one step."""
-    marks = [m for m in events.steps if gpu and m.device == d]
+    marks = events.steps
+    chosen = marks.on_gpu & (marks.device == d) if gpu else np.zeros(len(marks), dtype=bool)
     source = "ProfilerStep (GPU)"
-    if not marks:
-        marks, source = [m for m in events.steps if m.device is None], "ProfilerStep (CPU)"
-    if marks:
-        window = union(np.array([m.start_s for m in marks]), np.array([m.end_s for m in marks]))
-        return window, len({m.number for m in marks}), source
+    if not chosen.any():
+        chosen, source = ~marks.on_gpu, "ProfilerStep (CPU)"
+    if chosen.any():
+        window = union(marks.start_s[chosen], marks.end_s[chosen])
+        return window, len(np.unique(marks.number[chosen])), source
     return (np.array([sub.start_s.min()]), np.array([sub.end_s.max()])), 1, "span"
 
 
 def _device(events: TraceEvents, spans: Spans, rows: np.ndarray, codes: np.ndarray, d: int, gpu: bool,
-            linker: Linker, gemms: list[tuple[int, float, str | None]]) -> DeviceSummary:
-    sub = spans.take(rows)
+            linker: Linker, gemms: GemmOps) -> DeviceSummary:
+    sub = spans if len(rows) == len(spans) else spans.take(rows)  # one device: no copy
     window, steps, step_source = _window(events, d, gpu, sub)
     inside = clip(sub.start_s, sub.end_s, window)
     sets = {"window": window}
     for i, cls in enumerate(CLASSES):
         mask = codes == i
-        sets[cls] = (sub.start_s[mask], sub.end_s[mask])
-    cov = coverage(sets)
+        sets[cls] = union(sub.start_s[mask], sub.end_s[mask])  # each class's copy freed as soon as it is merged
+    cov = coverage(sets, disjoint=True)
     win = cov.covered["window"]
     compute = cov.any(*COMPUTE_CLASSES)
     comm = cov.covered["communication"]
@@ -100,9 +100,15 @@ def _device(events: TraceEvents, spans: Spans, rows: np.ndarray, codes: np.ndarr
     for i, cls in enumerate(CLASSES):
         mask = (codes == i) & (inside > 0)
         classes.append(ClassTime(cls, int(mask.sum()) / steps, float(inside[mask].sum()) / steps, busy[cls] / steps))
-    calls = [linker.kernel_call(int(r)) if gpu else linker.cpu_call(int(r))
-             for r in rows[(codes == CLASSES.index("communication")) & (inside > 0)]]
+    comm_rows = rows[(codes == CLASSES.index("communication")) & (inside > 0)]
     comm_time = inside[(codes == CLASSES.index("communication")) & (inside > 0)]
+    if gpu:
+        inverse, calls = linker.kernel_calls(comm_rows)
+    else:
+        found = [linker.cpu_call(r) for r in comm_rows.tolist()]
+        index: dict[CollectiveCall, int] = {}
+        inverse = np.fromiter((index.setdefault(c, len(index)) for c in found), dtype=np.int64, count=len(found))
+        calls = list(index)
     name = events.device_names.get(d, "") if gpu else f"CPU process {d}"
     return DeviceSummary(
         device=d, kind="gpu" if gpu else "cpu", name=name, steps=steps, step_source=step_source,
@@ -110,42 +116,54 @@ def _device(events: TraceEvents, spans: Spans, rows: np.ndarray, codes: np.ndarr
         compute_s=cov.length(win & compute) / steps, communication_s=cov.length(win & comm) / steps,
         overlap_s=cov.length(win & comm & compute) / steps, exposed_comm_s=cov.length(win & comm & ~compute) / steps,
         idle_s=cov.length(win & ~higher) / steps, classes=tuple(classes),
-        collectives=_group(calls, comm_time, steps),
+        collectives=_group(inverse, calls, comm_time, steps),
         gemm=_gemm(sub, codes, window, gemms, steps, events.cpu.ext_id) if gpu else None,
-        gemm_note=None if gpu or not gemms else NO_KERNEL_GEMMS)
+        gemm_note=None if gpu or not len(gemms) else NO_KERNEL_GEMMS)
 
 
-def _group(calls: list[CollectiveCall], times: np.ndarray, steps: int) -> tuple[CollectiveStat, ...]:
-    """Calls grouped by (operation, size, group, type), largest total time first."""
-    groups: dict[tuple[str, int, int, str | None], list[float]] = defaultdict(list)
-    for call, t in zip(calls, times, strict=True):
-        groups[(call.op, call.size_bytes, call.nranks, call.dtype)].append(float(t))
-    out = [CollectiveStat(op, size, n, dtype, len(ts) / steps, sum(ts) / steps, sum(ts) / len(ts))
-           for (op, size, n, dtype), ts in groups.items()]
+def _group(inverse: np.ndarray, calls: list[CollectiveCall], times: np.ndarray,
+           steps: int) -> tuple[CollectiveStat, ...]:
+    """Calls (``calls[inverse[i]]`` that of the i-th time) grouped by (operation, size, group, type) in the order
+    each group first appears, largest total time first; a group's time summed in row order (``np.bincount``: the
+    same sums as adding them one by one)."""
+    if not len(inverse):
+        return ()
+    present, first = np.unique(inverse, return_index=True)
+    group_of = np.full(len(calls), -1, dtype=np.int64)
+    groups: dict[tuple[str, int, int, str | None], int] = {}
+    for c in present[np.argsort(first, kind="stable")].tolist():
+        call = calls[c]
+        group_of[c] = groups.setdefault((call.op, call.size_bytes, call.nranks, call.dtype), len(groups))
+    row_group = group_of[inverse]
+    sums = np.bincount(row_group, weights=times, minlength=len(groups)).tolist()
+    counts = np.bincount(row_group, minlength=len(groups)).tolist()
+    out = [CollectiveStat(op, size, n, dtype, counts[g] / steps, sums[g] / steps, sums[g] / counts[g])
+           for (op, size, n, dtype), g in groups.items()]
     return tuple(sorted(out, key=lambda c: (-c.time_s, c.op, c.size_bytes)))
 
 
-def _gemm(sub: Spans, codes: np.ndarray, window: Intervals, gemms: list[tuple[int, float, str | None]], steps: int,
+def _gemm(sub: Spans, codes: np.ndarray, window: Intervals, gemms: GemmOps, steps: int,
           cpu_ext_id: np.ndarray) -> GemmStat | None:
     """FLOPs and time of the recorded GEMM operators inside the window, timed by the GEMM kernels each launched
-    (linked by External id): never by the operators' own CPU time, which on a GPU run is the launch."""
-    if not gemms:
+    (linked by External id): never by the operators' own CPU time, which on a GPU run is the launch. Sums run in
+    row order (``cumsum``, ``bincount``), as adding them one by one."""
+    if not len(gemms):
         return None
     g = codes == CLASSES.index("gemm")
     ext, dur = sub.ext_id[g], clip(sub.start_s[g], sub.end_s[g], window)
     keys, inverse = np.unique(ext, return_inverse=True)
-    per_ext = dict(zip(keys.tolist(), np.bincount(inverse, weights=dur, minlength=len(keys)).tolist(), strict=True))
-    flops = time = 0.0
-    count = 0
-    by_dtype: dict[str | None, float] = defaultdict(float)
-    exts = cpu_ext_id[np.array([row for row, _, _ in gemms], dtype=np.int64)].tolist()
-    for (_, f, dtype), ext_id in zip(gemms, exts, strict=True):
-        t = per_ext.get(ext_id, 0.0)
-        if t <= 0:
-            continue
-        flops, time, count = flops + f, time + t, count + 1
-        by_dtype[dtype] += f
+    per_ext = np.bincount(inverse.reshape(-1), weights=dur, minlength=len(keys))
+    wanted = cpu_ext_id[gemms.rows]
+    at = np.minimum(np.searchsorted(keys, wanted), max(len(keys) - 1, 0))
+    t = np.where(keys[at] == wanted, per_ext[at], 0.0) if len(keys) else np.zeros(len(wanted))
+    ok = t > 0
+    count = int(ok.sum())
     if count == 0:
         return None
-    dominant = max(by_dtype.items(), key=lambda kv: kv[1])[0]
+    f, dtype = gemms.flops[ok], gemms.dtype[ok]
+    flops, time = float(np.cumsum(f)[-1]), float(np.cumsum(t[ok])[-1])
+    by_dtype = np.bincount(dtype, weights=f, minlength=len(gemms.dtypes)).tolist()
+    present, first = np.unique(dtype, return_index=True)
+    order = present[np.argsort(first, kind="stable")].tolist()  # as a dict filled in row order
+    dominant = gemms.dtypes[max(order, key=lambda c: by_dtype[c])]
     return GemmStat(count / steps, flops / steps, time / steps, dominant)

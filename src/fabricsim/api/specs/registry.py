@@ -33,6 +33,7 @@ from fabricsim.api.specs.serving import (
     ServingPlanOptions,
 )
 from fabricsim.api.specs.sizing import PlanSpaceOptions, SizeRun, SizeSearchOptions, SizeServingOptions, SweepRun
+from fabricsim.api.specs.trace import TraceMergeOptions
 
 RUNS: tuple[type[OptionGroup], ...] = (TrainRun, WhatIfRun, TopologyRun, CollectiveRun, InferRun,
                                        SizeRun, SweepRun)
@@ -43,5 +44,6 @@ GROUPS: tuple[type[OptionGroup], ...] = (PlanOptions, DesignOptions, FlowOptions
                                          TopologyCalibration, CollectiveOptions, ServingPlanOptions, ServeOptions,
                                          EngineOptions, PrefixOptions, KvTierOptions, DecodeOptions,
                                          LaunchOptions,
-                                         PlanSpaceOptions, SizeSearchOptions, SizeServingOptions, TrafficOptions)
+                                         PlanSpaceOptions, SizeSearchOptions, SizeServingOptions, TrafficOptions,
+                                         TraceMergeOptions)
 """Every group of options, in the order of the reference page."""

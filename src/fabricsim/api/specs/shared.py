@@ -21,6 +21,8 @@ GpuPowerOption = Annotated[float | None, opt(
     None, "board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the sustained "
     "compute clock falls along the GPU's catalog power curve; HBM, NVLink and the network keep their rates",
     unit="W")]
+WorkersOption = Annotated[int | None, opt(None, "processes [default: all cores]")]
+"""Local processes: size's search, and trace import's rank files read at once."""
 NodesOption = Annotated[int, opt(1, "compute nodes (servers, or racks for NVL72)")]
 NetworkOption = Annotated[str | None, opt(None, FABRIC_HELP, cli="--ib")]
 OversubscriptionOption = Annotated[float, opt(

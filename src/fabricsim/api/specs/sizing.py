@@ -40,6 +40,7 @@ from fabricsim.api.specs.shared import (
     ModelOption,
     PrefixNetworkOption,
     RailOptimizedOption,
+    WorkersOption,
 )
 from fabricsim.catalog import DEFAULT_STORAGE_TIER
 
@@ -91,7 +92,7 @@ class PlanSpaceOptions(OptionGroup):
     kwh: float | None = opt(None, "electricity USD per kWh [default: 0.08]", unit="USD/kWh")
     executor: str | None = opt(None, "where the training search runs: local (process pool), ray or serial "
                                "[default: local]")
-    workers: int | None = opt(None, "processes [default: all cores]")
+    workers: WorkersOption
     ray_address: str | None = opt(None, "Ray cluster address [default: start a local one]")
 
     out: str | Path | None = opt(None, "stream results to this Parquet file")
