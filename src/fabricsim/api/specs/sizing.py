@@ -94,8 +94,8 @@ class PlanSpaceOptions(OptionGroup):
                                "[default: local]")
     workers: WorkersOption
     ray_address: str | None = opt(None, "Ray cluster address [default: start a local one]")
-
     out: str | Path | None = opt(None, "stream results to this Parquet file")
+
 
 class SizeSearchOptions(OptionGroup):
     """What a sizing search adds to the space: the constraints, the objective it ranks by, the table it prints
