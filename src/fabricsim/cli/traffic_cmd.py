@@ -37,7 +37,7 @@ def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float], congesti
                                                "scale_out_bytes_per_s_per_gpu")})
     return {"routing": routing, "congestion_control": congestion, "qos": qos, "gpus": run.topology.num_gpus,
             "jobs": jobs, "links": link_summary(run),
-            "flows": run.flowset.num_flows, "events": run.result.events,
+            "flows": run.flowset.total_flows, "flow_classes": run.flowset.num_flows, "events": run.result.events,
             "makespan_s": run.result.makespan, "makespan_s_band": none, "wall_s": run.wall_s}
 
 

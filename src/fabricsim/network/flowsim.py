@@ -65,6 +65,14 @@ class FlowSet:
     stage_group: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """connections of every stage (a job's stages reuse its connections, so rate control's state carries over:
     `fabricsim.network.control`); empty: each stage its own"""
+    origin: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """row of the traffic each entry was routed from (counted rows: `fabricsim.network.flowcount`); empty: entry i
+    is row i"""
+
+    @property
+    def total_flows(self) -> int:
+        """Flows the entries stand for (their multiplicities summed)."""
+        return int(self.multiplicity.sum()) if len(self.multiplicity) else self.num_flows
 
     @property
     def num_flows(self) -> int:

@@ -80,11 +80,22 @@ class Traffic:
     """traffic classes (service levels, priorities) in order, with their arbitration weights"""
     stage_class: list[int] = field(default_factory=list)
     """class (index into `classes`) of every stage"""
+    count: list[IntArray | None] = field(default_factory=list)
+    """flows each row of a stage stands for (None: one a row); see `add_stage`"""
+    member_ids: list[IntArray | None] = field(default_factory=list)
+    """the stage-local flow ids of each counted row's members, grouped by row (None: row i is flow i)"""
 
     def add_stage(self, owner: str, release: float, src: IntArray, dst: IntArray, size: FloatArray,
-                  after: int | None = None, traffic_class: str = DEFAULT_CLASS) -> int:
-        """Append a stage of flows in a traffic class; it waits for stage `after` when given. Returns its index."""
+                  after: int | None = None, traffic_class: str = DEFAULT_CLASS, count: IntArray | None = None,
+                  member_ids: IntArray | None = None) -> int:
+        """Append a stage of flows in a traffic class; it waits for stage `after` when given. Returns its index.
+
+        With `count`, row i stands for count[i] identical flows (same GPUs, size, stage) whose positions in the
+        stage's per-flow form are `member_ids` (grouped by row, in row order; `count_pairs` makes both): routed
+        and simulated as classes, with the results of the flows one by one."""
         k = len(self.release)
+        self.count.append(None if count is None else np.asarray(count, dtype=np.int64))
+        self.member_ids.append(None if member_ids is None else np.asarray(member_ids, dtype=np.int64))
         if traffic_class not in self.classes:
             raise SpecError(f"unknown traffic class {traffic_class!r}; the jobs file's classes: "
                             f"{', '.join(self.classes)}", field="class")
@@ -100,6 +111,28 @@ class Traffic:
             self.dep_after.append(k)
         return k
 
+    def stage_flows(self) -> IntArray:
+        """Flows of every stage (its rows' counts summed)."""
+        return np.asarray([len(s) if c is None else int(c.sum()) for s, c in zip(self.src, self.count, strict=True)],
+                          dtype=np.int64)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.stage_flows().sum())
+
+    def counted(self) -> tuple[IntArray, IntArray] | None:
+        """(count of every row, the global flow ids of their members grouped by row) over all stages, or None when
+        every row is one flow. A flow's id is its index in the per-flow form (the stages' flows one after another,
+        as `arrays` would list them uncounted): the ECMP hash key the flow would have on its own."""
+        if all(c is None for c in self.count):
+            return None
+        offset = np.concatenate([[0], np.cumsum(self.stage_flows())[:-1]])
+        counts, ids = [], []
+        for k, (s, c, m) in enumerate(zip(self.src, self.count, self.member_ids, strict=True)):
+            counts.append(np.ones(len(s), dtype=np.int64) if c is None else c)
+            ids.append(offset[k] + (np.arange(len(s), dtype=np.int64) if m is None else m))
+        return np.concatenate(counts), np.concatenate(ids)
+
     def class_weights(self) -> FloatArray:
         """Arbitration weight of every class, in index order."""
         return np.asarray(list(self.classes.values()), dtype=np.float64)
@@ -113,14 +146,57 @@ class Traffic:
         owners = {name: k for k, name in enumerate(dict.fromkeys(self.owner))}
         return np.asarray([owners[name] for name in self.owner], dtype=np.int64)
 
-    def arrays(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
-        """(src, dst, bytes, stage) of all flows (a single stage's own arrays, not copies: treat as read-only)."""
+    def arrays(self, rows: bool = False) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+        """(src, dst, bytes, stage) of all flows, one by one in their per-flow order (counted rows expanded); with
+        `rows`, of the rows as stored (see `counted`). A single uncounted stage's own arrays, not copies: treat as
+        read-only."""
         def cat(parts: list[IntArray]) -> IntArray:
             if len(parts) == 1:
                 return parts[0]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=ID_DTYPE)
-        size = self.size[0] if len(self.size) == 1 else np.concatenate(self.size) if self.size else np.zeros(0)
-        return cat(self.src), cat(self.dst), size, cat(self.stage)
+        src, dst, size, stage = self.src, self.dst, self.size, self.stage
+        if not rows and any(c is not None for c in self.count):
+            src, dst, size, stage = ([_expand(a, c, m) for a, c, m in zip(parts, self.count, self.member_ids,
+                                                                           strict=True)]
+                                     for parts in (self.src, self.dst, self.size, self.stage))
+        joined = size[0] if len(size) == 1 else np.concatenate(size) if size else np.zeros(0)
+        return cat(src), cat(dst), joined, cat(stage)
+
+
+def _expand(values: IntArray | FloatArray, count: IntArray | None, members: IntArray | None) -> IntArray:
+    """A counted stage's row values given to each of its flows, at the flows' per-flow positions."""
+    if count is None or members is None:
+        return values
+    out: IntArray = np.empty(len(members), dtype=values.dtype)
+    out[members] = np.repeat(values, count)
+    return out
+
+
+def count_pairs(src: IntArray, dst: IntArray, size: FloatArray
+                ) -> tuple[IntArray, IntArray, FloatArray, IntArray, IntArray] | None:
+    """A stage's flows as counted rows: (src, dst, size, count, member ids) with one row per distinct (src, dst,
+    size) in order of first appearance and the positions of its flows grouped by row; None when no two flows are
+    alike (nothing to count)."""
+    n = len(src)
+    if n < 2:
+        return None
+    b = np.broadcast_to(np.asarray(size, dtype=np.float64), np.shape(src))
+    order = np.lexsort((np.arange(n), b, dst, src))
+    s, d, z = src[order], dst[order], b[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (z[1:] != z[:-1])
+    if new.all():
+        return None
+    group = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    rank = np.argsort(order[starts], kind="stable")  # groups in order of their first flow
+    place = np.empty(len(starts), dtype=np.int64)
+    place[rank] = np.arange(len(starts))
+    by = np.argsort(place[group], kind="stable")  # members by row, in their order within it
+    count = np.bincount(place[group], minlength=len(starts)).astype(np.int64)
+    first = order[starts][rank]
+    return (np.asarray(src)[first], np.asarray(dst)[first], b[first].copy(), count,
+            order[by].astype(np.int64))
 
 
 def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -270,7 +346,12 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
             continue
         prev: int | None = None
         for s, d, b in pattern_flows(topology, check_pattern(job.pattern), g, job.bytes, job.seed):
-            prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
+            rows = count_pairs(s, d, b)  # a collective's channels between the same GPUs: counted, not repeated
+            if rows is None:
+                prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
+            else:
+                prev = tr.add_stage(job.name, job.start, rows[0], rows[1], rows[2], prev, job.traffic_class,
+                                    rows[3], rows[4])
     for k, bg in enumerate(background):
         kind = check_choice(bg.kind, BACKGROUND, "background kind")
         if bg.job not in tr.gpus:
