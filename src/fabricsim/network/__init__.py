@@ -14,6 +14,7 @@ from fabricsim.network.flownet import FlowSimNetwork, routed_flowset, stage_timi
 from fabricsim.network.flowroute import check_routing
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray, IntArray
+from fabricsim.network.symmetry import LinkKinds, expand_links, link_kinds, representative_gpus, symmetric_flowset
 from fabricsim.network.models import (
     AnalyticalNetwork,
     LinkLoadNetwork,
@@ -32,6 +33,7 @@ __all__ = [
     "FlowSet",
     "FlowSimNetwork",
     "IntArray",
+    "LinkKinds",
     "LinkLoadNetwork",
     "NetworkModel",
     "PhaseLike",
@@ -39,12 +41,16 @@ __all__ = [
     "check_memory",
     "check_routing",
     "estimate_flow_run",
+    "expand_links",
     "fabric_control",
     "flow_count_bound",
     "flow_progress",
+    "link_kinds",
+    "representative_gpus",
     "routed_flowset",
     "schedule_time",
     "simulate",
     "stage_timings",
+    "symmetric_flowset",
     "time_schedule_flow",
 ]

@@ -18,7 +18,8 @@ import numpy as np
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
-from fabricsim.network import FloatArray, IntArray, check_memory, flow_count_bound
+from fabricsim.network import FloatArray, IntArray, LinkKinds, check_memory, flow_count_bound, link_kinds, \
+    representative_gpus
 from fabricsim.topology import Topology
 
 ID_DTYPE = np.int32
@@ -84,6 +85,9 @@ class Traffic:
     """flows each row of a stage stands for (None: one a row); see `add_stage`"""
     member_ids: list[IntArray | None] = field(default_factory=list)
     """the stage-local flow ids of each counted row's members, grouped by row (None: row i is flow i)"""
+    symmetric: LinkKinds | None = None
+    """set when the traffic is symmetric and stored as a quotient (`symmetric_traffic`): each row is a
+    representative GPU's flow standing for its `count` images on the other GPUs of its kind, not identical flows"""
 
     def add_stage(self, owner: str, release: float, src: IntArray, dst: IntArray, size: FloatArray,
                   after: int | None = None, traffic_class: str = DEFAULT_CLASS, count: IntArray | None = None,
@@ -155,6 +159,8 @@ class Traffic:
                 return parts[0]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=ID_DTYPE)
         src, dst, size, stage = self.src, self.dst, self.size, self.stage
+        if not rows and self.symmetric is not None:
+            raise SpecError("symmetric traffic is kept as a quotient (its flows are not built)", field="flows")
         if not rows and any(c is not None for c in self.count):
             src, dst, size, stage = ([_expand(a, c, m) for a, c, m in zip(parts, self.count, self.member_ids,
                                                                            strict=True)]
@@ -320,10 +326,15 @@ def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list
 
 
 def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
-                  storage_nodes: int = 0, reserved_gpus: int = 0, classes: dict[str, float] | None = None) -> Traffic:
+                  storage_nodes: int = 0, reserved_gpus: int = 0, classes: dict[str, float] | None = None,
+                  symmetric_ok: bool = False) -> Traffic:
     """Place the jobs in order on the GPUs outside the storage nodes and the first `reserved_gpus` (a job modelled
     elsewhere, e.g. the training step of `train --sim flow`), and turn everything into stages of their traffic
-    classes (`classes`: name -> arbitration weight; the default class weighs 1 unless named)."""
+    classes (`classes`: name -> arbitration weight; the default class weighs 1 unless named).
+
+    With `symmetric_ok` (flows split evenly over their equal-cost paths may stand for the routing), a single
+    all-to-all over every GPU with more than `SYMMETRIC_FROM_FLOWS` flows is kept as a quotient
+    (`fabricsim.network.symmetry`), its flows never built."""
     if storage_nodes >= topology.num_nodes:
         raise SpecError(f"{storage_nodes} storage nodes leave no compute nodes", field="storage_nodes")
     tr = Traffic(classes=traffic_classes(classes))
@@ -334,6 +345,8 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise SpecError("job names must be unique", field="jobs")
+    if symmetric_ok and symmetric_job(topology, jobs, background, storage_nodes, reserved_gpus):
+        return symmetric_traffic(topology, jobs[0], tr)
     check_traffic_size(topology, jobs, background)
     storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
     for job in jobs:
@@ -362,6 +375,38 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         peer = storage[np.arange(len(g)) % len(storage)]
         s, d = (g, peer) if kind == "checkpoint_write" else (peer, g)
         tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes), None, bg.traffic_class)
+    return tr
+
+
+SYMMETRIC_FROM_FLOWS = 1 << 27
+"""flows above which a symmetric all-to-all is run as a quotient (`build_traffic`'s `symmetric_ok`): 512 nodes of
+8 GPUs (16.8M flows) and 1,024 (67M) still run every flow with its own ECMP hash; 2,048 (268M) cannot be held"""
+
+
+def symmetric_job(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec], storage_nodes: int,
+                  reserved_gpus: int) -> bool:
+    """Whether the traffic is one all-to-all over every GPU of the cluster, larger than `SYMMETRIC_FROM_FLOWS`:
+    the same from every GPU of a kind whatever the placement (every pair of GPUs exchanges the same bytes)."""
+    if len(jobs) != 1 or background or storage_nodes or reserved_gpus:
+        return False
+    job = jobs[0]
+    if check_pattern(job.pattern, JOB_PATTERNS) != "all_to_all" or job.gpus != topology.num_gpus:
+        return False
+    return pattern_flow_count("all_to_all", job.gpus, topology.gpus_per_node) > SYMMETRIC_FROM_FLOWS
+
+
+def symmetric_traffic(topology: Topology, job: JobSpec, tr: Traffic) -> Traffic:
+    """The all-to-all of `job` over every GPU as a quotient: each representative GPU of a kind sends bytes / n to
+    every other GPU, each of those flows standing for its images from the GPUs of its kind."""
+    kinds = link_kinds(topology)
+    reps, many = representative_gpus(kinds)
+    n = topology.num_gpus
+    src = np.repeat(reps, n - 1)
+    dst = np.concatenate([np.delete(np.arange(n, dtype=np.int64), r) for r in reps])
+    tr.gpus[job.name] = np.arange(n, dtype=np.int64)
+    tr.add_stage(job.name, job.start, src, dst, np.full(len(src), job.bytes / n), None, job.traffic_class,
+                 np.repeat(many, n - 1))
+    tr.symmetric = kinds
     return tr
 
 

@@ -11,7 +11,19 @@ import numpy as np
 import numpy.typing as npt
 
 from fabricsim.catalog import CongestionControl
-from fabricsim.network import FloatArray, FlowResult, FlowSet, IntArray, fabric_control, routed_flowset, simulate
+from fabricsim.errors import SpecError
+from fabricsim.network import (
+    FloatArray,
+    FlowResult,
+    FlowSet,
+    IntArray,
+    LinkKinds,
+    expand_links,
+    fabric_control,
+    routed_flowset,
+    simulate,
+    symmetric_flowset,
+)
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
 
@@ -36,6 +48,8 @@ def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp",
     t0 = time.perf_counter()
     src, dst, size, stage = traffic.arrays(rows=True)
     deps = np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after, dtype=np.int64)
+    if traffic.symmetric is not None:
+        return _run_symmetric(topology, traffic, traffic.symmetric, routing, behaviour, qos, t0)
     counted = traffic.counted()
     fs = routed_flowset(topology, src, dst, size, stage, np.asarray(traffic.release, dtype=np.float64), routing,
                         *deps, count=None if counted is None else counted[0],
@@ -45,6 +59,28 @@ def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp",
     if control is not None:
         fs = replace(fs, stage_class=traffic.stage_classes(), stage_group=traffic.stage_groups())
     result = simulate(fs, topology.link_capacity, control=control)
+    return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
+
+
+def _run_symmetric(topology: Topology, traffic: Traffic, kinds: LinkKinds, routing: str,
+                   behaviour: CongestionControl | None, qos: bool, t0: float) -> TrafficRun:
+    """Symmetric traffic on its quotient (`fabricsim.network.symmetry`): every flow split evenly over its
+    equal-cost paths, each link given its kind's bytes."""
+    if routing != "ecmp":
+        raise SpecError(f"{traffic.num_flows:,} flows are run by symmetry, as ECMP's even split over equal-cost "
+                        f"paths; routing {routing!r} needs every flow built: use ecmp or fewer --nodes",
+                        field="--routing")
+    src, dst, size, stage = traffic.arrays(rows=True)
+    many = np.concatenate([c if c is not None else np.ones(len(s), dtype=np.int64)
+                           for s, c in zip(traffic.src, traffic.count, strict=True)]).astype(np.float64)
+    fs = symmetric_flowset(topology, kinds, src, dst, size, stage, many,
+                           np.asarray(traffic.release, dtype=np.float64),
+                           np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after,
+                                                                                      dtype=np.int64))
+    control = fabric_control(topology, behaviour, traffic.class_weights() if qos else None)
+    if control is not None:
+        fs = replace(fs, stage_class=traffic.stage_classes(), stage_group=traffic.stage_groups())
+    result = expand_links(kinds, simulate(fs, topology.link_capacity, control=control, by_members=True))
     return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
 
 
