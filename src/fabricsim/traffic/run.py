@@ -17,6 +17,7 @@ from fabricsim.network import (
     FlowResult,
     FlowSet,
     IntArray,
+    finish_quantiles,
     LinkKinds,
     expand_links,
     fabric_control,
@@ -149,7 +150,9 @@ def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
         per_gpu = float(_weighted_sum(fs.size, many, members)) * rate
         scale_out = float(_weighted_sum(fs.size, many, members & inter)) * rate
         flows = int(many[members].sum()) if len(fs.multiplicity) else int(members.sum())
+        p50, p99, last = finish_quantiles(fs, res, members, begin).tolist()
         out.append({"name": name, "gpus": gpus, "flows": flows, "completion_time_s": completion,
+                    "flow_finish_s": {"p50": p50, "p99": p99, "max": last},
                     "bytes_per_s_per_gpu": per_gpu, "scale_out_bytes_per_s_per_gpu": scale_out,
                     "fraction_of_line_rate": scale_out / line})
     return out
