@@ -20,34 +20,48 @@ Measured 2026-12-04 (2-core sandbox, numba 0.68, kernels cached):
 from __future__ import annotations
 
 import json
-import resource
+import os
 import subprocess
 import sys
+import tempfile
 import time
+from typing import Any
 
-NODES = (128, 512)
+NODES = (128, 512, 2048)
+
+
+def measured(cmd: list[str]) -> tuple[dict[str, Any], float, int]:
+    """Run one command in a fresh process: the JSON it printed, its wall seconds and its own peak RSS (bytes; of
+    this child alone, not the largest child so far as RUSAGE_CHILDREN would give)."""
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        out.seek(0)
+        return json.loads(out.read()), wall, usage.ru_maxrss * 1024
 
 
 def run(nodes: int) -> dict[str, float]:
     """One CLI run in a fresh process: its wall time, peak RSS (bytes) and the JSON it printed."""
     cmd = [sys.executable, "-m", "fabricsim", "traffic", "--system", "dgx-h100", "--fabric", "fat-tree", "--ib",
            "ndr", "--nodes", str(nodes), "--pattern", "all_to_all", "--bytes", "64M", "--routing", "ecmp", "--json"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - t0
-    data = json.loads(proc.stdout)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"nodes": nodes, "gpus": data["gpus"], "flows": data["flows"], "events": data["events"], "wall_s": wall,
+    data, wall, rss = measured(cmd)
+    return {"nodes": nodes, "gpus": data["gpus"], "flows": data["flows"],
+            "classes": data.get("flow_classes", data["flows"]), "events": data["events"], "wall_s": wall,
             "peak_rss_bytes": rss}
 
 
 def main() -> None:
     sizes = [int(a) for a in sys.argv[1:]] or list(NODES)
-    print(f"{'nodes':>6} {'GPUs':>6} {'flows':>11} {'events':>7} {'wall s':>7} {'peak RSS':>9}")
+    print(f"{'nodes':>6} {'GPUs':>6} {'flows':>11} {'classes':>11} {'events':>7} {'wall s':>7} {'peak RSS':>9}")
     for nodes in sizes:
         r = run(nodes)
-        print(f"{r['nodes']:>6} {r['gpus']:>6,} {r['flows']:>11,} {r['events']:>7,} {r['wall_s']:>7.1f} "
-              f"{r['peak_rss_bytes'] / 1e9:>7.2f} GB", flush=True)
+        print(f"{r['nodes']:>6} {r['gpus']:>6,} {r['flows']:>11,} {r['classes']:>11,} {r['events']:>7,} "
+              f"{r['wall_s']:>7.1f} {r['peak_rss_bytes'] / 1e9:>7.2f} GB", flush=True)
 
 
 if __name__ == "__main__":

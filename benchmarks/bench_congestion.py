@@ -5,8 +5,8 @@
 Must finish in under 60 s and 4 GB. Each run is a fresh process; reported: flows, events, wall seconds (start-up
 included), peak RSS, and the makespan against ideal sharing's.
 
-Run: `python benchmarks/bench_congestion.py [cc@network ...]` (default: ideal@ndr ib@ndr roce-dcqcn@eth-400g
-spectrum-x@eth-400g).
+Run: `python benchmarks/bench_congestion.py [cc@network[:nodes] ...]` (default: ideal@ndr ib@ndr
+roce-dcqcn@eth-400g spectrum-x@eth-400g at 128 nodes, and the same four at 2,048 nodes).
 
 Measured 2026-12-06 (2-core sandbox, numba 0.68, kernels cached):
 
@@ -23,36 +23,53 @@ port, so its makespan is ideal sharing's: the held phase only reorders which flo
 from __future__ import annotations
 
 import json
-import resource
+import os
 import subprocess
 import sys
+import tempfile
 import time
+from typing import Any
 
-RUNS = ("ideal@ndr", "ib@ndr", "roce-dcqcn@eth-400g", "spectrum-x@eth-400g")
+RUNS = ("ideal@ndr", "ib@ndr", "roce-dcqcn@eth-400g", "spectrum-x@eth-400g", "ideal@ndr:2048", "ib@ndr:2048",
+        "roce-dcqcn@eth-400g:2048", "spectrum-x@eth-400g:2048")
 
 
-def run(cc: str, network: str) -> dict[str, float]:
+def measured(cmd: list[str]) -> tuple[dict[str, Any], float, int]:
+    """Run one command in a fresh process: the JSON it printed, its wall seconds and its own peak RSS (bytes; of
+    this child alone, not the largest child so far as RUSAGE_CHILDREN would give)."""
+    with tempfile.TemporaryFile("w+") as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, cmd)
+        out.seek(0)
+        return json.loads(out.read()), wall, usage.ru_maxrss * 1024
+
+
+def run(cc: str, network: str, nodes: int = 128) -> dict[str, float]:
     """One CLI run in a fresh process: its wall time, peak RSS (bytes) and the JSON it printed."""
     cmd = [sys.executable, "-m", "fabricsim", "traffic", "--system", "dgx-h100", "--fabric", "fat-tree", "--ib",
-           network, "--nodes", "128", "--pattern", "all_to_all", "--bytes", "64M", "--routing", "ecmp", "--cc", cc,
+           network, "--nodes", str(nodes), "--pattern", "all_to_all", "--bytes", "64M", "--routing", "ecmp", "--cc", cc,
            "--json"]
-    t0 = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=True)
-    wall = time.perf_counter() - t0
-    data = json.loads(proc.stdout)
-    rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return {"flows": data["flows"], "events": data["events"], "wall_s": wall, "peak_rss_bytes": rss,
-            "makespan_s": data["makespan_s"]}
+    data, wall, rss = measured(cmd)
+    return {"flows": data["flows"], "classes": data.get("flow_classes", data["flows"]), "events": data["events"],
+            "wall_s": wall, "peak_rss_bytes": rss, "makespan_s": data["makespan_s"]}
 
 
 def main() -> None:
     runs = sys.argv[1:] or list(RUNS)
-    print(f"{'cc':>12} {'network':>9} {'flows':>11} {'events':>7} {'wall s':>7} {'peak RSS':>9} {'makespan':>10}")
+    print(f"{'cc':>12} {'network':>9} {'nodes':>5} {'flows':>11} {'classes':>9} {'events':>7} {'wall s':>7} "
+          f"{'peak RSS':>9} {'makespan':>10}")
     for item in runs:
-        cc, _, network = item.partition("@")
-        r = run(cc, network or "ndr")
-        print(f"{cc:>12} {network:>9} {r['flows']:>11,} {r['events']:>7,} {r['wall_s']:>7.1f} "
-              f"{r['peak_rss_bytes'] / 1e9:>7.2f} GB {r['makespan_s'] * 1e3:>8.3f} ms", flush=True)
+        cc, _, rest = item.partition("@")
+        network, _, nodes = rest.partition(":")
+        r = run(cc, network or "ndr", int(nodes or 128))
+        print(f"{cc:>12} {network:>9} {int(nodes or 128):>5} {r['flows']:>11,} {r['classes']:>9,} {r['events']:>7,} "
+              f"{r['wall_s']:>7.1f} {r['peak_rss_bytes'] / 1e9:>7.2f} GB {r['makespan_s'] * 1e3:>8.3f} ms",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ from fabricsim.network.flowroute import check_routing
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.flowstats import finish_quantiles, weighted_quantiles
 from fabricsim.network.maxmin import FloatArray, IntArray
-from fabricsim.network.symmetry import LinkKinds, expand_links, link_kinds, representative_gpus, symmetric_flowset
 from fabricsim.network.models import (
     AnalyticalNetwork,
     LinkLoadNetwork,
@@ -24,6 +23,7 @@ from fabricsim.network.models import (
     PhaseTiming,
     schedule_time,
 )
+from fabricsim.network.symmetry import LinkKinds, expand_links, link_kinds, representative_gpus, symmetric_flowset
 
 __all__ = [
     "AnalyticalNetwork",

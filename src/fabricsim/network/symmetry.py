@@ -123,7 +123,8 @@ def symmetric_flowset(topology: Topology, kinds: LinkKinds, src: IntArray, dst: 
                             "the traffic cannot be simulated by kinds", field="fabric")
     links = kinds.representative[kind].astype(np.int64)
     weights = 1.0 / kinds.members[kind].astype(np.float64)
-    latency = np.bincount(owner, weights=topology.link_latency[paths.links], minlength=len(s))
+    latency: FloatArray = np.bincount(owner, weights=topology.link_latency[paths.links],
+                                      minlength=len(s)).astype(np.float64)
     release = np.asarray(stage_release, dtype=np.float64)
     empty = np.zeros(0, dtype=np.int64)
     before = empty if dep_before is None else np.asarray(dep_before, dtype=np.int64)
@@ -143,7 +144,7 @@ def symmetric_flowset(topology: Topology, kinds: LinkKinds, src: IntArray, dst: 
     top = np.zeros(len(first))
     np.maximum.at(top, cls, latency)
     return FlowSet(indptr, links[rows], weights[rows], sizes[first], top, stages[first], release, before, after,
-                   np.bincount(cls, weights=many, minlength=len(first)), origin=first)
+                   np.bincount(cls, weights=many, minlength=len(first)).astype(np.float64), origin=first)
 
 
 def expand_links(kinds: LinkKinds, result: FlowResult) -> FlowResult:

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
-from fabricsim.network import FloatArray, IntArray, LinkKinds, check_memory, flow_count_bound, link_kinds, \
-    representative_gpus
+from fabricsim.network import (
+    FloatArray,
+    IntArray,
+    LinkKinds,
+    check_memory,
+    flow_count_bound,
+    link_kinds,
+    representative_gpus,
+)
 from fabricsim.topology import Topology
 
 ID_DTYPE = np.int32
@@ -162,18 +171,18 @@ class Traffic:
         if not rows and self.symmetric is not None:
             raise SpecError("symmetric traffic is kept as a quotient (its flows are not built)", field="flows")
         if not rows and any(c is not None for c in self.count):
-            src, dst, size, stage = ([_expand(a, c, m) for a, c, m in zip(parts, self.count, self.member_ids,
-                                                                           strict=True)]
-                                     for parts in (self.src, self.dst, self.size, self.stage))
+            def each(parts: list[npt.NDArray[Any]]) -> list[npt.NDArray[Any]]:
+                return [_expand(a, c, m) for a, c, m in zip(parts, self.count, self.member_ids, strict=True)]
+            src, dst, size, stage = each(self.src), each(self.dst), each(self.size), each(self.stage)
         joined = size[0] if len(size) == 1 else np.concatenate(size) if size else np.zeros(0)
         return cat(src), cat(dst), joined, cat(stage)
 
 
-def _expand(values: IntArray | FloatArray, count: IntArray | None, members: IntArray | None) -> IntArray:
+def _expand(values: npt.NDArray[Any], count: IntArray | None, members: IntArray | None) -> npt.NDArray[Any]:
     """A counted stage's row values given to each of its flows, at the flows' per-flow positions."""
     if count is None or members is None:
         return values
-    out: IntArray = np.empty(len(members), dtype=values.dtype)
+    out = np.empty(len(members), dtype=values.dtype)
     out[members] = np.repeat(values, count)
     return out
 
