@@ -208,7 +208,8 @@ def traffic_command(**options: Any) -> None:
         compute_gpus = topo.num_gpus - storage * topo.gpus_per_node
         jobs = [JobSpec("traffic", compute_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
-    traffic = build_traffic(topo, jobs, background, storage, classes=classes, symmetric_ok=route == "ecmp")
+    traffic = build_traffic(topo, jobs, background, storage, classes=classes,
+                            symmetric_ok=route == "ecmp" and not degradation.describe())  # degraded: not symmetric
     with flow_progress(None if options["as_json"] or form != "table" else progress_bar()):
         run = run_traffic(topo, traffic, route, behaviour, qos)
         slow = slowdowns(topo, run, route, behaviour, qos) if len(jobs) > 1 or background or plot is not None else {}

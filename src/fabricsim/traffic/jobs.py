@@ -392,11 +392,16 @@ SYMMETRIC_FROM_FLOWS = 1 << 27
 8 GPUs (16.8M flows) and 1,024 (67M) still run every flow with its own ECMP hash; 2,048 (268M) cannot be held"""
 
 
+SYMMETRIC_FABRICS = ("fat-tree", "rail-only")
+"""fabrics whose colour refinement tests/test_flow_symmetry.py checks against every flow (fat trees of 1-3 tiers,
+rail-optimized or not, oversubscribed, multi-plane; rail-only)"""
+
+
 def symmetric_job(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec], storage_nodes: int,
                   reserved_gpus: int) -> bool:
     """Whether the traffic is one all-to-all over every GPU of the cluster, larger than `SYMMETRIC_FROM_FLOWS`:
     the same from every GPU of a kind whatever the placement (every pair of GPUs exchanges the same bytes)."""
-    if len(jobs) != 1 or background or storage_nodes or reserved_gpus:
+    if len(jobs) != 1 or background or storage_nodes or reserved_gpus or topology.fabric.kind not in SYMMETRIC_FABRICS:
         return False
     job = jobs[0]
     if check_pattern(job.pattern, JOB_PATTERNS) != "all_to_all" or job.gpus != topology.num_gpus:
