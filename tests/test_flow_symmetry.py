@@ -17,7 +17,7 @@ from fabricsim.catalog import load_catalog
 from fabricsim.errors import SpecError
 from fabricsim.network import fabric_control, finish_quantiles, link_kinds, routed_flowset, simulate
 from fabricsim.topology import build_cluster
-from fabricsim.traffic import JobSpec, build_traffic, job_metrics, run_traffic
+from fabricsim.traffic import JobSpec, build_traffic, job_metrics, run_traffic, slowdowns
 
 CATALOG = load_catalog()
 MIB = 2.0**20
@@ -103,6 +103,9 @@ def test_small_or_mixed_traffic_is_not_aggregated_and_other_routings_are_refused
         run_traffic(topo, sym, "adaptive")
     with pytest.raises(SpecError, match="quotient"):
         sym.arrays()
+    with pytest.raises(SpecError, match="quotient"):
+        sym.counted()
+    assert slowdowns(topo, run_traffic(topo, sym, "ecmp"), "ecmp") == {"a2a": 1.0}
     torus = build_cluster("dgx-h100", nodes=8, fabric="torus")
     assert build_traffic(torus, [JobSpec("a2a", torus.num_gpus, "all_to_all", MIB)], [],
                          symmetric_ok=True).symmetric is None  # a fabric the quotient is not checked on

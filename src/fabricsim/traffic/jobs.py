@@ -139,6 +139,9 @@ class Traffic:
         as `arrays` would list them uncounted): the ECMP hash key the flow would have on its own."""
         if all(c is None for c in self.count):
             return None
+        if self.symmetric is not None:
+            raise SpecError("symmetric traffic is kept as a quotient: its rows are kinds of flows, not counted "
+                            "flows", field="flows")
         offset = np.concatenate([[0], np.cumsum(self.stage_flows())[:-1]])
         counts, ids = [], []
         for k, (s, c, m) in enumerate(zip(self.src, self.count, self.member_ids, strict=True)):

@@ -198,6 +198,8 @@ def slowdowns(topology: Topology, run: TrafficRun, routing: str, behaviour: Cong
     """Each job's completion time together over alone (same GPUs, its own stages only, same fabric behaviour)."""
     together = {j["name"]: j["completion_time_s"] for j in job_metrics(run)}
     tr = run.traffic
+    if tr.symmetric is not None:  # one job on every GPU (`symmetric_job`): alone is the same run
+        return dict.fromkeys(tr.gpus, 1.0)
     out = {}
     for name in tr.gpus:
         alone = Traffic(classes=dict(tr.classes))
