@@ -356,7 +356,8 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
                 sources = clock.unthrottled(fs.stage[act.ids], t) if clock is not None and held else None
                 act.set_all_rates(controlled_rates(capacity, fs.indptr, fs.links, fs.weights, fs.multiplicity,
                                                    act.ids, control, sources, flow_class), t)
-                controlled_last, held_base, held_gone = True, weight(act.ids[act.alive]), 0
+                held_base = float(len(act)) if members is None else weight(act.ids[act.alive])
+                controlled_last, held_gone = True, 0.0
             elif keep_below == 0.0 or controlled_last:  # a full fill: forget the previous rates and their load
                 controlled_last = False
                 act.settle(t, delivered)
