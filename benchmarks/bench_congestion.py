@@ -24,8 +24,10 @@ Measured 2026-12-06 (issue 48; 2-core sandbox shared with other work, load avera
   roce-dcqcn  eth-400g  2048 268,419,072         4       3     1.8    0.24 GB    1.348 ms
   spectrum-x  eth-400g  2048 268,419,072         4       3     1.7    0.24 GB    1.348 ms
 
-Quiet machine, 2026-12-06 before issue 48 (the same 128-node JSON since; 0.92 GB was RUSAGE_CHILDREN's largest
-child so far, now each child's own): ideal 4.1 s, ib 13.5 s, roce-dcqcn 31.1 s, spectrum-x 12.7 s.
+Quiet machine, 2026-12-06 before issue 48 (the 128-node JSON is the same since): ideal 4.1 s 0.40 GB, ib 13.5 s
+0.92 GB, roce-dcqcn 31.1 s 0.92 GB, spectrum-x 12.7 s 0.92 GB. (Peak RSS is now each child's own, from
+`os.wait4`: RUSAGE_CHILDREN gave the largest child so far, which a 2,048-node run after a 128-node one would
+have inherited.)
 
 (before the drain batching of CONTROLLED_DRAIN_RTOL, ib took 93 s over 48,015 events; a uniform all-to-all has no hot
 port, so its makespan is ideal sharing's: the held phase only reorders which flows finish first. At 2,048 nodes the
