@@ -37,8 +37,14 @@ def traffic_json(run: TrafficRun, routing: str, slow: dict[str, float], congesti
                                                "scale_out_bytes_per_s_per_gpu")})
     return {"routing": routing, "congestion_control": congestion, "qos": qos, "gpus": run.topology.num_gpus,
             "jobs": jobs, "links": link_summary(run),
-            "flows": run.flowset.num_flows, "events": run.result.events,
-            "makespan_s": run.result.makespan, "makespan_s_band": none, "wall_s": run.wall_s}
+            "flows": run.flowset.total_flows, "flow_classes": run.flowset.num_flows, "events": run.result.events,
+            "makespan_s": run.result.makespan, "makespan_s_band": none, "wall_s": run.wall_s,
+            **({"aggregation": SYMMETRIC_NOTE} if run.traffic.symmetric is not None else {})}
+
+
+SYMMETRIC_NOTE = ("symmetric: every GPU's all-to-all alike, simulated by kinds of flows and links (exact for flows "
+                  "split evenly over their equal-cost paths); ECMP as that even split, its hash imbalance not "
+                  "modelled at this size")
 
 
 UNVALIDATED = ("no comparable published measurement: flow-level traffic is checked against the analytical model and "
@@ -62,7 +68,7 @@ def traffic_tables(data: dict[str, Any]) -> list[Table]:
                      f"{j['fraction_of_line_rate']:.1%}", f"{j['slowdown']:.2f}x" if "slowdown" in j else "-")
     jobs.caption = ("sent/s: bytes a GPU sent per second of the job's completion time (all peers); scale-out: the "
                     "part that left its node; % of NIC line rate: scale-out over the GPU's share of its node's NICs; "
-                    f"error band: {UNVALIDATED}")
+                    f"error band: {UNVALIDATED}" + (f"; {data['aggregation']}" if "aggregation" in data else ""))
     tiers = ui.new_table(title="link utilisation by tier (links that carried traffic)", header_style="bold")
     ui.text_column(tiers, "tier")
     for col in ("links", "mean", "p99", "max"):
@@ -202,7 +208,8 @@ def traffic_command(**options: Any) -> None:
         compute_gpus = topo.num_gpus - storage * topo.gpus_per_node
         jobs = [JobSpec("traffic", compute_gpus if gpus is None else gpus, jobs[0].pattern, jobs[0].bytes,
                         placement, 0.0, seed)]
-    traffic = build_traffic(topo, jobs, background, storage, classes=classes)
+    traffic = build_traffic(topo, jobs, background, storage, classes=classes,
+                            symmetric_ok=route == "ecmp" and not degradation.describe())  # degraded: not symmetric
     with flow_progress(None if options["as_json"] or form != "table" else progress_bar()):
         run = run_traffic(topo, traffic, route, behaviour, qos)
         slow = slowdowns(topo, run, route, behaviour, qos) if len(jobs) > 1 or background or plot is not None else {}

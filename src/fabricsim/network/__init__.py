@@ -13,6 +13,7 @@ from fabricsim.network.control import FabricControl, fabric_control
 from fabricsim.network.flownet import FlowSimNetwork, routed_flowset, stage_timings, time_schedule_flow
 from fabricsim.network.flowroute import check_routing
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
+from fabricsim.network.flowstats import finish_quantiles, weighted_quantiles
 from fabricsim.network.maxmin import FloatArray, IntArray
 from fabricsim.network.models import (
     AnalyticalNetwork,
@@ -22,6 +23,7 @@ from fabricsim.network.models import (
     PhaseTiming,
     schedule_time,
 )
+from fabricsim.network.symmetry import LinkKinds, expand_links, link_kinds, representative_gpus, symmetric_flowset
 
 __all__ = [
     "AnalyticalNetwork",
@@ -32,6 +34,7 @@ __all__ = [
     "FlowSet",
     "FlowSimNetwork",
     "IntArray",
+    "LinkKinds",
     "LinkLoadNetwork",
     "NetworkModel",
     "PhaseLike",
@@ -39,12 +42,18 @@ __all__ = [
     "check_memory",
     "check_routing",
     "estimate_flow_run",
+    "expand_links",
     "fabric_control",
+    "finish_quantiles",
     "flow_count_bound",
     "flow_progress",
+    "link_kinds",
+    "representative_gpus",
     "routed_flowset",
     "schedule_time",
     "simulate",
     "stage_timings",
+    "symmetric_flowset",
     "time_schedule_flow",
+    "weighted_quantiles",
 ]

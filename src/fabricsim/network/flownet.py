@@ -17,6 +17,7 @@ from fabricsim.catalog import CongestionControl
 from fabricsim.errors import SpecError
 from fabricsim.network.budget import guard_flows, report
 from fabricsim.network.control import fabric_control
+from fabricsim.network.flowcount import route_counted
 from fabricsim.network.flowroute import check_routing, route_flows
 from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray, IntArray
@@ -27,8 +28,13 @@ from fabricsim.topology import Topology, link_kind_name
 def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, nbytes: npt.ArrayLike,
                    stage: IntArray, stage_release: FloatArray, routing: str = "ecmp",
                    dep_before: IntArray | None = None, dep_after: IntArray | None = None,
-                   memory_limit_bytes: int | None = None) -> FlowSet:
+                   memory_limit_bytes: int | None = None, count: IntArray | None = None,
+                   flow_ids: IntArray | None = None) -> FlowSet:
     """Route flows (src[i] -> dst[i], nbytes[i] bytes, in stage[i]) and bundle them with their stage DAG.
+
+    With `count`, row i stands for count[i] such flows whose flow ids are `flow_ids` (grouped by row, in row
+    order): they are routed as classes with multiplicities (`fabricsim.network.flowcount`), exactly as the flows
+    one by one would be; `FlowSet.origin` gives each class's row.
 
     Refuses (SpecError, one line) a run whose estimated peak memory (`fabricsim.network.budget`) exceeds
     `memory_limit_bytes` (default: $FABRICSIM_MEMORY_LIMIT, else the machine's available memory).
@@ -50,6 +56,11 @@ def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, n
     if (size < 0).any():
         raise SpecError("flow sizes must be non-negative", field="bytes")
     report("routing", 0, len(s))
+    if count is not None and flow_ids is not None:
+        r, row, many = route_counted(topology, s, np.asarray(dst, dtype=np.int64), count, flow_ids, routing, size)
+        report("routing", len(s), len(s))
+        return FlowSet(r.indptr, r.links, r.weights, size[row], r.latency, stages[row], release, before, after,
+                       many.astype(np.float64), origin=row)
     r = route_flows(topology, s, dst, routing, sizes=size)
     report("routing", len(s), len(s))
     return FlowSet(r.indptr, r.links, r.weights, size, r.latency, stages, release, before, after)

@@ -65,6 +65,14 @@ class FlowSet:
     stage_group: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """connections of every stage (a job's stages reuse its connections, so rate control's state carries over:
     `fabricsim.network.control`); empty: each stage its own"""
+    origin: IntArray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """row of the traffic each entry was routed from (counted rows: `fabricsim.network.flowcount`); empty: entry i
+    is row i"""
+
+    @property
+    def total_flows(self) -> int:
+        """Flows the entries stand for (their multiplicities summed)."""
+        return int(self.multiplicity.sum()) if len(self.multiplicity) else self.num_flows
 
     @property
     def num_flows(self) -> int:
@@ -275,20 +283,23 @@ class _Active:
 
 
 def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental: bool = True,
-             aggregate: bool = True, control: FabricControl | None = None) -> FlowResult:
+             aggregate: bool = True, control: FabricControl | None = None, by_members: bool = False) -> FlowResult:
     """Run the flows to completion on links of the given capacities (bytes/s); see the module docstring.
 
     With `check`, every event also records the highest link load over capacity (`FlowResult.max_utilisation`,
     NaN otherwise). `incremental=False` fills every flow again at every event, and `aggregate=False` runs every
     flow on its own instead of one per class of identical flows (`fabricsim.network.flowclass`): the references
     the faster runs are tested against. `control` applies a fabric's back-pressure, rate-control delay and
-    traffic classes (`fabricsim.network.control`); without one, links share ideally (max-min).
+    traffic classes (`fabricsim.network.control`); without one, links share ideally (max-min). `by_members`: the
+    controlled refill after departures (`HELD_REFILL_SHARE`) counts the flows each entry stands for
+    (`FlowSet.multiplicity`), as the run of every flow on its own would, not the entries (a quotient's classes:
+    `fabricsim.network.symmetry`).
     """
     fs.check(len(capacity))
     classes = flow_classes(fs.indptr, fs.links, fs.weights, fs.size, fs.stage) \
         if aggregate and len(fs.multiplicity) == 0 else None
     if classes is None:
-        return _simulate(fs, capacity, check, incremental, control)
+        return _simulate(fs, capacity, check, incremental, control, by_members)
     first, cls = classes
     rows = gather_entries(fs.indptr, first)
     indptr = np.zeros(len(first) + 1, dtype=np.int64)
@@ -305,7 +316,7 @@ def simulate(fs: FlowSet, capacity: FloatArray, check: bool = False, incremental
 
 
 def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
-              control: FabricControl | None = None) -> FlowResult:
+              control: FabricControl | None = None, by_members: bool = False) -> FlowResult:
     """The event loop of `simulate` over flows (or flow classes: `FlowSet.multiplicity`)."""
     n, num_links = fs.num_flows, len(capacity)
     st = _Stages(fs)
@@ -324,8 +335,12 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
         else None
     clock = ReactionClock(control, fs.stage_group, fs.num_stages) if control is not None and control.holds \
         else None
-    controlled_last, held_base, held_gone = False, 0, 0
+    controlled_last, held_base, held_gone = False, 0.0, 0.0
     drain_rtol = SAME_TIME_RTOL if control is None else CONTROLLED_DRAIN_RTOL
+    members = fs.multiplicity if by_members and len(fs.multiplicity) else None
+
+    def weight(ids: IntArray) -> float:  # flows the entries stand for (by_members) or the entries
+        return float(len(ids)) if members is None else float(members[ids].sum())
 
     def retire(ids: IntArray, left: FloatArray, now: float) -> None:
         retired[0] += len(ids)
@@ -341,7 +356,8 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
                 sources = clock.unthrottled(fs.stage[act.ids], t) if clock is not None and held else None
                 act.set_all_rates(controlled_rates(capacity, fs.indptr, fs.links, fs.weights, fs.multiplicity,
                                                    act.ids, control, sources, flow_class), t)
-                controlled_last, held_base, held_gone = True, len(act), 0
+                held_base = float(len(act)) if members is None else weight(act.ids[act.alive])
+                controlled_last, held_gone = True, 0.0
             elif keep_below == 0.0 or controlled_last:  # a full fill: forget the previous rates and their load
                 controlled_last = False
                 act.settle(t, delivered)
@@ -375,8 +391,8 @@ def _simulate(fs: FlowSet, capacity: FloatArray, check: bool, incremental: bool,
                 retire(act.ids[gone], act.left[gone], t_next)  # its last segment's bytes, then none left
                 keep_below = min(keep_below, float(act.rate[gone].min()))
                 unload(load, fs.indptr, fs.links, fs.weights, act.ids[gone], act.rate[gone], fs.multiplicity)
+                held_gone += weight(act.ids[gone])  # controlled rates are refilled after a share has left
                 act.drop(gone)
-                held_gone += len(gone)  # controlled rates are refilled after a share of the flows has left
                 controlled = flow_class is not None or (clock is not None and clock.open(t_next))
                 changed = changed or not (controlled and held_gone <= HELD_REFILL_SHARE * held_base)
         t = t_next

@@ -13,12 +13,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
-from fabricsim.network import FloatArray, IntArray, check_memory, flow_count_bound
+from fabricsim.network import (
+    FloatArray,
+    IntArray,
+    LinkKinds,
+    check_memory,
+    flow_count_bound,
+    link_kinds,
+    representative_gpus,
+)
 from fabricsim.topology import Topology
 
 ID_DTYPE = np.int32
@@ -80,11 +90,25 @@ class Traffic:
     """traffic classes (service levels, priorities) in order, with their arbitration weights"""
     stage_class: list[int] = field(default_factory=list)
     """class (index into `classes`) of every stage"""
+    count: list[IntArray | None] = field(default_factory=list)
+    """flows each row of a stage stands for (None: one a row); see `add_stage`"""
+    member_ids: list[IntArray | None] = field(default_factory=list)
+    """the stage-local flow ids of each counted row's members, grouped by row (None: row i is flow i)"""
+    symmetric: LinkKinds | None = None
+    """set when the traffic is symmetric and stored as a quotient (`symmetric_traffic`): each row is a
+    representative GPU's flow standing for its `count` images on the other GPUs of its kind, not identical flows"""
 
     def add_stage(self, owner: str, release: float, src: IntArray, dst: IntArray, size: FloatArray,
-                  after: int | None = None, traffic_class: str = DEFAULT_CLASS) -> int:
-        """Append a stage of flows in a traffic class; it waits for stage `after` when given. Returns its index."""
+                  after: int | None = None, traffic_class: str = DEFAULT_CLASS, count: IntArray | None = None,
+                  member_ids: IntArray | None = None) -> int:
+        """Append a stage of flows in a traffic class; it waits for stage `after` when given. Returns its index.
+
+        With `count`, row i stands for count[i] identical flows (same GPUs, size, stage) whose positions in the
+        stage's per-flow form are `member_ids` (grouped by row, in row order; `count_pairs` makes both): routed
+        and simulated as classes, with the results of the flows one by one."""
         k = len(self.release)
+        self.count.append(None if count is None else np.asarray(count, dtype=np.int64))
+        self.member_ids.append(None if member_ids is None else np.asarray(member_ids, dtype=np.int64))
         if traffic_class not in self.classes:
             raise SpecError(f"unknown traffic class {traffic_class!r}; the jobs file's classes: "
                             f"{', '.join(self.classes)}", field="class")
@@ -100,6 +124,31 @@ class Traffic:
             self.dep_after.append(k)
         return k
 
+    def stage_flows(self) -> IntArray:
+        """Flows of every stage (its rows' counts summed)."""
+        return np.asarray([len(s) if c is None else int(c.sum()) for s, c in zip(self.src, self.count, strict=True)],
+                          dtype=np.int64)
+
+    @property
+    def num_flows(self) -> int:
+        return int(self.stage_flows().sum())
+
+    def counted(self) -> tuple[IntArray, IntArray] | None:
+        """(count of every row, the global flow ids of their members grouped by row) over all stages, or None when
+        every row is one flow. A flow's id is its index in the per-flow form (the stages' flows one after another,
+        as `arrays` would list them uncounted): the ECMP hash key the flow would have on its own."""
+        if all(c is None for c in self.count):
+            return None
+        if self.symmetric is not None:
+            raise SpecError("symmetric traffic is kept as a quotient: its rows are kinds of flows, not counted "
+                            "flows", field="flows")
+        offset = np.concatenate([[0], np.cumsum(self.stage_flows())[:-1]])
+        counts, ids = [], []
+        for k, (s, c, m) in enumerate(zip(self.src, self.count, self.member_ids, strict=True)):
+            counts.append(np.ones(len(s), dtype=np.int64) if c is None else c)
+            ids.append(offset[k] + (np.arange(len(s), dtype=np.int64) if m is None else m))
+        return np.concatenate(counts), np.concatenate(ids)
+
     def class_weights(self) -> FloatArray:
         """Arbitration weight of every class, in index order."""
         return np.asarray(list(self.classes.values()), dtype=np.float64)
@@ -113,14 +162,59 @@ class Traffic:
         owners = {name: k for k, name in enumerate(dict.fromkeys(self.owner))}
         return np.asarray([owners[name] for name in self.owner], dtype=np.int64)
 
-    def arrays(self) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
-        """(src, dst, bytes, stage) of all flows (a single stage's own arrays, not copies: treat as read-only)."""
+    def arrays(self, rows: bool = False) -> tuple[IntArray, IntArray, FloatArray, IntArray]:
+        """(src, dst, bytes, stage) of all flows, one by one in their per-flow order (counted rows expanded); with
+        `rows`, of the rows as stored (see `counted`). A single uncounted stage's own arrays, not copies: treat as
+        read-only."""
         def cat(parts: list[IntArray]) -> IntArray:
             if len(parts) == 1:
                 return parts[0]
             return np.concatenate(parts) if parts else np.zeros(0, dtype=ID_DTYPE)
-        size = self.size[0] if len(self.size) == 1 else np.concatenate(self.size) if self.size else np.zeros(0)
-        return cat(self.src), cat(self.dst), size, cat(self.stage)
+        src, dst, size, stage = self.src, self.dst, self.size, self.stage
+        if not rows and self.symmetric is not None:
+            raise SpecError("symmetric traffic is kept as a quotient (its flows are not built)", field="flows")
+        if not rows and any(c is not None for c in self.count):
+            def each(parts: list[npt.NDArray[Any]]) -> list[npt.NDArray[Any]]:
+                return [_expand(a, c, m) for a, c, m in zip(parts, self.count, self.member_ids, strict=True)]
+            src, dst, size, stage = each(self.src), each(self.dst), each(self.size), each(self.stage)
+        joined = size[0] if len(size) == 1 else np.concatenate(size) if size else np.zeros(0)
+        return cat(src), cat(dst), joined, cat(stage)
+
+
+def _expand(values: npt.NDArray[Any], count: IntArray | None, members: IntArray | None) -> npt.NDArray[Any]:
+    """A counted stage's row values given to each of its flows, at the flows' per-flow positions."""
+    if count is None or members is None:
+        return values
+    out = np.empty(len(members), dtype=values.dtype)
+    out[members] = np.repeat(values, count)
+    return out
+
+
+def count_pairs(src: IntArray, dst: IntArray, size: FloatArray
+                ) -> tuple[IntArray, IntArray, FloatArray, IntArray, IntArray] | None:
+    """A stage's flows as counted rows: (src, dst, size, count, member ids) with one row per distinct (src, dst,
+    size) in order of first appearance and the positions of its flows grouped by row; None when no two flows are
+    alike (nothing to count)."""
+    n = len(src)
+    if n < 2:
+        return None
+    b = np.broadcast_to(np.asarray(size, dtype=np.float64), np.shape(src))
+    order = np.lexsort((np.arange(n), b, dst, src))
+    s, d, z = src[order], dst[order], b[order]
+    new = np.ones(n, dtype=bool)
+    new[1:] = (s[1:] != s[:-1]) | (d[1:] != d[:-1]) | (z[1:] != z[:-1])
+    if new.all():
+        return None
+    group = np.cumsum(new) - 1
+    starts = np.flatnonzero(new)
+    rank = np.argsort(order[starts], kind="stable")  # groups in order of their first flow
+    place = np.empty(len(starts), dtype=np.int64)
+    place[rank] = np.arange(len(starts))
+    by = np.argsort(place[group], kind="stable")  # members by row, in their order within it
+    count = np.bincount(place[group], minlength=len(starts)).astype(np.int64)
+    first = order[starts][rank]
+    return (np.asarray(src)[first], np.asarray(dst)[first], b[first].copy(), count,
+            order[by].astype(np.int64))
 
 
 def check_choice(value: str, allowed: tuple[str, ...], what: str) -> str:
@@ -244,10 +338,15 @@ def check_traffic_size(topology: Topology, jobs: list[JobSpec], background: list
 
 
 def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec],
-                  storage_nodes: int = 0, reserved_gpus: int = 0, classes: dict[str, float] | None = None) -> Traffic:
+                  storage_nodes: int = 0, reserved_gpus: int = 0, classes: dict[str, float] | None = None,
+                  symmetric_ok: bool = False) -> Traffic:
     """Place the jobs in order on the GPUs outside the storage nodes and the first `reserved_gpus` (a job modelled
     elsewhere, e.g. the training step of `train --sim flow`), and turn everything into stages of their traffic
-    classes (`classes`: name -> arbitration weight; the default class weighs 1 unless named)."""
+    classes (`classes`: name -> arbitration weight; the default class weighs 1 unless named).
+
+    With `symmetric_ok` (flows split evenly over their equal-cost paths may stand for the routing), a single
+    all-to-all over every GPU with more than `SYMMETRIC_FROM_FLOWS` flows is kept as a quotient
+    (`fabricsim.network.symmetry`), its flows never built."""
     if storage_nodes >= topology.num_nodes:
         raise SpecError(f"{storage_nodes} storage nodes leave no compute nodes", field="storage_nodes")
     tr = Traffic(classes=traffic_classes(classes))
@@ -258,6 +357,8 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
     names = [j.name for j in jobs]
     if len(set(names)) != len(names):
         raise SpecError("job names must be unique", field="jobs")
+    if symmetric_ok and symmetric_job(topology, jobs, background, storage_nodes, reserved_gpus):
+        return symmetric_traffic(topology, jobs[0], tr)
     check_traffic_size(topology, jobs, background)
     storage = np.arange(compute, topology.num_gpus, dtype=np.int64)
     for job in jobs:
@@ -270,7 +371,12 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
             continue
         prev: int | None = None
         for s, d, b in pattern_flows(topology, check_pattern(job.pattern), g, job.bytes, job.seed):
-            prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
+            rows = count_pairs(s, d, b)  # a collective's channels between the same GPUs: counted, not repeated
+            if rows is None:
+                prev = tr.add_stage(job.name, job.start, s, d, b, prev, job.traffic_class)
+            else:
+                prev = tr.add_stage(job.name, job.start, rows[0], rows[1], rows[2], prev, job.traffic_class,
+                                    rows[3], rows[4])
     for k, bg in enumerate(background):
         kind = check_choice(bg.kind, BACKGROUND, "background kind")
         if bg.job not in tr.gpus:
@@ -281,6 +387,43 @@ def build_traffic(topology: Topology, jobs: list[JobSpec], background: list[Back
         peer = storage[np.arange(len(g)) % len(storage)]
         s, d = (g, peer) if kind == "checkpoint_write" else (peer, g)
         tr.add_stage(f"{kind}:{bg.job}#{k}", bg.start, s, d, np.full(len(g), bg.bytes), None, bg.traffic_class)
+    return tr
+
+
+SYMMETRIC_FROM_FLOWS = 1 << 27
+"""flows above which a symmetric all-to-all is run as a quotient (`build_traffic`'s `symmetric_ok`): 512 nodes of
+8 GPUs (16.8M flows) and 1,024 (67M) still run every flow with its own ECMP hash; 2,048 (268M) cannot be held"""
+
+
+SYMMETRIC_FABRICS = ("fat-tree", "rail-only")
+"""fabrics whose colour refinement tests/test_flow_symmetry.py checks against every flow (fat trees of 1-3 tiers,
+rail-optimized or not, oversubscribed, multi-plane; rail-only)"""
+
+
+def symmetric_job(topology: Topology, jobs: list[JobSpec], background: list[BackgroundSpec], storage_nodes: int,
+                  reserved_gpus: int) -> bool:
+    """Whether the traffic is one all-to-all over every GPU of the cluster, larger than `SYMMETRIC_FROM_FLOWS`:
+    the same from every GPU of a kind whatever the placement (every pair of GPUs exchanges the same bytes)."""
+    if len(jobs) != 1 or background or storage_nodes or reserved_gpus or topology.fabric.kind not in SYMMETRIC_FABRICS:
+        return False
+    job = jobs[0]
+    if check_pattern(job.pattern, JOB_PATTERNS) != "all_to_all" or job.gpus != topology.num_gpus:
+        return False
+    return pattern_flow_count("all_to_all", job.gpus, topology.gpus_per_node) > SYMMETRIC_FROM_FLOWS
+
+
+def symmetric_traffic(topology: Topology, job: JobSpec, tr: Traffic) -> Traffic:
+    """The all-to-all of `job` over every GPU as a quotient: each representative GPU of a kind sends bytes / n to
+    every other GPU, each of those flows standing for its images from the GPUs of its kind."""
+    kinds = link_kinds(topology)
+    reps, many = representative_gpus(kinds)
+    n = topology.num_gpus
+    src = np.repeat(reps, n - 1)
+    dst = np.concatenate([np.delete(np.arange(n, dtype=np.int64), r) for r in reps])
+    tr.gpus[job.name] = np.arange(n, dtype=np.int64)
+    tr.add_stage(job.name, job.start, src, dst, np.full(len(src), job.bytes / n), None, job.traffic_class,
+                 np.repeat(many, n - 1))
+    tr.symmetric = kinds
     return tr
 
 

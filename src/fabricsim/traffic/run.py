@@ -8,9 +8,23 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from fabricsim.catalog import CongestionControl
-from fabricsim.network import FloatArray, FlowResult, FlowSet, IntArray, fabric_control, routed_flowset, simulate
+from fabricsim.errors import SpecError
+from fabricsim.network import (
+    FloatArray,
+    FlowResult,
+    FlowSet,
+    IntArray,
+    LinkKinds,
+    expand_links,
+    fabric_control,
+    finish_quantiles,
+    routed_flowset,
+    simulate,
+    symmetric_flowset,
+)
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
 
@@ -33,15 +47,41 @@ def run_traffic(topology: Topology, traffic: Traffic, routing: str = "ecmp",
     """Route and simulate all the traffic at once, under the fabric's behaviour (None: ideal max-min) and, with
     `qos`, each traffic class in its own queue at its weight (else every class shares one)."""
     t0 = time.perf_counter()
-    src, dst, size, stage = traffic.arrays()
+    src, dst, size, stage = traffic.arrays(rows=True)
     deps = np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after, dtype=np.int64)
+    if traffic.symmetric is not None:
+        return _run_symmetric(topology, traffic, traffic.symmetric, routing, behaviour, qos, t0)
+    counted = traffic.counted()
     fs = routed_flowset(topology, src, dst, size, stage, np.asarray(traffic.release, dtype=np.float64), routing,
-                        *deps)
+                        *deps, count=None if counted is None else counted[0],
+                        flow_ids=None if counted is None else counted[1])
     weights = traffic.class_weights() if qos else None
     control = fabric_control(topology, behaviour, weights)
     if control is not None:
         fs = replace(fs, stage_class=traffic.stage_classes(), stage_group=traffic.stage_groups())
     result = simulate(fs, topology.link_capacity, control=control)
+    return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
+
+
+def _run_symmetric(topology: Topology, traffic: Traffic, kinds: LinkKinds, routing: str,
+                   behaviour: CongestionControl | None, qos: bool, t0: float) -> TrafficRun:
+    """Symmetric traffic on its quotient (`fabricsim.network.symmetry`): every flow split evenly over its
+    equal-cost paths, each link given its kind's bytes."""
+    if routing != "ecmp":
+        raise SpecError(f"{traffic.num_flows:,} flows are run by symmetry, as ECMP's even split over equal-cost "
+                        f"paths; routing {routing!r} needs every flow built: use ecmp or fewer --nodes",
+                        field="--routing")
+    src, dst, size, stage = traffic.arrays(rows=True)
+    many = np.concatenate([c if c is not None else np.ones(len(s), dtype=np.int64)
+                           for s, c in zip(traffic.src, traffic.count, strict=True)]).astype(np.float64)
+    fs = symmetric_flowset(topology, kinds, src, dst, size, stage, many,
+                           np.asarray(traffic.release, dtype=np.float64),
+                           np.asarray(traffic.dep_before, dtype=np.int64), np.asarray(traffic.dep_after,
+                                                                                      dtype=np.int64))
+    control = fabric_control(topology, behaviour, traffic.class_weights() if qos else None)
+    if control is not None:
+        fs = replace(fs, stage_class=traffic.stage_classes(), stage_group=traffic.stage_groups())
+    result = expand_links(kinds, simulate(fs, topology.link_capacity, control=control, by_members=True))
     return TrafficRun(topology, traffic, fs, result, time.perf_counter() - t0)
 
 
@@ -91,7 +131,10 @@ def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
     the latter over the GPU's scale-out line rate (its share of the node's NICs)."""
     tr, fs, res = run.traffic, run.flowset, run.result
     owner = np.asarray(tr.owner)
-    src, dst, _, _ = tr.arrays()
+    src, dst, _, _ = tr.arrays(rows=True)
+    if len(fs.origin):  # counted rows: each entry is a class of one row's flows
+        src, dst = src[fs.origin], dst[fs.origin]
+    many = fs.multiplicity if len(fs.multiplicity) else np.ones(fs.num_flows)
     gpn = run.topology.gpus_per_node
     inter = src // gpn != dst // gpn
     line = run.topology.nic_bytes_per_s_per_gpu
@@ -104,12 +147,22 @@ def job_metrics(run: TrafficRun) -> list[dict[str, Any]]:
         completion = done - begin
         gpus = len(tr.gpus[name]) if name in tr.gpus else len(np.unique(src[members]))
         rate = 1.0 / max(gpus, 1) / completion if completion > 0 else 0.0
-        per_gpu = float(fs.size[members].sum()) * rate
-        scale_out = float(fs.size[members & inter].sum()) * rate
-        out.append({"name": name, "gpus": gpus, "flows": int(members.sum()), "completion_time_s": completion,
+        per_gpu = float(_weighted_sum(fs.size, many, members)) * rate
+        scale_out = float(_weighted_sum(fs.size, many, members & inter)) * rate
+        flows = int(many[members].sum()) if len(fs.multiplicity) else int(members.sum())
+        p50, p99, last = finish_quantiles(fs, res, members, begin).tolist()
+        out.append({"name": name, "gpus": gpus, "flows": flows, "completion_time_s": completion,
+                    "flow_finish_s": {"p50": p50, "p99": p99, "max": last},
                     "bytes_per_s_per_gpu": per_gpu, "scale_out_bytes_per_s_per_gpu": scale_out,
                     "fraction_of_line_rate": scale_out / line})
     return out
+
+
+def _weighted_sum(size: FloatArray, many: FloatArray, where: npt.NDArray[np.bool_]) -> float:
+    """Bytes of the flows `where` selects, each entry counted as its members (all ones: the plain sum, as before)."""
+    if (many == 1.0).all():
+        return float(size[where].sum())
+    return float((size[where] * many[where]).sum())
 
 
 def utilisation(run: TrafficRun) -> FloatArray:
@@ -145,6 +198,8 @@ def slowdowns(topology: Topology, run: TrafficRun, routing: str, behaviour: Cong
     """Each job's completion time together over alone (same GPUs, its own stages only, same fabric behaviour)."""
     together = {j["name"]: j["completion_time_s"] for j in job_metrics(run)}
     tr = run.traffic
+    if tr.symmetric is not None:  # one job on every GPU (`symmetric_job`): alone is the same run
+        return dict.fromkeys(tr.gpus, 1.0)
     out = {}
     for name in tr.gpus:
         alone = Traffic(classes=dict(tr.classes))
@@ -154,7 +209,8 @@ def slowdowns(topology: Topology, run: TrafficRun, routing: str, behaviour: Cong
                 continue
             after = [remap[b] for b, a in zip(tr.dep_before, tr.dep_after, strict=True) if a == k and b in remap]
             remap[k] = alone.add_stage(who, tr.release[k], tr.src[k], tr.dst[k], tr.size[k],
-                                       after[0] if after else None, list(tr.classes)[tr.stage_class[k]])
+                                       after[0] if after else None, list(tr.classes)[tr.stage_class[k]],
+                                       tr.count[k], tr.member_ids[k])
         alone.gpus[name] = tr.gpus[name]
         t_alone = job_metrics(run_traffic(topology, alone, routing, behaviour, qos))[0]["completion_time_s"]
         out[name] = together[name] / t_alone if t_alone > 0 else 1.0
