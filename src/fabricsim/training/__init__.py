@@ -40,7 +40,8 @@ from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, megat
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction
 from fabricsim.training.runspec import build_plan, parse_extra, parse_layout
 from fabricsim.training.schedule import assemble_steps, pipeline_bubble_fractions
-from fabricsim.training.step import microbatch_floor, plan_memory, predict_training, step_terms
+from fabricsim.training.floor import COMM_FIELDS, STAGE_FIELDS, StageFloor, comm_row, network_floors
+from fabricsim.training.step import microbatch_floor, plan_floor, plan_memory, predict_training, step_terms
 
 __all__ = [
     "DEFAULT_FRAMEWORK",
@@ -48,6 +49,8 @@ __all__ = [
     "FRAMEWORK_SEARCHED",
     "FRAMEWORK_SETTABLE",
     "LAYERS",
+    "COMM_FIELDS",
+    "STAGE_FIELDS",
     "AutoChoice",
     "Breakdown",
     "FrameworkProfile",
@@ -57,6 +60,7 @@ __all__ = [
     "JobParts",
     "MemoryReport",
     "ParallelPlan",
+    "StageFloor",
     "Placement",
     "StepFlops",
     "StepTerms",
@@ -65,6 +69,7 @@ __all__ = [
     "build_plan",
     "check_plan",
     "checkpoint_bytes",
+    "comm_row",
     "domains_spanned",
     "framework_launch_json",
     "framework_profile",
@@ -77,6 +82,7 @@ __all__ = [
     "memory_report",
     "mfu_peak",
     "microbatch_floor",
+    "network_floors",
     "node_of",
     "optimal_interval_s",
     "parse_extra",
@@ -84,6 +90,7 @@ __all__ = [
     "parts_of",
     "pipeline_bubble_fractions",
     "place",
+    "plan_floor",
     "placement_warnings",
     "plan_memory",
     "predict_goodput",
