@@ -21,6 +21,7 @@ tests/test_sizing_netbound.py checks it never exceeds the timed step, over rando
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -30,7 +31,7 @@ from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
 from fabricsim.model import ModelSpec
-from fabricsim.training.comms import _fabric_comm, _group_shape_of, _layer_comms
+from fabricsim.training.comms import _fabric_comm, _group_shape_of, _layer_comms, layer_comms_key
 from fabricsim.training.memory import stage_params
 from fabricsim.training.placement import place
 from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan, stage_layers
@@ -41,6 +42,8 @@ STAGE_FIELDS = ("floor_s", "layers", "moe_layers", "passes", "tp_window", "ep_wi
                 "fsdp_fwd_layer", "fsdp_bwd_layer", "gathers_bwd", "bf16_fallback", "max_fwd", "max_bwd",
                 "virtual_stages", "cp")
 """the network-free numbers of a plan a lower bound reads (`StageFloor.row` in this order)"""
+LAYER_FIELDS = 5
+"""`COMM_FIELDS` from `layer_row` (the rest from `shard_row`)"""
 COMM_FIELDS = ("t_tp", "t_tp_bf16", "t_ep", "t_cp_step", "t_pp", "fsdp_gather", "fsdp_reduce", "fsdp_gather_e",
                "fsdp_reduce_e", "reduce", "reduce_share", "gather", "gather_share", "reduce_e", "reduce_share_e",
                "gather_e", "gather_share_e")
@@ -95,29 +98,47 @@ def stage_floor(model: ModelSpec, plan: ParallelPlan, gpu: GPU,
     return StageFloor(floor_s, s, row)
 
 
-def comm_key(plan: ParallelPlan, stage: int, worst_params_stage: int) -> Hashable:
-    """What `comm_row` reads of a plan: every field but the batch and recompute (plans that differ only in those
-    share their collectives), and the stages whose parameters it moves."""
-    return stage, worst_params_stage, tuple(v for k, v in plan.__dict__.items() if k not in ("gbs", "recompute"))
+_NOT_SHARDING = frozenset({"gbs", "recompute", "mbs", "seq", "precision", "tp_comm_overlap", "ep_comm_overlap",
+                           "shared_expert_overlap"})
+"""plan fields ZeRO-3's per-layer collectives and the data-parallel sync do not read"""
+_SHARDING = operator.itemgetter(*(f for f in ParallelPlan.model_fields if f not in _NOT_SHARDING))
 
 
-_COMM_ROWS: BoundedMemo[tuple[float, ...]] = BoundedMemo(1 << 16)
+def comm_keys(plan: ParallelPlan, stage: int, worst_params_stage: int) -> tuple[Hashable, Hashable]:
+    """What `layer_row` and `shard_row` read of a plan (plans alike in those share them): the layer
+    collectives' fields (`layer_comms_key`), and every field but the batch, micro-batch and precision with the
+    stages whose parameters move."""
+    return layer_comms_key(plan), (stage, worst_params_stage, _SHARDING(plan.__dict__))
 
 
 def comm_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int,
              worst_params_stage: int) -> tuple[float, ...]:
-    """A plan's collective times on ``cluster`` (`COMM_FIELDS`), as `step_terms` prices them: the layer
-    collectives, ZeRO-3's per-layer gather and reduce-scatter of the floor stage, and per data-parallel group
-    (dense, expert) the sync's reduction and gather with their exposed shares (ZeRO 0-2: the last bucket's with
-    overlap on, 1 with it off)."""
-    key = (ByIdentity(model), ByIdentity(cluster), comm_key(plan, stage, worst_params_stage))
-    return _COMM_ROWS.get(key, lambda: _comm_row(model, plan, cluster, stage, worst_params_stage))
+    """A plan's collective times on ``cluster`` (`COMM_FIELDS`), as `step_terms` prices them: `layer_row` and
+    `shard_row`."""
+    return (*layer_row(model, plan, cluster), *shard_row(model, plan, cluster, stage, worst_params_stage))
 
 
-def _comm_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int,
+def layer_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> tuple[float, ...]:
+    """The layer collectives (`COMM_FIELDS` up to ``t_pp``): TP, EP, CP per layer pass and PP per send."""
+    comms = _layer_comms(model, plan, cluster, place(plan))
+    return (comms.tp_per_layer_pass[0], comms.tp_bf16_per_layer_pass[0], comms.ep_per_layer_pass[0],
+            comms.cp_per_layer_step[0], comms.pp_per_send[0] + comms.pp_gather[0])
+
+
+_SHARD_ROWS: BoundedMemo[tuple[float, ...]] = BoundedMemo(1 << 16)
+
+
+def shard_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int,
               worst_params_stage: int) -> tuple[float, ...]:
-    placement = place(plan)
-    comms = _layer_comms(model, plan, cluster, placement)
+    """ZeRO-3's per-layer gather and reduce-scatter of the floor stage, and per data-parallel group (dense,
+    expert) the sync's reduction and gather with their exposed shares (ZeRO 0-2: the last bucket's with overlap
+    on, 1 with it off): `COMM_FIELDS` from ``fsdp_gather`` (memoised on `comm_keys`)."""
+    key = (ByIdentity(model), ByIdentity(cluster), comm_keys(plan, stage, worst_params_stage)[1])
+    return _SHARD_ROWS.get(key, lambda: _shard_row(model, plan, cluster, stage, worst_params_stage))
+
+
+def _shard_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int,
+               worst_params_stage: int) -> tuple[float, ...]:
     fsdp = [0.0, 0.0, 0.0, 0.0]
     sync = [0.0] * 8
     if plan.zero >= 3:
@@ -152,8 +173,7 @@ def _comm_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: int
                 gather, _ = _fabric_comm(cluster, plan, kind, shape, "all_gather", count * PARAM_BYTES)
             sync[4 * j:4 * j + 4] = [t, last_bucket if plan.overlap_grad_reduce else 1.0,
                                      gather, last_bucket if plan.overlap_param_gather else 1.0]
-    return (comms.tp_per_layer_pass[0], comms.tp_bf16_per_layer_pass[0], comms.ep_per_layer_pass[0],
-            comms.cp_per_layer_step[0], comms.pp_per_send[0] + comms.pp_gather[0], *fsdp, *sync)
+    return (*fsdp, *sync)
 
 
 def network_floors(stage: np.ndarray, comm: np.ndarray, optimizer_s: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
