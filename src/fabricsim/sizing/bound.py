@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,30 +46,48 @@ class Bound:
 
 @dataclass
 class SharedIncumbent:
-    """The objective values of qualifying plans a process has timed so far in one search, over all its clusters.
-    The search's best is at most the least of them and its `top`-th at most their `top`-th least, so a plan whose
-    objective is above max(`top`-th least, least x exp(spread)) can be neither a top row nor a tie, whatever
-    cluster it is on (within a cluster the objective, cost or energy or time, is proportional to time)."""
+    """The objective values of qualifying plans timed so far in one search, over all its clusters: this
+    process's, and with a local pool every worker's (``pool``: a shared array of the `top` least values found by
+    any worker, ascending, inf where fewer). The search's best is at most the least of them and its `top`-th at
+    most their `top`-th least, so a plan whose objective is above max(`top`-th least, least x exp(spread)) can be
+    neither a top row nor a tie, whatever cluster it is on (within a cluster the objective, cost or energy or
+    time, is proportional to time). Values only fall, so a read racing a worker's write still bounds."""
 
     bound: Bound
+    pool: Any = None
     best: float = math.inf
     least: list[float] = field(default_factory=list)  # max-heap (negated) of the `top` least
 
     def add(self, values: np.ndarray) -> None:
-        for v in values[np.isfinite(values)].tolist():
+        found = values[np.isfinite(values)].tolist()
+        for v in found:
             self.best = min(self.best, v)
             if len(self.least) < self.bound.top:
                 heapq.heappush(self.least, -v)
             elif v < -self.least[0]:
                 heapq.heapreplace(self.least, -v)
+        if self.pool is not None and found:
+            with self.pool.get_lock():
+                merged = sorted([*self.pool[:], *found])[:self.bound.top]
+                self.pool[:] = merged
 
     def threshold(self) -> float:
         """No plan whose objective is above this can be a top row or a tie."""
+        best = self.best
         nth = -self.least[0] if len(self.least) == self.bound.top else math.inf
-        return max(nth, self.best * math.exp(self.bound.spread or 0.0))
+        if self.pool is not None:
+            best = min(best, self.pool[0])
+            nth = min(nth, self.pool[self.bound.top - 1])
+        return max(nth, best * math.exp(self.bound.spread or 0.0))
 
 
 _SHARED: dict[str, SharedIncumbent] = {}
+_POOLS: dict[str, Any] = {}
+
+
+def attach_pool(search: str, values: Any) -> None:
+    """Share a search's incumbent with the other workers of a local pool (a process pool's initializer)."""
+    _POOLS[search] = values
 
 
 def shared_incumbent(bound: Bound) -> SharedIncumbent:
@@ -77,7 +96,7 @@ def shared_incumbent(bound: Bound) -> SharedIncumbent:
     if found is None or found.bound != bound:
         if len(_SHARED) >= 8:
             _SHARED.clear()
-        found = _SHARED[bound.search] = SharedIncumbent(bound)
+        found = _SHARED[bound.search] = SharedIncumbent(bound, _POOLS.get(bound.search))
     return found
 
 
