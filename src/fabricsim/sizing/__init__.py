@@ -8,7 +8,7 @@ cluster lacks a price or power for). Serving (``size --inference``): ``Inference
 ``size_inference``, ``InferenceSizingResult``.
 """
 
-from fabricsim.sizing.defaults import sizing_defaults
+from fabricsim.sizing.defaults import DEFAULT_FABRIC_KINDS, DEFAULT_GPUS, sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.explain import unpriced_note
 from fabricsim.sizing.inference.kvtier import check_tier_spec
@@ -34,6 +34,8 @@ from fabricsim.sizing.spec import (
 )
 
 __all__ = [
+    "DEFAULT_FABRIC_KINDS",
+    "DEFAULT_GPUS",
     "DEFAULT_FABRICS",
     "ChunkResult",
     "ClusterChoice",

@@ -114,7 +114,8 @@ def size(
         cooling: the facility's cooling class (fabricsim catalog cooling): air or liquid; keeps only systems it can
             host at their rack power, and its PUE applies unless --pue is given [default: none: no rack check,
             --pue] (--cooling)
-        gpus: GPU counts: 1024..16384 (powers of two), a list or one (--gpus)
+        gpus: GPU counts: a range lo..hi (its powers of two and the whole units inside), a list or one [default:
+            1024..65536] (--gpus)
         nodes: node counts instead of --gpus (--nodes)
         systems: candidate systems (default: every priced one) (--systems)
         gpu_power: board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the
@@ -126,7 +127,7 @@ def size(
             points)
         fabrics: candidate networks [default: hdr,ndr,xdr,eth-400g] (--fabrics)
         fabric_kinds: scale-out designs to search: fat-tree, rail-only (a network per rail), 2-plane (a fat tree of
-            2 planes): the same step, each its own bill [default: fat-tree] (--fabric-kinds)
+            2 planes): the same step, each its own bill [default: all three] (--fabric-kinds)
         oversubscription: fat-tree oversubscriptions (--oversubscription)
         rail_optimized: NIC i of every node on rail leaf i (fat tree) (--rail-optimized/--no-rail-optimized)
         seq: sequence length [tokens] (--seq)
