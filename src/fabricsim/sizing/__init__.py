@@ -34,9 +34,9 @@ from fabricsim.sizing.spec import (
 )
 
 __all__ = [
+    "DEFAULT_FABRICS",
     "DEFAULT_FABRIC_KINDS",
     "DEFAULT_GPUS",
-    "DEFAULT_FABRICS",
     "ChunkResult",
     "ClusterChoice",
     "InferenceSizingResult",

@@ -223,9 +223,9 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
                        candidates, candidates - len(rows), None, why, econ.missing)
 
 
-_Fitting = list[tuple[int, int, float, float]]
+_Fitting = list[tuple[int, int, float, float]]  # (gbs, m, bytes needed, capacity) of the batches that fit
 _BLOCK = 128
-"""candidates whose network-aware bounds a bounded search prices at once"""  # (gbs, m, bytes needed, capacity) of the batches that fit
+"""candidates whose network-aware bounds a bounded search prices at once"""
 
 
 @dataclass

@@ -15,13 +15,16 @@ from fabricsim.comm import Cluster
 from fabricsim.model import ModelSpec
 from fabricsim.training import (
     COMM_FIELDS,
+    LAYER_FIELDS,
     STAGE_FIELDS,
     ParallelPlan,
+    comm_keys,
+    layer_row,
     network_floors,
     pipeline_bubble_fractions,
     plan_floor,
+    shard_row,
 )
-from fabricsim.training.floor import LAYER_FIELDS, comm_keys, layer_row, shard_row
 
 Batches = Sequence[tuple[int, int]]  # (gbs, micro-batches)
 
@@ -30,7 +33,8 @@ Batches = Sequence[tuple[int, int]]  # (gbs, micro-batches)
 class TaskFloors:
     """The network-free parts of a task's candidate plans: per plan its `STAGE_FIELDS` row and optimizer update,
     and the indices of its distinct layer collectives and sharding collectives (``*_plans``: one plan of each,
-    with its floor and parameter stages for the latter); per (plan, batch) row its owner, micro-batches, bubble fraction and tokens per step."""
+    with its floor and parameter stages for the latter); per (plan, batch) row its owner, micro-batches, bubble
+    fraction and tokens per step."""
 
     stage: np.ndarray
     optimizer: np.ndarray
@@ -106,7 +110,8 @@ class ClusterLows:
         todo = plans[np.isnan(self.lows[plans])]
         if len(todo):
             self.lows[todo] = network_lows(self, todo)
-        return self.lows[plans]
+        out: np.ndarray = self.lows[plans]
+        return out
 
 
 def network_lows(at: ClusterLows, plans: np.ndarray) -> np.ndarray:
@@ -129,4 +134,5 @@ def network_lows(at: ClusterLows, plans: np.ndarray) -> np.ndarray:
     o = np.repeat(np.arange(len(plans)), counts)
     lows = np.full(len(plans), np.inf)
     np.minimum.at(lows, o, floors.tokens[rows] * ((floors.m[rows] + floors.bubble[rows]) * mb[o] + once[o]))
-    return np.maximum(lows, floors.compute[plans])
+    out: np.ndarray = np.maximum(lows, floors.compute[plans])
+    return out

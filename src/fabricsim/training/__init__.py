@@ -5,6 +5,17 @@ restarts).
 
 from fabricsim.training.auto import AutoChoice, search_knobs
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts, parts_of
+from fabricsim.training.floor import (
+    COMM_FIELDS,
+    LAYER_FIELDS,
+    STAGE_FIELDS,
+    StageFloor,
+    comm_keys,
+    comm_row,
+    layer_row,
+    network_floors,
+    shard_row,
+)
 from fabricsim.training.flops import StepFlops, mfu_peak, stage_microbatch_flops, step_flops
 from fabricsim.training.frameworks import (
     DEFAULT_FRAMEWORK,
@@ -40,16 +51,16 @@ from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, megat
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction
 from fabricsim.training.runspec import build_plan, parse_extra, parse_layout
 from fabricsim.training.schedule import assemble_steps, pipeline_bubble_fractions
-from fabricsim.training.floor import COMM_FIELDS, STAGE_FIELDS, StageFloor, comm_row, network_floors
 from fabricsim.training.step import microbatch_floor, plan_floor, plan_memory, predict_training, step_terms
 
 __all__ = [
+    "COMM_FIELDS",
     "DEFAULT_FRAMEWORK",
     "DEFAULT_MBS",
     "FRAMEWORK_SEARCHED",
     "FRAMEWORK_SETTABLE",
     "LAYERS",
-    "COMM_FIELDS",
+    "LAYER_FIELDS",
     "STAGE_FIELDS",
     "AutoChoice",
     "Breakdown",
@@ -60,8 +71,8 @@ __all__ = [
     "JobParts",
     "MemoryReport",
     "ParallelPlan",
-    "StageFloor",
     "Placement",
+    "StageFloor",
     "StepFlops",
     "StepTerms",
     "TrainingPrediction",
@@ -69,6 +80,7 @@ __all__ = [
     "build_plan",
     "check_plan",
     "checkpoint_bytes",
+    "comm_keys",
     "comm_row",
     "domains_spanned",
     "framework_launch_json",
@@ -77,6 +89,7 @@ __all__ = [
     "goodput_at",
     "interruption_rates",
     "job_parts",
+    "layer_row",
     "leaves_nvlink",
     "megatron_runs_interleaved",
     "memory_report",
@@ -90,13 +103,14 @@ __all__ = [
     "parts_of",
     "pipeline_bubble_fractions",
     "place",
-    "plan_floor",
     "placement_warnings",
+    "plan_floor",
     "plan_memory",
     "predict_goodput",
     "predict_training",
     "rank_groups",
     "search_knobs",
+    "shard_row",
     "spare_fields",
     "spare_unit_gpus",
     "spare_wait_s",

@@ -106,7 +106,7 @@ _LAYER_FIELDS = operator.attrgetter("tp", "cp", "ep", "etp", "dp", "pp", "mbs", 
 
 def layer_comms_key(plan: ParallelPlan) -> tuple[object, ...]:
     """The plan fields a plan's layer collectives read (``_layer_comms`` caches on them)."""
-    return _LAYER_FIELDS(plan)  # type: ignore[no-any-return]
+    return _LAYER_FIELDS(plan)
 
 
 def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
