@@ -87,7 +87,7 @@ def _bound(model: Any, plan: ParallelPlan, cluster: Cluster) -> tuple[float, flo
         float((plan.microbatches + bubble) * floor.floor_s + optimizer_s)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
           derandomize=True)
 @given(_cases())
 def test_network_bound_never_exceeds_the_step(case: tuple[Any, ParallelPlan, Cluster]) -> None:
