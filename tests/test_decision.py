@@ -53,7 +53,8 @@ def test_one_row_per_system_with_bands_facility_and_basis(rows: list[dict[str, A
 def test_the_readme_table_is_the_commands(rows: list[dict[str, Any]]) -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert TOOL.readme_block(readme) == TOOL.block(rows), "run: python tools/decision_table.py (README is stale)"
-    assert TOOL.COMMAND.split()[2:] == [w for k, v in TOOL.ARGS.items() for w in (f"--{k}", v)]
+    assert TOOL.COMMAND.split()[2:] == [w for k, v in TOOL.ARGS.items()
+                                             for w in (f"--{k.replace('_', '-')}", v)]
 
 
 def test_a_row_it_cannot_describe_is_a_note_not_a_failure() -> None:

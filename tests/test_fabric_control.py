@@ -338,11 +338,19 @@ def test_size_retimes_each_network_best_plan_under_its_kind_of_behaviour() -> No
 
     res = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "100B", "--deadline", "30d",
                                    "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr,eth-400g",
-                                   "--oversubscription", "1", "--tp", "1", "--pp", "1", "--mbs", "1", "--zero", "2",
-                                   "--recompute", "none", "--congestion", "ib,spectrum-x", "--json"])
+                                   "--fabric-kinds", "fat-tree", "--oversubscription", "1", "--tp", "1", "--pp", "1",
+                                   "--mbs", "1", "--zero", "2", "--recompute", "none", "--congestion", "ib,spectrum-x",
+                                   "--json"])
     assert res.exit_code == 0, res.output
     rows = json.loads(res.output)["congestion"]
     assert {(r["fabric"], r["congestion_control"]) for r in rows} == {("ndr", "ib"), ("eth-400g", "spectrum-x")}
+    designs = CliRunner().invoke(app, ["size", "--model", "llama3-8b", "--tokens", "100B", "--deadline", "30d",
+                                       "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr",
+                                       "--fabric-kinds", "rail-only,2-plane", "--oversubscription", "1", "--tp", "1",
+                                       "--pp", "1", "--mbs", "1", "--zero", "2", "--recompute", "none",
+                                       "--congestion", "ib", "--json"])  # the network of a design's label
+    assert designs.exit_code == 0, designs.output
+    assert {r["fabric"] for r in json.loads(designs.output)["congestion"]} == {"ndr rail-only", "ndr 2-plane"}
     for r in rows:
         assert r["flow_step_s"] >= r["flow_ideal_step_s"] * (1 - 1e-6)
         assert r["time_to_train_s"] > 0 and r["cost_usd"] > 0

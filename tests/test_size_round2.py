@@ -16,7 +16,8 @@ from fabricsim.sizing import Knobs, SizingSpec, size
 from fabricsim.sizing.space import node_counts, unit_gpus
 
 README_ARGS = ("--model", "llama3-70b", "--tokens", "2T", "--deadline", "60d", "--gpus", "1024..4096",
-               "--systems", "dgx-h100,gb200-nvl72", "--fabrics", "ndr,xdr", "--oversubscription", "1", "--tp", "8",
+               "--systems", "dgx-h100,gb200-nvl72", "--fabrics", "ndr,xdr", "--fabric-kinds", "fat-tree",
+               "--oversubscription", "1", "--tp", "8",
                "--pp", "4", "--mbs", "1,2", "--recompute", "none", "--zero", "1", "--executor", "serial")
 SMALL_ARGS = ("--model", "llama3-8b", "--gpus", "64", "--systems", "dgx-h100", "--fabrics", "ndr",
               "--oversubscription", "1", "--pp", "1,2", "--mbs", "1", "--executor", "serial", "--gbs", "256")

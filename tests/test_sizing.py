@@ -75,9 +75,16 @@ def test_adding_a_candidate_never_makes_the_best_worse(objective: str) -> None:
     assert large.ranked[column].iloc[0] <= small.ranked[column].iloc[0]
 
 
+COUNTS = ("plans_evaluated", "plans_pruned", "plans_feasible")
+"""how many plans a bounded search timed: its clusters share the objective values found (issue 48), so the counts
+depend on the order clusters finish in (a pool's workers, a resumed run); the answer does not"""
+
+
 def _json(result: Any) -> dict[str, Any]:
     data = result.to_json()
     data.pop("wall_s")
+    for key in COUNTS:
+        data.pop(key)
     return data
 
 
@@ -218,5 +225,7 @@ def test_killed_cli_search_resumes_to_the_uninterrupted_result(tmp_path: Any) ->
     for doc in (a, b):
         doc.pop("wall_s")
         doc.pop("inputs")
+        for key in COUNTS:
+            doc.pop(key)
     assert a == b
     assert proc.returncode == -signal.SIGKILL and 2 <= finished_before < 8  # killed midway

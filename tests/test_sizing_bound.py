@@ -45,7 +45,10 @@ def _spaces(draw: st.DrawFn) -> SizingSpec:
         "oversubscription": (1.0,) if draw(st.booleans()) else (1.0, 2.0),
         "gbs": tuple(sorted(draw(st.sets(st.sampled_from([256, 512, 1024]), min_size=1, max_size=2)))),
         "top": draw(st.integers(1, 6)),
-        "knobs": Knobs(pp=(1, 2, 4), cp=(1,), mbs=(1, 2), vpp=(1, 2), precision=("bf16",)),
+        "fabric_kinds": tuple(draw(st.lists(st.sampled_from(["fat-tree", "rail-only", "2-plane"]), min_size=1,
+                                            max_size=3, unique=True))),
+        "knobs": Knobs(pp=(1, 2, 4), cp=(1,), mbs=(1, 2), vpp=(1, 2),
+                       precision=draw(st.sampled_from([("bf16",), ("bf16", "fp8")]))),
     }
     if draw(st.booleans()):  # a deadline that binds some clusters (days)
         kw["deadline_s"] = draw(st.sampled_from([2.0, 10.0, 60.0])) * 86400
@@ -58,6 +61,22 @@ def _spaces(draw: st.DrawFn) -> SizingSpec:
 @given(_spaces())
 def test_bounded_search_equals_exhaustive(spec: SizingSpec) -> None:
     assert _answer(spec, exhaustive=False) == _answer(spec, exhaustive=True)
+
+
+def test_bounded_search_on_a_pool_equals_exhaustive() -> None:
+    """Two worker processes, each with its own shared incumbent (the objective values its clusters found): the
+    same answer as the exhaustive search; 64 GPUs up to a 2-plane fabric, MoE and ZeRO-3 among the plans."""
+    spec = SizingSpec(model="mixtral-8x7b", tokens=1e11, gpus=(64, 128), systems=("dgx-h100", "dgx-b200"),
+                      fabrics=("ndr", "eth-400g"), fabric_kinds=("fat-tree", "rail-only", "2-plane"),
+                      deadline_s=10 * 86400, top=3, knobs=Knobs(pp=(1, 2), cp=(1,), mbs=(1,), vpp=(1,),
+                                                                 precision=("bf16",)))
+    bounded = size(spec, executor="local", workers=2).to_json()
+    exhaustive = size(spec, executor="serial", exhaustive=True).to_json()
+    for key in COUNTS:
+        bounded.pop(key)
+        exhaustive.pop(key)
+    assert json.loads(json.dumps(bounded, sort_keys=True, default=str)) == \
+        json.loads(json.dumps(exhaustive, sort_keys=True, default=str))
 
 
 def test_bounded_search_times_fewer_plans(monkeypatch: pytest.MonkeyPatch) -> None:

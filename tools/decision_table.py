@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 COMMAND = ("fabricsim size --model llama3-405b --tokens 15T --deadline 90d "
-           "--systems gb200-nvl72,vera-rubin-nvl72,helios-mi455x --fabrics xdr --oversubscription 1 "
-           "--gpus 1024..8192 --tp 4,8 --pp 1,4,8 --gbs 2048")
+           "--systems gb200-nvl72,vera-rubin-nvl72,helios-mi455x --fabrics xdr --fabric-kinds fat-tree "
+           "--oversubscription 1 --gpus 1024..8192 --tp 4,8 --pp 1,4,8 --gbs 2048")
 ARGS: dict[str, Any] = {"model": "llama3-405b", "tokens": "15T", "deadline": "90d",
                         "systems": "gb200-nvl72,vera-rubin-nvl72,helios-mi455x", "fabrics": "xdr",
+                        "fabric_kinds": "fat-tree",
                         "oversubscription": "1", "gpus": "1024..8192", "tp": "4,8", "pp": "1,4,8", "gbs": "2048"}
 BEGIN, END = "<!-- decision table: tools/decision_table.py -->", "<!-- end decision table -->"
 

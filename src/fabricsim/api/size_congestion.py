@@ -25,11 +25,14 @@ def congestion_rows(run: SizeRun, best: Sequence[dict[str, Any]], behaviours: Se
 
     out = []
     for row in best:
-        kind = catalog.link(network_link_id(catalog, str(row["fabric"]))).kind
+        network, _, design = str(row["fabric"]).partition(" ")  # "ndr", or "ndr rail-only" / "ndr 2-plane"
+        kind = catalog.link(network_link_id(catalog, network)).kind
         mine = [b for b in behaviours if catalog.congestion_control(b).runs_on(kind)]
         if not mine:
             continue
-        common = {"model": run.model, "system": row["system"], "ib": row["fabric"], "gpus": int(row["gpus"]),
+        common = {"model": run.model, "system": row["system"], "ib": network, "gpus": int(row["gpus"]),
+                  "fabric_kind": "rail-only" if design == "rail-only" else "fat-tree",
+                  "planes": 2 if design == "2-plane" else 1,
                   "oversubscription": float(row["oversubscription"]), "goodput": False,
                   "calibration": run.calibration, "framework": run.framework or "megatron",
                   "gpu_power": row.get("gpu_power_w"),  # the row's GPU power (--gpu-power, --gpu-power-points)

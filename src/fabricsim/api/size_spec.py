@@ -86,6 +86,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
     from fabricsim.inputs import finite
     from fabricsim.sizing import (
         DEFAULT_FABRICS,
+        DEFAULT_GPUS,
         SizingSpec,
         overlay_catalog,
         parse_int_range,
@@ -97,7 +98,8 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
 
     if kw["gpus"] is not None and kw["nodes"] is not None:
         raise SpecError("give --gpus or --nodes, not both", field="--nodes")
-    gpus = None if kw["gpus"] is None else parse_int_range(kw["gpus"], "--gpus")
+    gpus_text = DEFAULT_GPUS if kw["gpus"] is None and kw["nodes"] is None else kw["gpus"]
+    gpus = None if gpus_text is None else parse_int_range(gpus_text, "--gpus")
     if kw.get("gpu_power_points") is not None and kw.get("gpu_power") is not None:
         raise SpecError("--gpu-power limits every GPU to one power; --gpu-power-points searches several: give one",
                         field="--gpu-power-points")
@@ -110,7 +112,7 @@ def _build_spec(kw: dict[str, Any], knobs: Any, fixed: dict[str, Any], defaults:
         tokens=finite(units.parse_count(kw["tokens"] or DEFAULT_TOKENS, field="--tokens"), "--tokens", low=0,
                       low_open=True),
         gbs=parse_int_range(kw["gbs"], "--gbs"),
-        gpus=gpus, gpus_range=(min(gpus), max(gpus)) if gpus is not None and ".." in kw["gpus"] else None,
+        gpus=gpus, gpus_range=(min(gpus), max(gpus)) if gpus is not None and ".." in gpus_text else None,
         nodes=None if kw["nodes"] is None else parse_int_range(kw["nodes"], "--nodes"),
         systems=parse_list(kw["systems"], "--systems"),
         fabrics=parse_list(kw["fabrics"], "--fabrics") or DEFAULT_FABRICS,
@@ -147,10 +149,10 @@ def _facility(kw: dict[str, Any]) -> float | None:
 
 
 def _fabric_kinds(text: str | None) -> tuple[str, ...]:
-    """--fabric-kinds as a checked tuple (default: the rail-optimized fat tree)."""
-    from fabricsim.sizing import parse_list
+    """--fabric-kinds as a checked tuple (default: all three, `sizing.defaults.DEFAULT_FABRIC_KINDS`)."""
+    from fabricsim.sizing import DEFAULT_FABRIC_KINDS, parse_list
 
-    kinds = parse_list(text, "--fabric-kinds") or ("fat-tree",)
+    kinds = parse_list(text, "--fabric-kinds") or DEFAULT_FABRIC_KINDS
     bad = [k for k in kinds if k not in ("fat-tree", "rail-only", "2-plane")]
     if bad:
         raise SpecError(f"{', '.join(bad)}: size searches fat-tree, rail-only and 2-plane fabrics",

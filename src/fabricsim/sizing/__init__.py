@@ -8,7 +8,7 @@ Public API: ``SizingSpec``, ``Knobs``, ``size``, ``sweep`` (every plan of a spac
 ``InferenceSizingSpec``, ``size_inference``, ``InferenceSizingResult``.
 """
 
-from fabricsim.sizing.defaults import sizing_defaults
+from fabricsim.sizing.defaults import DEFAULT_FABRIC_KINDS, DEFAULT_GPUS, sizing_defaults
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_chunk, plan_for
 from fabricsim.sizing.explain import unpriced_note
 from fabricsim.sizing.grid import Sweep, sweep
@@ -36,6 +36,8 @@ from fabricsim.sizing.spec import (
 
 __all__ = [
     "DEFAULT_FABRICS",
+    "DEFAULT_FABRIC_KINDS",
+    "DEFAULT_GPUS",
     "ChunkResult",
     "ClusterChoice",
     "InferenceSizingResult",

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -35,10 +36,68 @@ SLACK = 1e-9
 
 @dataclass(frozen=True)
 class Bound:
-    """What a bounded search keeps: ties within ``spread`` (a log ratio; None: only the best ties) and ``top``."""
+    """What a bounded search keeps: ties within ``spread`` (a log ratio; None: only the best ties) and ``top``;
+    ``search`` names one search (the objective values its processes have found are shared under it)."""
 
     spread: float | None
     top: int
+    search: str = ""
+
+
+@dataclass
+class SharedIncumbent:
+    """The objective values of qualifying plans timed so far in one search, over all its clusters: this
+    process's, and with a local pool every worker's (``pool``: a shared array of the `top` least values found by
+    any worker, ascending, inf where fewer). The search's best is at most the least of them and its `top`-th at
+    most their `top`-th least, so a plan whose objective is above max(`top`-th least, least x exp(spread)) can be
+    neither a top row nor a tie, whatever cluster it is on (within a cluster the objective, cost or energy or
+    time, is proportional to time). Values only fall, so a read racing a worker's write still bounds."""
+
+    bound: Bound
+    pool: Any = None
+    best: float = math.inf
+    least: list[float] = field(default_factory=list)  # max-heap (negated) of the `top` least
+
+    def add(self, values: np.ndarray) -> None:
+        found = values[np.isfinite(values)].tolist()
+        for v in found:
+            self.best = min(self.best, v)
+            if len(self.least) < self.bound.top:
+                heapq.heappush(self.least, -v)
+            elif v < -self.least[0]:
+                heapq.heapreplace(self.least, -v)
+        if self.pool is not None and found:
+            with self.pool.get_lock():
+                merged = sorted([*self.pool[:], *found])[:self.bound.top]
+                self.pool[:] = merged
+
+    def threshold(self) -> float:
+        """No plan whose objective is above this can be a top row or a tie."""
+        best = self.best
+        nth = -self.least[0] if len(self.least) == self.bound.top else math.inf
+        if self.pool is not None:
+            best = min(best, self.pool[0])
+            nth = min(nth, self.pool[self.bound.top - 1])
+        return max(nth, best * math.exp(self.bound.spread or 0.0))
+
+
+_SHARED: dict[str, SharedIncumbent] = {}
+_POOLS: dict[str, Any] = {}
+
+
+def attach_pool(search: str, values: Any) -> None:
+    """Share a search's incumbent with the other workers of a local pool (a process pool's initializer)."""
+    _POOLS[search] = values
+
+
+def shared_incumbent(bound: Bound) -> SharedIncumbent:
+    """This process's incumbent of ``bound``'s search (one per search; a process keeps the last few)."""
+    found = _SHARED.get(bound.search)
+    if found is None or found.bound != bound:
+        if len(_SHARED) >= 8:
+            _SHARED.clear()
+        found = _SHARED[bound.search] = SharedIncumbent(bound, _POOLS.get(bound.search))
+    return found
 
 
 def tie_spread_bound(moe: bool, choices: list[ClusterChoice], catalog: Catalog) -> float | None:
@@ -68,6 +127,7 @@ class Incumbents:
     spec: SizingSpec
     econ: Economics
     gpus: int
+    shared: SharedIncumbent | None = None
     best: float = math.inf
     best_qualifying: float = math.inf
     fastest: list[float] = field(default_factory=list)  # max-heap (negated) of the `top` fastest qualifying times
@@ -81,21 +141,32 @@ class Incumbents:
             ok &= mask
         return ok
 
+    def objective(self, time_s: np.ndarray) -> np.ndarray:
+        """The spec's objective (`rank.OBJECTIVE_COLUMN`) of runs of these times on this cluster (NaN: unknown)."""
+        if self.spec.objective == "time":
+            return np.asarray(time_s, dtype=np.float64)
+        cost, energy = run_costs(time_s, self.econ, self.gpus, self.spec)
+        return np.asarray(cost if self.spec.objective == "cost" else energy, dtype=np.float64)
+
     def add(self, time_s: np.ndarray) -> None:
         """Exact times to train of newly priced plans."""
         if len(time_s) == 0:
             return
         self.best = min(self.best, float(time_s.min()))
-        for t in time_s[self.qualifies(time_s)].tolist():
+        ok = self.qualifies(time_s)
+        if self.shared is not None:
+            self.shared.add(self.objective(time_s[ok]))
+        for t in time_s[ok].tolist():
             self.best_qualifying = min(self.best_qualifying, t)
             if len(self.fastest) < self.bound.top:
                 heapq.heappush(self.fastest, -t)
             elif t < -self.fastest[0]:
                 heapq.heapreplace(self.fastest, -t)
 
-    def needed(self, lower_bound_s: float, can_qualify: bool | None = None) -> bool:
+    def needed(self, lower_bound_s: float, can_qualify: bool | None = None, objective: float = math.nan) -> bool:
         """Whether a plan whose time to train is at least ``lower_bound_s`` can still change the answer
-        (``can_qualify``: whether a run that fast meets the constraints, when already known)."""
+        (``can_qualify``: whether a run that fast meets the constraints, when already known; ``objective``: that
+        run's objective, checked against the search's shared incumbent when known)."""
         if lower_bound_s <= self.best * (1 + SLACK):
             return True  # it may be the cluster's fastest
         if can_qualify is None:
@@ -104,4 +175,6 @@ class Incumbents:
             return False  # constraints only tighten with time: it cannot qualify
         nth = -self.fastest[0] if len(self.fastest) == self.bound.top else math.inf
         tie = self.best_qualifying * math.exp(self.bound.spread or 0.0)
-        return lower_bound_s <= max(nth, tie) * (1 + SLACK)
+        if lower_bound_s > max(nth, tie) * (1 + SLACK):
+            return False
+        return not (self.shared is not None and objective > self.shared.threshold() * (1 + SLACK))

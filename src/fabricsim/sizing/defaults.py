@@ -7,6 +7,11 @@ from functools import lru_cache
 from importlib import resources
 
 YEAR_S = 365.25 * 86400.0
+DEFAULT_GPUS = "1024..65536"
+"""GPU counts `size` searches when neither --gpus nor --nodes is given: the powers of two 1k-64k (issue 48; before,
+1024-16384 without the range's whole units in between)"""
+DEFAULT_FABRIC_KINDS = ("fat-tree", "rail-only", "2-plane")
+"""scale-out designs `size` searches when --fabric-kinds is not given (issue 48; before, fat-tree only)"""
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ every (shape, batch) plan with numpy (``assemble_steps``): the same arithmetic, 
 from __future__ import annotations
 
 import gc
+import heapq
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,8 +19,9 @@ from fabricsim.catalog import GPU, Catalog
 from fabricsim.comm import Cluster
 from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, load_model
-from fabricsim.sizing.bound import Bound, Incumbents
+from fabricsim.sizing.bound import Bound, Incumbents, shared_incumbent
 from fabricsim.sizing.economics import Economics, economics, run_costs
+from fabricsim.sizing.floors import ClusterLows, TaskFloors, task_floors
 from fabricsim.sizing.power_points import point_catalog
 from fabricsim.sizing.reliability import Reliability, cluster_reliability
 from fabricsim.sizing.space import ClusterChoice, Shape, no_shape_reason, shapes
@@ -33,8 +35,6 @@ from fabricsim.training import (
     check_plan,
     megatron_runs_interleaved,
     mfu_peak,
-    microbatch_floor,
-    pipeline_bubble_fractions,
     plan_memory,
     step_flops,
     step_terms,
@@ -73,11 +73,20 @@ class _Caches:
 
     candidates: dict[tuple[str, int], tuple[list[_Candidate], int, list[int], str | None]] = \
         field(default_factory=dict)
-    lows: dict[tuple[str, int, float | None], np.ndarray] = field(default_factory=dict)  # network-free bounds
-    """of the candidates, per GPU power point (the compute clock sets them)"""
+    floors: dict[tuple[str, int, float | None], TaskFloors] = field(default_factory=dict)
+    """the candidates' network-free bound parts, per GPU power point (the compute clock sets them)"""
+    clusters: dict[tuple[str, str, float, float | None], Cluster] = field(default_factory=dict)
+    """one timing cluster per system, link, oversubscription and power point: the scale-out kinds (fat-tree,
+    rail-only, 2-plane) differ in price and reliability, not in the step model's network, so they share it and
+    every cache keyed on it"""
+    lows: dict[tuple[tuple[str, str, float, float | None], int], ClusterLows] = field(default_factory=dict)
+    """per timing cluster and size: the candidates' network-aware bounds (`sizing.floors.ClusterLows`)"""
+    terms: dict[tuple[tuple[str, str, float, float | None], int, int], StepTerms] = field(default_factory=dict)
+    """per timing cluster, size and candidate: its priced step terms"""
     shapes: dict[tuple[str, int], list[Shape]] = field(default_factory=dict)
     memory: dict[tuple[Shape, int], tuple[float, float]] = field(default_factory=dict)
     model_flops: dict[tuple[str, int], float] = field(default_factory=dict)
+    batch_rows: dict[tuple[str, int], int] = field(default_factory=dict)  # (plan, batch) rows of the candidates
 
 
 def spec_model(spec: SizingSpec) -> ModelSpec:
@@ -174,7 +183,11 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
     if not all_shapes:
         why = {"shapes": 0, "no_shape": no_shape_reason(model, spec, system, fp8, choice.gpus)}
         return ChunkResult(choice.chunk_id, {}, 0, 0, None, why, econ.missing)
-    cluster = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription, catalog=catalog)
+    timing = (choice.system, choice.link, choice.oversubscription, choice.gpu_power)
+    if timing not in caches.clusters:
+        caches.clusters[timing] = Cluster(system, fabric=choice.link, oversubscription=choice.oversubscription,
+                                          catalog=catalog)
+    cluster = caches.clusters[timing]
     chosen = cluster_reliability(model, spec, choice, cluster, catalog)
     econ, good = chosen.econ, chosen.goodput
     if econ.error is not None:
@@ -188,16 +201,18 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
         for k, (shape, plan, batches) in enumerate(valid):
             fitting = fits.fitting(shape, plan, batches)
             if fitting:
-                fits.priced.append((k, fitting, step_terms(model, plan, cluster)))
+                fits.priced.append((k, fitting, _terms(model, plan, cluster, caches, (timing, choice.gpus, k))))
     else:
-        _bounded(model, spec, choice, econ, valid, bound, fits)
+        _bounded(model, spec, choice, econ, valid, bound, fits, (timing, choice.gpus))
     terms: list[StepTerms] = []
     rows: list[tuple[int, Shape, int, int, float, float]] = []  # (terms index, shape, gbs, m, memory, capacity)
     for k, fitting, t in fits.priced:
         terms.append(t)
         for gbs, m, need, have in fitting:
             rows.append((len(terms) - 1, valid[k][0], gbs, m, need, have))
-    bounded = sum(len(c[2]) for c in valid) - len(rows) - fits.misfits
+    if key not in caches.batch_rows:
+        caches.batch_rows[key] = sum(len(c[2]) for c in valid)
+    bounded = caches.batch_rows[key] - len(rows) - fits.misfits
     why = {"shapes": len(all_shapes), "no_batch": no_batch, "dp": dps, "plan_error": plan_error,
            "bounded": bounded,
            "memory_need": None if fits.least is None else fits.least[0],
@@ -209,6 +224,8 @@ def evaluate_chunk(spec: SizingSpec, choice: ClusterChoice, caches: _Caches | No
 
 
 _Fitting = list[tuple[int, int, float, float]]  # (gbs, m, bytes needed, capacity) of the batches that fit
+_BLOCK = 128
+"""candidates whose network-aware bounds a bounded search prices at once"""
 
 
 @dataclass
@@ -240,23 +257,46 @@ class _Fits:
 
 
 def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Economics, valid: list[_Candidate],
-             bound: Bound, fits: _Fits) -> None:
-    """Price the shapes a bounded search must time: in order of their lowest time-to-train bound, each checked for
-    memory only when reached, until none left can change the answer (`fabricsim.sizing.bound`); shapes never
-    reached are neither checked nor timed."""
-    lows = _lows(model, spec, fits.cluster, valid, fits.caches,
-                 (choice.system, choice.gpus, choice.gpu_power)) / fits.goodput
-    incumbents = Incumbents(bound, spec, econ, choice.gpus)
-    can_qualify = incumbents.qualifies(lows)
+             bound: Bound, fits: _Fits, timing: tuple[tuple[str, str, float, float | None], int]) -> None:
+    """Price the shapes a bounded search must time: in order of their lowest time-to-train bound (network
+    included: `sizing.floors`), each checked for memory only when reached, until none left can change the answer
+    (`fabricsim.sizing.bound`); shapes never reached are neither checked nor timed."""
+    caches = fits.caches
+    key = (choice.system, choice.gpus, choice.gpu_power)
+    if key not in caches.floors:
+        caches.floors[key] = task_floors(model, [(plan, batches) for _, plan, batches in valid], fits.cluster,
+                                         spec.seq, spec.tokens)
+    floors = caches.floors[key]
+    if timing not in caches.lows:
+        caches.lows[timing] = ClusterLows(model, floors, fits.cluster)
+    net = caches.lows[timing]  # network-aware bounds, computed as the search reaches them
+    compute = floors.compute / fits.goodput
+    by_compute = np.argsort(compute, kind="stable")
+    incumbents = Incumbents(bound, spec, econ, choice.gpus, shared_incumbent(bound))
     priced: list[tuple[int, _Fitting, StepTerms]] = []
-    for k in np.argsort(lows, kind="stable").tolist():
-        if not incumbents.needed(float(lows[k]), bool(can_qualify[k])):
+    heap: list[tuple[float, int, bool, float]] = []  # (network-aware bound, candidate, whether a run that fast
+    # qualifies, its objective) of the candidates reached
+    reached = 0
+    while True:
+        # reach candidates in order of their network-free bound until the least network-aware bound reached is
+        # at most every unreached one's (which is at least its network-free bound): then it is the least of all
+        while reached < len(by_compute) and (not heap or compute[by_compute[reached]] < heap[0][0]):
+            block = by_compute[reached:reached + _BLOCK]
+            reached += len(block)
+            lows = net.of(block) / fits.goodput
+            for item in zip(lows.tolist(), block.tolist(), incumbents.qualifies(lows).tolist(),
+                            incumbents.objective(lows).tolist(), strict=True):
+                heapq.heappush(heap, item)
+        if not heap:
+            break
+        low, k, can_qualify, objective = heapq.heappop(heap)
+        if not incumbents.needed(low, can_qualify, objective):
             break
         shape, plan, batches = valid[k]
         fitting = fits.fitting(shape, plan, batches)
         if not fitting:
             continue
-        t = step_terms(model, plan, fits.cluster)
+        t = _terms(model, plan, fits.cluster, caches, (*timing, k))
         priced.append((k, fitting, t))
         n = len(fitting)
         steps = assemble_steps(_rows(t.microbatch_exposed, n), _rows(t.microbatch_overlapped, n),
@@ -267,27 +307,17 @@ def _bounded(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, econ: Ec
     fits.priced.extend(sorted(priced, key=lambda p: p[0]))
 
 
+def _terms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, caches: _Caches,
+           key: tuple[tuple[str, str, float, float | None], int, int]) -> StepTerms:
+    """`step_terms` of a candidate, once per timing cluster (the scale-out kinds share it)."""
+    if key not in caches.terms:
+        caches.terms[key] = step_terms(model, plan, cluster)
+    return caches.terms[key]
+
+
 def _rows(values: tuple[float, ...], n: int) -> np.ndarray:
     """One step term as ``n`` identical rows."""
     return np.array([values] * n)
-
-
-def _lows(model: ModelSpec, spec: SizingSpec, cluster: Cluster, valid: list[_Candidate], caches: _Caches,
-          key: tuple[str, int, float | None]) -> np.ndarray:
-    """Each candidate's network-free lower bound of its time to train (its least over its batches): (m + bubble)
-    x `training.microbatch_floor` + optimizer, per token; shared by the task's clusters (the same GPU)."""
-    if key not in caches.lows:
-        floors = np.array([microbatch_floor(model, plan, cluster) for _, plan, _ in valid]).reshape(-1, 2)
-        owner = np.repeat(np.arange(len(valid)), [len(c[2]) for c in valid])
-        gbs = np.array([g for c in valid for g, _ in c[2]], dtype=np.float64)
-        m = np.array([mm for c in valid for _, mm in c[2]], dtype=np.int64)
-        pp = np.array([c[0].pp for c in valid], dtype=np.int64)[owner]
-        vpp = np.array([c[0].vpp for c in valid], dtype=np.int64)[owner]
-        step = (m + pipeline_bubble_fractions(pp, m, vpp)) * floors[owner, 0] + floors[owner, 1]
-        lows = np.full(len(valid), np.inf)
-        np.minimum.at(lows, owner, spec.tokens * step / (gbs * spec.seq))
-        caches.lows[key] = lows
-    return caches.lows[key]
 
 
 def _columns(model: ModelSpec, spec: SizingSpec, choice: ClusterChoice, gpu: GPU, terms: list[StepTerms],

@@ -3,12 +3,13 @@ cluster (``--executor ray``, the ``scale`` extra). Every executor runs the same 
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from typing import Any, Literal
 
 from fabricsim.errors import SpecError
-from fabricsim.sizing.bound import Bound
+from fabricsim.sizing.bound import Bound, attach_pool
 from fabricsim.sizing.evaluate import ChunkResult, evaluate_task
 from fabricsim.sizing.space import ClusterChoice
 from fabricsim.sizing.spec import SizingSpec
@@ -38,13 +39,37 @@ def run_tasks(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_resu
 
 def _run_pool(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, workers: int,
               bound: Bound | None) -> None:
+    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(evaluate_task, spec, task, done, bound) for task in tasks]
+    shared: dict[str, Any] = {}
+    if bound is not None:  # the workers share the objective values they find (`bound.SharedIncumbent`)
+        shared = {"initializer": attach_pool,
+                  "initargs": (bound.search, multiprocessing.Array("d", [math.inf] * bound.top))}
+    with ProcessPoolExecutor(max_workers=workers, **shared) as pool:
+        jobs = gpu_jobs(spec, tasks)
+        if len(jobs) < workers:  # too few GPUs to keep every worker busy: deal the tasks out one by one
+            jobs = [[task] for task in tasks]
+        futures = [pool.submit(evaluate_tasks, spec, job, done, bound) for job in jobs]
         for future in as_completed(futures):
             for result in future.result():
                 on_result(result)
+
+
+def gpu_jobs(spec: SizingSpec, tasks: list[Task]) -> list[list[Task]]:
+    """Tasks grouped by GPU, the largest group first: a worker that runs every task of a GPU prices each stage's
+    network-free work once (`training` caches it per GPU and plan shape, whatever the cluster size), where tasks
+    dealt out one by one have every worker price it again."""
+    catalog = spec.catalog()
+    jobs: dict[str, list[Task]] = {}
+    for task in tasks:
+        jobs.setdefault(catalog.system(task[0].system).gpu, []).append(task)
+    return sorted(jobs.values(), key=lambda job: -sum(len(t) for t in job))
+
+
+def evaluate_tasks(spec: SizingSpec, tasks: list[Task], done: frozenset[str], bound: Bound | None) -> list[ChunkResult]:
+    """`evaluate_task` of each task in turn, in one worker (its caches shared)."""
+    return [result for task in tasks for result in evaluate_task(spec, task, done, bound)]
 
 
 def _run_ray(spec: SizingSpec, tasks: list[Task], done: frozenset[str], on_result: OnResult, workers: int | None,

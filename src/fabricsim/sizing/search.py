@@ -4,6 +4,7 @@ resumable), then rank under the constraints, find the Pareto frontier and the be
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,7 +51,7 @@ def size(spec: SizingSpec, *, executor: Executor = "local", workers: int | None 
         catalog.storage_tier(option.storage)
         catalog.storage_server(option.storage_server)
     choices = clusters(spec, catalog)
-    bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, catalog), spec.top)
+    bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, catalog), spec.top, uuid.uuid4().hex)
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
     counts: dict[str, dict[str, Any]] = {}  # chunk -> its counts and reasons (ChunkResult.meta)

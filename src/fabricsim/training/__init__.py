@@ -5,6 +5,17 @@ restarts).
 
 from fabricsim.training.auto import AutoChoice, search_knobs
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates, job_parts, parts_of
+from fabricsim.training.floor import (
+    COMM_FIELDS,
+    LAYER_FIELDS,
+    STAGE_FIELDS,
+    StageFloor,
+    comm_keys,
+    comm_row,
+    layer_row,
+    network_floors,
+    shard_row,
+)
 from fabricsim.training.flops import StepFlops, mfu_peak, stage_microbatch_flops, step_flops
 from fabricsim.training.frameworks import (
     DEFAULT_FRAMEWORK,
@@ -40,14 +51,17 @@ from fabricsim.training.plan import DEFAULT_MBS, ParallelPlan, check_plan, megat
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction
 from fabricsim.training.runspec import build_plan, parse_extra, parse_layout
 from fabricsim.training.schedule import assemble_steps, pipeline_bubble_fractions
-from fabricsim.training.step import microbatch_floor, plan_memory, predict_training, step_terms
+from fabricsim.training.step import microbatch_floor, plan_floor, plan_memory, predict_training, step_terms
 
 __all__ = [
+    "COMM_FIELDS",
     "DEFAULT_FRAMEWORK",
     "DEFAULT_MBS",
     "FRAMEWORK_SEARCHED",
     "FRAMEWORK_SETTABLE",
     "LAYERS",
+    "LAYER_FIELDS",
+    "STAGE_FIELDS",
     "AutoChoice",
     "Breakdown",
     "FrameworkProfile",
@@ -58,6 +72,7 @@ __all__ = [
     "MemoryReport",
     "ParallelPlan",
     "Placement",
+    "StageFloor",
     "StepFlops",
     "StepTerms",
     "TrainingPrediction",
@@ -65,6 +80,8 @@ __all__ = [
     "build_plan",
     "check_plan",
     "checkpoint_bytes",
+    "comm_keys",
+    "comm_row",
     "domains_spanned",
     "framework_launch_json",
     "framework_profile",
@@ -72,11 +89,13 @@ __all__ = [
     "goodput_at",
     "interruption_rates",
     "job_parts",
+    "layer_row",
     "leaves_nvlink",
     "megatron_runs_interleaved",
     "memory_report",
     "mfu_peak",
     "microbatch_floor",
+    "network_floors",
     "node_of",
     "optimal_interval_s",
     "parse_extra",
@@ -85,11 +104,13 @@ __all__ = [
     "pipeline_bubble_fractions",
     "place",
     "placement_warnings",
+    "plan_floor",
     "plan_memory",
     "predict_goodput",
     "predict_training",
     "rank_groups",
     "search_knobs",
+    "shard_row",
     "spare_fields",
     "spare_unit_gpus",
     "spare_wait_s",

@@ -4,6 +4,7 @@ cluster asks for it; all through ``fabricsim.comm``."""
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -90,15 +91,22 @@ class _LayerComms:
 def _layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:
     """``_price_layer_comms``, cached on the plan fields it reads (plans differing in recompute, ZeRO, pipeline
     interleaving or batch share their layer collectives)."""
-    key = (ByIdentity(model), ByIdentity(cluster), plan.tp, plan.cp, plan.ep, plan.etp, plan.dp, plan.pp, plan.mbs,
-           plan.seq, plan.moe_balance, plan.capacity_factor, plan.moe_dispatcher,
-           plan.precision, plan.sequence_parallel, plan.order)
+    key = (ByIdentity(model), ByIdentity(cluster), *layer_comms_key(plan))
     found = _COMMS_CACHE.get(key)
     if found is None:
         if len(_COMMS_CACHE) >= COMMS_CACHE_SIZE:
             _COMMS_CACHE.clear()
         found = _COMMS_CACHE[key] = _price_layer_comms(model, plan, cluster, placement)
     return found
+
+
+_LAYER_FIELDS = operator.attrgetter("tp", "cp", "ep", "etp", "dp", "pp", "mbs", "seq", "moe_balance", "capacity_factor",
+                                    "moe_dispatcher", "precision", "sequence_parallel", "order")
+
+
+def layer_comms_key(plan: ParallelPlan) -> tuple[object, ...]:
+    """The plan fields a plan's layer collectives read (``_layer_comms`` caches on them)."""
+    return _LAYER_FIELDS(plan)
 
 
 def _price_layer_comms(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, placement: Placement) -> _LayerComms:

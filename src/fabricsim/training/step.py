@@ -33,13 +33,14 @@ from fabricsim.errors import SpecError
 from fabricsim.model import ModelSpec, achievable_hbm_bytes_per_s
 from fabricsim.training.comms import _layer_comms
 from fabricsim.training.elementwise import optimizer_bytes
+from fabricsim.training.floor import StageFloor, stage_floor
 from fabricsim.training.flops import mfu_peak, step_flops
 from fabricsim.training.memory import MemoryReport, StageParams, memory_report, stage_memory, stage_params
 from fabricsim.training.placement import place, placement_warnings
 from fabricsim.training.plan import ParallelPlan, check_plan, stage_key, stage_layers
 from fabricsim.training.result import LAYERS, Breakdown, StepTerms, TrainingPrediction, _vector
 from fabricsim.training.schedule import _gradient_sync, _microbatch, assemble_steps
-from fabricsim.training.stage import _moe_flags, _stage_work
+from fabricsim.training.stage import _moe_flags
 
 
 def _memory(model: ModelSpec, plan: ParallelPlan, gpu: GPU, stages: list[int]) -> MemoryReport:
@@ -104,22 +105,22 @@ def microbatch_floor(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> 
     """A lower bound of a plan's micro-batch time that needs no network: its slowest stage's compute and HBM time
     (every other term of a micro-batch is a collective's exposed part, >= 0), and its optimizer update. So
     step >= (m + bubble) x floor + optimizer for any cluster of the same GPU: what a sizing search bounds by."""
+    floor, optimizer_s, _ = plan_floor(model, plan, cluster)
+    return floor.floor_s, optimizer_s
+
+
+def plan_floor(model: ModelSpec, plan: ParallelPlan, cluster: Cluster) -> tuple[StageFloor, float, int]:
+    """A plan's network-free floor with what its communication bound reads (`training.floor`), its optimizer
+    update, and the stage whose parameters the data-parallel sync moves (the floor part is cached on
+    `stage_key`: it reads no more)."""
     gpu = cluster.catalog.gpu(cluster.system.gpu)
     layout = _plan_layout(model, plan)
     key = (ByIdentity(model), ByIdentity(gpu), stage_key(plan))
-    return _FLOORS.get(key, lambda: _stage_floor(model, plan, gpu, layout)), _optimizer_s(plan, layout, gpu)
+    floor = _FLOORS.get(key, lambda: stage_floor(model, plan, gpu, layout.representatives))
+    return floor, _optimizer_s(plan, layout, gpu), layout.worst_params_stage
 
 
-_FLOORS: BoundedMemo[float] = BoundedMemo(1 << 16)
-
-
-def _stage_floor(model: ModelSpec, plan: ParallelPlan, gpu: GPU, layout: _PlanLayout) -> float:
-    """The slowest stage's compute and HBM time of one micro-batch (cached on `stage_key`: it reads no more)."""
-    floor = 0.0
-    for s, layers in layout.representatives:
-        staged = _stage_work(model, plan, gpu, s, list(layers))
-        floor = max(floor, staged.work.total_s + staged.hbm_s)
-    return floor
+_FLOORS: BoundedMemo[StageFloor] = BoundedMemo(1 << 16)
 
 
 def _optimizer_s(plan: ParallelPlan, layout: _PlanLayout, gpu: GPU) -> float:

@@ -67,7 +67,8 @@ def sweep(
     Keyword arguments (the command's options; docs/reference/options.md):
         model: preset name or model spec YAML/JSON file (--model)
         tokens: training tokens, e.g. 2T [default: 15T] [tokens] (--tokens)
-        gpus: GPU counts: 1024..16384 (powers of two), a list or one (--gpus)
+        gpus: GPU counts: a range lo..hi (its powers of two and the whole units inside), a list or one [default:
+            1024..65536] (--gpus)
         nodes: node counts instead of --gpus (--nodes)
         systems: candidate systems (default: every priced one) (--systems)
         gpu_power: board power limit of every GPU (default: its rating): GEMM-heavy work runs into it, so the
@@ -79,7 +80,7 @@ def sweep(
             points)
         fabrics: candidate networks [default: hdr,ndr,xdr,eth-400g] (--fabrics)
         fabric_kinds: scale-out designs to search: fat-tree, rail-only (a network per rail), 2-plane (a fat tree of
-            2 planes): the same step, each its own bill [default: fat-tree] (--fabric-kinds)
+            2 planes): the same step, each its own bill [default: all three] (--fabric-kinds)
         oversubscription: fat-tree oversubscriptions (--oversubscription)
         rail_optimized: NIC i of every node on rail leaf i (fat tree) (--rail-optimized/--no-rail-optimized)
         seq: sequence length [tokens] (--seq)

@@ -51,7 +51,8 @@ class PlanSpaceOptions(OptionGroup):
 
     model: ModelOption
     tokens: str | None = opt(None, "training tokens, e.g. 2T [default: 15T]", unit="tokens")
-    gpus: str | None = opt(None, "GPU counts: 1024..16384 (powers of two), a list or one")
+    gpus: str | None = opt(None, "GPU counts: a range lo..hi (its powers of two and the whole units inside), a list "
+                           "or one [default: 1024..65536]")
     nodes: str | None = opt(None, "node counts instead of --gpus")
     systems: str | None = opt(None, "candidate systems (default: every priced one)")
     gpu_power: GpuPowerOption
@@ -62,7 +63,7 @@ class PlanSpaceOptions(OptionGroup):
     fabrics: str | None = opt(None, "candidate networks [default: hdr,ndr,xdr,eth-400g]")
     fabric_kinds: str | None = opt(None, "scale-out designs to search: fat-tree, rail-only (a network per rail), "
                                    "2-plane (a fat tree of 2 planes): the same step, each its own bill [default: "
-                                   "fat-tree]")
+                                   "all three]")
     oversubscription: str = opt("1,2", "fat-tree oversubscriptions")
     rail_optimized: RailOptimizedOption
     seq: int = opt(8192, "sequence length", unit="tokens")
