@@ -24,7 +24,7 @@ from itertools import cycle
 
 PLANS = [(tp, pp) for tp in (2, 4, 8) for pp in (1, 2, 4, 8)]
 GRID = {"model": "llama3-8b", "tokens": "100B", "gpus": "64,128", "systems": "dgx-h100,dgx-b200", "fabrics": "ndr",
-        "oversubscription": "1,2"}
+        "oversubscription": "1,2", "fabric_kinds": "fat-tree"}
 CLI = ["train", "--model", "llama3-70b", "--system", "dgx-h100", "--gpus", "1024", "--tp", "8", "--pp", "4",
        "--mbs", "1", "--recompute", "none", "--zero", "1", "--vpp", "1"]
 

@@ -15,7 +15,7 @@ import fabricsim
 from fabricsim.errors import SpecError
 
 SPACE = {"model": "llama3-8b", "tokens": "100B", "gpus": "64", "systems": "dgx-h100", "fabrics": "ndr",
-         "oversubscription": "1", "tp": "1,2,4,8", "pp": "1,2", "executor": "serial"}
+         "oversubscription": "1", "fabric_kinds": "fat-tree", "tp": "1,2,4,8", "pp": "1,2", "executor": "serial"}
 
 
 @pytest.fixture(scope="module")
@@ -75,6 +75,8 @@ def test_out_file_and_bad_input(tmp_path: Path) -> None:
         fabricsim.sweep(**{**SPACE, "executor": "nowhere"})
     with pytest.raises(SpecError, match="--tp"):
         fabricsim.sweep(**{**SPACE, "tp": "eight"})
+    with pytest.raises(SpecError, match="--gpus"):
+        fabricsim.sweep(**{k: v for k, v in SPACE.items() if k != "gpus"})
     with pytest.raises(TypeError):
         fabricsim.sweep(**SPACE, deadline="30d")  # a constraint is size's: the sweep returns every plan
 

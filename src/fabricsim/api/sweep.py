@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from fabricsim.api.result import Result
+from fabricsim.errors import SpecError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -52,6 +53,9 @@ def run_sweep(run: SweepRun, inputs: dict[str, Any], progress: Callable[..., Non
     from fabricsim.api.specs.sizing import SizeRun
     from fabricsim.sizing import sweep
 
+    if run.gpus is None and run.nodes is None:  # size's default space is 58M candidates: a sweep names its sizes
+        raise SpecError("a sweep times every plan of its space: name the cluster sizes (e.g. --gpus 1024..4096); "
+                        "`fabricsim size` searches the default 1k-64k space", field="--gpus")
     if run.gpu_hour is not None:
         check_gpu_hour(run.gpu_hour)
     executor = check_space(run)
