@@ -128,8 +128,8 @@ def test_size_ranks_by_wall_clock_time() -> None:
 
     base = SizingSpec(model="llama3-8b", tokens=1e12, gpus=(64, 512), systems=("dgx-h100",), fabrics=("ndr",),
                       oversubscription=(1.0,), knobs=Knobs(tp=(8,), pp=(1,), mbs=(1,), recompute=("none",)))
-    with_failures = size(base, executor="serial").frame.sort_values(["gpus", "zero", "precision"])
-    healthy = size(base.model_copy(update={"goodput": None}), executor="serial").frame.sort_values(
+    with_failures = size(base, executor="serial", exhaustive=True).frame.sort_values(["gpus", "zero", "precision"])
+    healthy = size(base.model_copy(update={"goodput": None}), executor="serial", exhaustive=True).frame.sort_values(
         ["gpus", "zero", "precision"])
     assert list(with_failures["tokens_per_s"]) == list(healthy["tokens_per_s"])
     assert (healthy["goodput"] == 1.0).all()

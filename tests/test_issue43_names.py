@@ -97,7 +97,8 @@ def test_the_api_takes_short_network_names_and_ib() -> None:
 
 def test_size_takes_network_spellings() -> None:
     run = _run(["size", "--model", "llama3-8b", "--gpus", "16", "--systems", "dgx-h100", "--fabrics",
-                "NDR,qm9700,400g", "--tp", "8", "--pp", "1", "--tokens", "10B", "--no-goodput", "--json"])
+                "NDR,qm9700,400g", "--fabric-kinds", "fat-tree", "--tp", "8", "--pp", "1", "--tokens", "10B",
+                "--no-goodput", "--json"])
     assert run.exit_code == 0, run.output
     times: dict[str, set[float]] = {}
     for row in json.loads(run.stdout)["results"]:

@@ -117,7 +117,7 @@ def test_cli_spelling_keys_and_natural_values(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("text", "message"), [
     ("model: llama3-8b\ngpu: 64\n", "run.yaml: unknown option 'gpu' of train; did you mean 'gpus'"),
-    ("tokens: 2T\n", "run.yaml: 'tokens' is an option of size, not of train"),
+    ("tokens: 2T\n", "run.yaml: 'tokens' is an option of size, sweep, not of train"),
     ("model: [llama\n", "run.yaml: not valid YAML: "),
     ("- 1\n- 2\n", "run.yaml: a run file is a mapping of option names to values"),
     ("flash_attn: 1\n", "run.yaml: flash_attn: expected true or false, got 1"),

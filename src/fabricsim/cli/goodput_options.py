@@ -48,8 +48,10 @@ def storage_fallback_notes(data: object) -> None:
 
     seen: list[str] = []
 
+    from collections.abc import Mapping
+
     def walk(value: object) -> None:
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):  # a result's payload is a Mapping (train's is built on first read)
             found = value.get("storage_fallbacks") or []
             note = value.get("fallback") if "servers_write_bytes_per_s" in value else None
             for text in [*found, note, value.get("goodput_note")]:
