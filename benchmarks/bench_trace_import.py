@@ -83,8 +83,10 @@ def measure(path: Path) -> dict[str, float]:
     summary = import_trace(path)
     seconds = time.perf_counter() - start
     device = summary.devices[0]
-    return {"seconds": seconds, "steps": float(device.steps),
-            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"seconds": seconds, "steps": float(device.steps), "rss_mb": own.ru_maxrss / 1024,
+            "reader_rss_mb": children.ru_maxrss / 1024,
+            "cpu_s": own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime}
 
 
 ONE_GB_STEPS = 500_000
@@ -100,7 +102,8 @@ def run(path: Path, steps: int, events: int) -> None:
     rate = size_mb / got["seconds"]
     print(f"{steps:,} steps, {events:,} events, {size_mb:,.0f} MB: {got['seconds']:.1f} s ({rate:.1f} MB/s, "
           f"{events / got['seconds'] / 1e3:,.0f}k events/s), {got['steps']:,.0f} steps, peak RSS "
-          f"{got['rss_mb']:,.0f} MB; a 2 GB trace: ~{2048 / rate:,.0f} s")
+          f"{got['rss_mb']:,.0f} MB (largest reader process {got.get('reader_rss_mb', 0):,.0f} MB), CPU "
+          f"{got.get('cpu_s', 0):.1f} s; a 2 GB trace: ~{2048 / rate:,.0f} s")
 
 
 def main() -> None:
