@@ -13,6 +13,7 @@ before: so errors and refusals are the serial reader's."""
 from __future__ import annotations
 
 import os
+import pickle
 import re
 from multiprocessing.connection import Connection
 from typing import IO, Any
@@ -105,11 +106,7 @@ def read_parallel(path: str, first: bytes, raw: IO[bytes], total: int, source: s
         read_part(part, first, stream, chunk_bytes, batch_bytes,
                   lambda: progress(min(total, int(raw.tell() * scale)), total) if progress else None, stream.whole)
         for _, conn in children:
-            other = conn.recv()
-            if other is None:
-                raise Serial
-            part.reader.absorb(other)
-            del other
+            part.reader.absorb(_receive(conn))
         part.reader.check()
     except Exception:  # a range that cannot vouch for its cut, invalid text, too many events: one process decides
         raise Serial from None
@@ -138,6 +135,32 @@ def _child(conn: Connection, path: str, source: str, max_events: int, bare: bool
     except Exception:  # the parent reads the file with one process
         reader = None
     try:
-        conn.send(reader)
+        if reader is None:
+            conn.send(None)
+        else:  # the columns as they are, after the rest (pickled without them): no copy of them in this process
+            columns: list[pickle.PickleBuffer] = []
+            rest = pickle.dumps(reader, protocol=5, buffer_callback=columns.append)
+            del reader
+            conn.send((rest, [c.raw().nbytes for c in columns]))
+            for column in columns:
+                conn.send_bytes(column.raw())
     finally:
         conn.close()
+
+
+def _receive(conn: Connection) -> KinetoReader:
+    """A child's reader: each column read straight into its own (writable) buffer."""
+    sent = conn.recv()
+    if sent is None:
+        raise Serial
+    rest, sizes = sent
+    columns = []
+    for size in sizes:
+        column = bytearray(size)
+        if size:
+            conn.recv_bytes_into(column)
+        else:
+            conn.recv_bytes()
+        columns.append(column)
+    reader: KinetoReader = pickle.loads(rest, buffers=columns)
+    return reader
