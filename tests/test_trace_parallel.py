@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabricsim.traces import TraceEvents, kineto_split, read_trace
+from fabricsim.traces import TraceEvents, kineto_split, pages, read_trace
 from fabricsim.traces import read as reader_module
 from test_trace_fast_reader import MUTATIONS, assert_same, bench_like, documents, outcome, reference, write
 from test_trace_import import gpu_trace
@@ -191,3 +191,22 @@ def test_a_cut_after_the_events_array_is_refused(tmp_path: Path, monkeypatch: py
                                    reader_module.MAX_EVENTS, None, 256, 1000, 2)
     monkeypatch.setattr(reader_module, "parts_for", lambda total: 2)
     assert_parallel_outcome(path)
+
+
+def test_small_pages_restores_numpy_setting() -> None:
+    """numpy's huge-page switch is off inside (nested uses too) and back as it was after, even after an error."""
+    switch = pages._switch()
+    if switch is None:
+        pytest.skip("this numpy has no huge-page switch")
+    before = switch(True)
+    try:
+        with pages.small_pages():
+            with pages.small_pages():
+                assert switch(False) is False
+            assert switch(False) is False
+        assert switch(True) is True
+        with pytest.raises(RuntimeError), pages.small_pages():
+            raise RuntimeError
+        assert switch(True) is True
+    finally:
+        switch(before)
