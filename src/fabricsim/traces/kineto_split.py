@@ -90,7 +90,10 @@ def read_parallel(path: str, first: bytes, raw: IO[bytes], total: int, source: s
         raise Serial
     raw.seek(len(first))
     bare = is_bare(first)
-    context = multiprocessing.get_context("fork")
+    try:
+        context = multiprocessing.get_context("fork")
+    except ValueError:  # no fork here (Windows)
+        raise Serial from None
     children: list[tuple[Any, Connection]] = []
     try:
         for start, stop in zip(cuts, [*cuts[1:], None], strict=True):
