@@ -1,4 +1,4 @@
-"""Issue 48 item 3: a large Kineto JSON read by several processes (traces.kineto_split: byte ranges cut between two
+"""Issue 48 item 3: a large Kineto JSON read by several processes (traces.parallel: byte ranges cut between two
 items of traceEvents, each read by the fast reader in a forked child, merged in order) gives what one process gives,
 exactly: every TraceEvents field, names in the same order, dropped counts and first examples, equal argument sets
 one object; and where a cut is wrong (inside a string, an item, a nested list, the header) or the text is damaged,
@@ -15,13 +15,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fabricsim.traces import TraceEvents, kineto_split, pages, read_trace
+from fabricsim.traces import TraceEvents, pages, read_trace
+from fabricsim.traces import parallel as split
 from fabricsim.traces import read as reader_module
 from test_trace_fast_reader import MUTATIONS, assert_same, bench_like, documents, outcome, reference, write
 from test_trace_import import gpu_trace
 
 
-def parallel(path: Path, max_events: int = reader_module.MAX_EVENTS, parts: int = 2) -> TraceEvents:
+def read_in_parts(path: Path, max_events: int = reader_module.MAX_EVENTS, parts: int = 2) -> TraceEvents:
     """The fast reader with ``parts`` processes (Serial where they cannot vouch for the result)."""
     with open(path, "rb") as raw:
         return reader_module._read_kineto_fast(raw, raw, path.stat().st_size, str(path), max_events, None, path=path,
@@ -94,9 +95,9 @@ def test_parallel_equals_serial_on_random_traces(tmp_path_factory: pytest.TempPa
         mp.setattr(reader_module, "BATCH_SHARE", 1)
         mp.setattr(reader_module, "parts_for", lambda total: len(cuts) + 1)
         if comma_cuts:
-            mp.setattr(kineto_split, "WINDOW", 64)
+            mp.setattr(split, "WINDOW", 64)
         else:
-            mp.setattr(kineto_split, "find_cuts", forced_cuts(cuts))
+            mp.setattr(split, "find_cuts", forced_cuts(cuts))
         assert_parallel_outcome(path)
         assert_parallel_outcome(path, max_events=3)
 
@@ -117,7 +118,7 @@ def test_parallel_equals_serial_on_damaged_text(tmp_path_factory: pytest.TempPat
         mp.setattr(reader_module, "BATCH_BYTES", batch)
         mp.setattr(reader_module, "BATCH_SHARE", 1)
         mp.setattr(reader_module, "parts_for", lambda total: len(cuts) + 1)
-        mp.setattr(kineto_split, "find_cuts", forced_cuts(cuts))
+        mp.setattr(split, "find_cuts", forced_cuts(cuts))
         assert_parallel_outcome(path)
 
 
@@ -131,12 +132,12 @@ def test_ordinary_traces_are_read_in_parallel(tmp_path: Path, monkeypatch: pytes
     doc = gpu_trace()
     doc["traceEvents"] = doc["traceEvents"] * 40 + odd["traceEvents"] * 3
     paths = [long, write(tmp_path / "odd.json", doc), write(tmp_path / "bare.json", doc["traceEvents"])]
-    monkeypatch.setattr(kineto_split, "WINDOW", 4096)
+    monkeypatch.setattr(split, "WINDOW", 4096)
     for path in paths:
         for parts in (2, 3, 4):
             with open(path, "rb") as raw:
                 first = raw.read(1000)
-                got = kineto_split.read_parallel(str(path), first, raw, path.stat().st_size, str(path),
+                got = split.read_parallel(str(path), first, raw, path.stat().st_size, str(path),
                                                  reader_module.MAX_EVENTS, None, 1000, 5000, parts)
             want = serial(path)
             assert_same(got, want)
@@ -144,24 +145,24 @@ def test_ordinary_traces_are_read_in_parallel(tmp_path: Path, monkeypatch: pytes
 
 
 def test_parts_for_small_and_large_files() -> None:
-    assert reader_module.parts_for(kineto_split.PARALLEL_BYTES - 1) == 1
-    assert 1 <= reader_module.parts_for(1 << 34) <= kineto_split.MAX_PARTS
+    assert reader_module.parts_for(split.PARALLEL_BYTES - 1) == 1
+    assert 1 <= reader_module.parts_for(1 << 34) <= split.MAX_PARTS
 
 
 def test_a_child_that_dies_leaves_one_process_to_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = bench_like(tmp_path / "bench.json", 200)
-    monkeypatch.setattr(kineto_split, "_child", lambda *args: os._exit(3))
-    with open(path, "rb") as raw, pytest.raises(kineto_split.Serial):
-        kineto_split.read_parallel(str(path), raw.read(1000), raw, path.stat().st_size, str(path),
+    monkeypatch.setattr(split, "_child", lambda *args: os._exit(3))
+    with open(path, "rb") as raw, pytest.raises(split.Serial):
+        split.read_parallel(str(path), raw.read(1000), raw, path.stat().st_size, str(path),
                                    reader_module.MAX_EVENTS, None, 1000, 5000, 2)
-    assert_same(parallel(path), serial(path))
+    assert_same(read_in_parts(path), serial(path))
 
 
 def test_max_events_and_depth_are_refused_as_before(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """More events than max-events, an item nested too deep in a later range: one process reads it and refuses it
     with the serial reader's words."""
     path = bench_like(tmp_path / "bench.json", 200)
-    monkeypatch.setattr(kineto_split, "WINDOW", 4096)
+    monkeypatch.setattr(split, "WINDOW", 4096)
     monkeypatch.setattr(reader_module, "parts_for", lambda total: 3)
     assert_parallel_outcome(path, max_events=100)
     doc = gpu_trace()
@@ -184,10 +185,10 @@ def test_a_cut_after_the_events_array_is_refused(tmp_path: Path, monkeypatch: py
     path = write(tmp_path / "t.json", doc)
     text = path.read_bytes()
     cut = text.index(b"}, {", text.index(b'"otherEvents"')) + 1
-    monkeypatch.setattr(kineto_split, "find_cuts", lambda raw, total, parts, skip: [cut])
+    monkeypatch.setattr(split, "find_cuts", lambda raw, total, parts, skip: [cut])
     monkeypatch.setattr(reader_module, "CHUNK_BYTES", 256)
-    with open(path, "rb") as raw, pytest.raises(kineto_split.Serial):
-        kineto_split.read_parallel(str(path), raw.read(256), raw, path.stat().st_size, str(path),
+    with open(path, "rb") as raw, pytest.raises(split.Serial):
+        split.read_parallel(str(path), raw.read(256), raw, path.stat().st_size, str(path),
                                    reader_module.MAX_EVENTS, None, 256, 1000, 2)
     monkeypatch.setattr(reader_module, "parts_for", lambda total: 2)
     assert_parallel_outcome(path)

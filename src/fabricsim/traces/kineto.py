@@ -128,7 +128,7 @@ class KinetoReader:
         check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
 
     def absorb(self, other: KinetoReader) -> None:
-        """Take in ``other``, the reader of the text after this one's (``traces.kineto_split``), as if this reader had
+        """Take in ``other``, the reader of the text after this one's (``traces.parallel``), as if this reader had
         read on: its names interned after these in its order, its rows after these, its argument sets shared with
         equal ones seen here (the first one seen stands), its dropped counts added (reasons new here after these)."""
         names = np.array([self.kernels.name_id(n) for n in other.names] or [0], dtype=np.int64)

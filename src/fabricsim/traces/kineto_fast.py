@@ -146,7 +146,7 @@ def _check(events: list[Any], tag: str, key: str) -> None:
 
 
 class Part:
-    """The reading of the JSON text, or of one byte range of it (``traces.kineto_split``): ``start`` 0 is the text
+    """The reading of the JSON text, or of one byte range of it (``traces.parallel``): ``start`` 0 is the text
     from its beginning (the header read as the reference reader does); a later ``start`` is the offset of the comma
     after an item of the events array, the range read as that array's items (ijson checks the end of the array,
     and what follows it, after the events array's opening as its prefix). ``last``: the range runs to the end of

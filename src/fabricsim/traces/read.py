@@ -16,8 +16,8 @@ from fabricsim.errors import SpecError
 from fabricsim.traces.events import MAX_EVENTS, Progress, TraceEvents
 from fabricsim.traces.kineto import KinetoReader
 from fabricsim.traces.kineto_fast import Fallback, read_kineto_fast
-from fabricsim.traces.kineto_split import Serial, parts_for, read_parallel
 from fabricsim.traces.pages import small_pages
+from fabricsim.traces.parallel import Serial, parts_for, read_parallel
 from fabricsim.traces.scan import DepthScan, parser_message
 
 CHUNK_BYTES = 1 << 16
@@ -75,7 +75,7 @@ def read_trace(path: str | Path, *, max_events: int = MAX_EVENTS, progress: Prog
 def _read_kineto_fast(stream: IO[bytes], raw: IO[bytes], total: int, source: str, max_events: int,
                       progress: Progress | None, path: Path | None = None, parts: int = 1) -> TraceEvents:
     """The fast reader (``traces.kineto_fast``): raises Fallback where the reference reader must decide. An
-    uncompressed file (``path``, ``stream`` is ``raw``) is read by ``parts`` processes (``traces.kineto_split``)
+    uncompressed file (``path``, ``stream`` is ``raw``) is read by ``parts`` processes (``traces.parallel``)
     where they can vouch for the result, else by this one."""
     first = stream.read(CHUNK_BYTES)
     if first and progress is not None:
