@@ -54,14 +54,16 @@ class Splitter:
         self.mode = BEFORE
         self.look = b""
         self.pending: list[bytes] = []
+        self.pending_shape: list[bytes] = []  # the pending text's shape (``DepthScan.shape``)
         self.first_run = True
         self.items = False  # a whole item has been seen
 
-    def feed(self, chunk: bytes, where: Any, path: Any) -> tuple[list[tuple[str, bytes]], list[bytearray]]:
+    def feed(self, chunk: bytes, where: Any, path: Any,
+             shape: bytes) -> tuple[list[tuple[str, bytes]], list[tuple[bytearray, bytearray]]]:
         """The pieces of ``chunk`` for ijson, tagged ``before``/``start``/``end``/``after``, and its runs of whole
-        items, each as a JSON array."""
+        items, each as a JSON array with its shape (``shape`` is the chunk's: ``DepthScan.shape``)."""
         main: list[tuple[str, bytes]] = []
-        runs: list[bytearray] = []
+        runs: list[tuple[bytearray, bytearray]] = []
         pos = 0
         if self.mode == BEFORE:
             start = self._start(chunk, where, path)
@@ -76,31 +78,36 @@ class Splitter:
             closes = (path == self.level - 1).nonzero()[0]
             stop = int(where[closes[0]]) if len(closes) else len(chunk)
             ends = where[(path == self.level) & (where < stop)]
-            view = memoryview(chunk)
+            view, form = memoryview(chunk), memoryview(shape)
             if len(ends):
                 last = int(ends[-1]) + 1
-                runs.append(self._array(view[pos:last]))
+                runs.append(self._array(view[pos:last], form[pos:last]))
                 self.items, pos = True, last
             if not len(closes):
                 self.pending.append(chunk[pos:])
+                self.pending_shape.append(shape[pos:])
                 return main, runs
             if view[pos:stop].tobytes().strip(WHITESPACE) or any(p.strip(WHITESPACE) for p in self.pending):
                 if not self.items:
                     raise Fallback  # items that are not containers before the first one
-                runs.append(self._array(view[pos:stop]))
+                runs.append(self._array(view[pos:stop], form[pos:stop]))
             main.append(("end", chunk[stop:]))
             self.mode = AFTER
             return main, runs
         return [("after", chunk)], runs
 
-    def _array(self, tail: memoryview) -> bytearray:
-        """The pending text and ``tail`` as a JSON array of items (the comma before a later run made a space)."""
-        text = bytearray(b"[")
-        for part in self.pending:
+    def _array(self, tail: memoryview, tail_shape: memoryview) -> tuple[bytearray, bytearray]:
+        """The pending text and ``tail`` as a JSON array of items (the comma before a later run made a space), and
+        its shape."""
+        text, shape = bytearray(b"["), bytearray(b"\x02")
+        for part, form in zip(self.pending, self.pending_shape, strict=True):
             text += part
+            shape += form
         text += tail
         text += b"]"
-        self.pending = []
+        shape += tail_shape
+        shape += b"\x03"
+        self.pending, self.pending_shape = [], []
         found = SEPARATOR.match(text, 1)
         if self.first_run:
             if found is None or text[found.end() - 1] != 0x7B:
@@ -110,7 +117,7 @@ class Splitter:
         else:
             text[found.end() - 1] = 0x20
         self.first_run = False
-        return text
+        return text, shape
 
     def tail(self) -> bytes:
         """The incomplete item at the end of the text so far, as the start of a JSON array."""
@@ -177,14 +184,14 @@ class Part:
     def feed(self, chunk: bytes) -> None:
         """The next chunk of the text (or of the range)."""
         where, path = self.scan.feed(chunk)
-        pieces, runs = self.split.feed(chunk, where, path)
+        pieces, runs = self.split.feed(chunk, where, path, self.scan.shape)
         for tag, text in pieces:
             for coro in self.header:  # the text around the items: what the header is (the items are checked below)
                 coro.send(text)
             self.main.send(text)
             _check(self.parsed, tag, self.key)
             del self.parsed[:]
-        _add(self.reader, self.split, [_decode(array) for array in runs])
+        _add(self.reader, self.split, [_decode(array, shape) for array, shape in runs])
         if self.split.items:
             self.header = []  # as the reference reader: the header ends with the chunk where the first item ends
 
@@ -241,13 +248,13 @@ def read_part(part: Part, first: bytes, stream: Readable, chunk_bytes: int, batc
         raise Fallback from None
 
 
-def _decode(array: bytearray) -> tuple[bytearray, list[Any]]:
-    """A run of items and its items: msgspec structs, or ijson's dicts where msgspec cannot be trusted to read as
-    yajl does."""
+def _decode(array: bytearray, shape: bytearray) -> tuple[bytearray, list[Any]]:
+    """A run of items (and its shape) and its items: msgspec structs, or ijson's dicts where msgspec cannot be
+    trusted to read as yajl does."""
     import ijson
 
     try:
-        return array, decode(array)
+        return array, decode(array, shape)
     except Slow:
         return array, list(ijson.items(bytes(array), "item", use_float=True))
 
