@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -147,6 +148,8 @@ def test_ordinary_traces_are_read_in_parallel(tmp_path: Path, monkeypatch: pytes
 def test_parts_for_small_and_large_files() -> None:
     assert reader_module.parts_for(split.PARALLEL_BYTES - 1) == 1
     assert 1 <= reader_module.parts_for(1 << 34) <= split.MAX_PARTS
+    with ProcessPoolExecutor(1) as pool:  # a pool's worker reads alone: the pool has the cores
+        assert pool.submit(split.parts_for, 1 << 34).result() == 1
 
 
 def test_a_child_that_dies_leaves_one_process_to_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -37,8 +37,11 @@ class Serial(Exception):
 
 
 def parts_for(total: int) -> int:
-    """How many processes read a file of ``total`` bytes (1: this one alone)."""
-    if total < PARALLEL_BYTES:
+    """How many processes read a file of ``total`` bytes (1: this one alone; also in a worker of a process pool,
+    as ``trace import`` of many ranks' files runs: its cores are taken)."""
+    import multiprocessing
+
+    if total < PARALLEL_BYTES or multiprocessing.parent_process() is not None:
         return 1
     try:
         cores = len(os.sched_getaffinity(0))
