@@ -246,6 +246,18 @@ class SpanBuilder:
         self.rows += len(start)
         return row
 
+    def extend(self, other: SpanBuilder, names: np.ndarray) -> int:
+        """Append ``other``'s intervals (a reader of a later part of the text), its name ids mapped through
+        ``names``; returns the first new row."""
+        self._flush()
+        other._flush()
+        row = self.rows
+        for c in other.chunks:
+            self.chunks.append([*c[:4], names[c[4]], c[5]])
+        self.rows += other.rows
+        other.chunks, other.rows = [], 0
+        return row
+
     def _flush(self) -> None:
         """The single intervals appended so far become a chunk."""
         if len(self.start):

@@ -127,6 +127,29 @@ class KinetoReader:
             self.cpu_args[row] = kept_args(args, self.shared_args)
         check_count(len(self.kernels) + len(self.cpu), self.max_events, self.source)
 
+    def absorb(self, other: KinetoReader) -> None:
+        """Take in ``other``, the reader of the text after this one's (``traces.parallel``), as if this reader had
+        read on: its names interned after these in its order, its rows after these, its argument sets shared with
+        equal ones seen here (the first one seen stands), its dropped counts added (reasons new here after these)."""
+        names = np.array([self.kernels.name_id(n) for n in other.names] or [0], dtype=np.int64)
+        same = {id(d): self.shared_args.setdefault(key, d) for key, d in other.shared_args.items()}
+        for mine, theirs, args, more in ((self.kernels, other.kernels, self.kernel_args, other.kernel_args),
+                                         (self.cpu, other.cpu, self.cpu_args, other.cpu_args)):
+            base = mine.extend(theirs, names)
+            values = more.values()  # C-level loops: a child sends a million of these
+            args.update(zip(map(base.__add__, more), map(same.get, map(id, values), values), strict=True))
+        if self.origin is None:
+            self.origin = other.origin
+        self.seen += other.seen
+        for reason, count in other.dropped.counts.items():
+            self.dropped.counts[reason] = self.dropped.counts.get(reason, 0) + count
+            self.dropped.examples.setdefault(reason, other.dropped.examples[reason])
+        self.step_number.extend(list(other.step_number.values))
+        self.step_device.extend(list(other.step_device.values))
+        self.step_start.extend(other.step_start)
+        self.step_end.extend(other.step_end)
+        self.step_on_gpu.extend(other.step_on_gpu)
+
     def finish(self, devices: list[Any], dist: Any, host: Any) -> TraceEvents:
         origin = self.origin or 0.0
         steps = StepMarks(self.step_number.values, (np.frombuffer(self.step_start, dtype=np.float64) - origin) * 1e-6,

@@ -95,20 +95,29 @@ CODES = {**dict.fromkeys(KERNEL_CATS, KERNEL), "cpu_op": CPU_OP, "user_annotatio
          "gpu_user_annotation": GPU_USER}
 
 
-def decode(array: bytes | bytearray) -> list[Event]:
-    """The items of a JSON array of events, or Slow when msgspec could read it otherwise than yajl would."""
+def decode(array: bytes | bytearray, shape: bytes | bytearray | None = None) -> list[Event]:
+    """The items of a JSON array of events, or Slow when msgspec could read it otherwise than yajl would. ``shape``:
+    the array's bytes with digits as ``0``, ``e``/``E`` as ``e`` and no other byte either (``DepthScan.shape``; by
+    default ``FOLD``'s)."""
     if not array.isascii():
         try:
             array.decode("utf-8")
         except UnicodeDecodeError:
             raise Slow from None
-    folded = array.translate(FOLD)
-    if LONG_NUMBER in folded or (EXPONENT in folded and BIG_EXPONENT.search(array)):
+    folded = array.translate(FOLD) if shape is None else shape
+    if LONG_NUMBER in folded or (_exponent(folded) and BIG_EXPONENT.search(array)):
         raise Slow
     try:
         return DECODER.decode(array)
     except (msgspec.DecodeError, msgspec.ValidationError):
         raise Slow from None
+
+
+def _exponent(folded: bytes | bytearray) -> bool:
+    """A digit then ``e`` (``EXPONENT``) in the folded text: two numpy compares (``in`` walks the text a byte at a
+    time, its digits being everywhere)."""
+    shape = np.frombuffer(folded, dtype=np.uint8)
+    return bool(np.any((shape[1:] == EXPONENT[1]) & (shape[:-1] == EXPONENT[0])))
 
 
 def _ints(values: list[Any], default: int) -> np.ndarray:

@@ -16,13 +16,16 @@ from fabricsim.errors import SpecError
 from fabricsim.traces.events import MAX_EVENTS, Progress, TraceEvents
 from fabricsim.traces.kineto import KinetoReader
 from fabricsim.traces.kineto_fast import Fallback, read_kineto_fast
+from fabricsim.traces.pages import small_pages
+from fabricsim.traces.parallel import Serial, parts_for, read_parallel
 from fabricsim.traces.scan import DepthScan, parser_message
 
 CHUNK_BYTES = 1 << 16
 """the reference reader's read size (and the fast reader's until the header is behind: the header is what the
 chunks up to the first event's hold)"""
-BATCH_BYTES = 1 << 20
-"""the fast reader's read size after the header: a batch of items is at most this much text"""
+BATCH_BYTES = 1 << 19
+"""the fast reader's read size after the header: a batch of items is at most this much text (512 KiB: a batch's
+scan arrays and decoded events stay in cache; 5% less CPU than 1 MiB, benchmarks/bench_trace_import.py)"""
 BATCH_SHARE = 128
 """a file's batches are at most 1/128 of its size (not under CHUNK_BYTES): a small trace keeps a small peak"""
 NOT_A_TRACE = ("not a trace: expected a Kineto/Chrome trace JSON (.json, .json.gz) or an Nsight Systems SQLite "
@@ -31,8 +34,10 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+@small_pages()
 def read_trace(path: str | Path, *, max_events: int = MAX_EVENTS, progress: Progress | None = None) -> TraceEvents:
-    """The events of a Kineto JSON (``.json``, ``.json.gz``) or Nsight Systems SQLite trace, by content."""
+    """The events of a Kineto JSON (``.json``, ``.json.gz``) or Nsight Systems SQLite trace, by content (numpy's
+    huge pages off meanwhile: ``traces.pages``)."""
     p = Path(path)
     source = str(path)
     try:
@@ -53,7 +58,8 @@ def read_trace(path: str | Path, *, max_events: int = MAX_EVENTS, progress: Prog
     with open(p, "rb") as raw:
         stream = cast("IO[bytes]", gzip.GzipFile(fileobj=raw)) if gz else raw
         try:
-            return _read_kineto_fast(stream, raw, info.st_size, source, max_events, progress)
+            return _read_kineto_fast(stream, raw, info.st_size, source, max_events, progress, path=None if gz else p,
+                                     parts=1 if gz else parts_for(info.st_size))
         except Fallback:
             pass  # the reference reader reads it again and decides
         except (OSError, EOFError) as exc:  # a damaged gzip stream
@@ -67,14 +73,22 @@ def read_trace(path: str | Path, *, max_events: int = MAX_EVENTS, progress: Prog
 
 
 def _read_kineto_fast(stream: IO[bytes], raw: IO[bytes], total: int, source: str, max_events: int,
-                      progress: Progress | None) -> TraceEvents:
-    """The fast reader (``traces.kineto_fast``): raises Fallback where the reference reader must decide."""
+                      progress: Progress | None, path: Path | None = None, parts: int = 1) -> TraceEvents:
+    """The fast reader (``traces.kineto_fast``): raises Fallback where the reference reader must decide. An
+    uncompressed file (``path``, ``stream`` is ``raw``) is read by ``parts`` processes (``traces.parallel``)
+    where they can vouch for the result, else by this one."""
     first = stream.read(CHUNK_BYTES)
     if first and progress is not None:
         progress(raw.tell(), total)
     if _first_byte(first) not in (b"{", b"["):
         raise SpecError(NOT_A_TRACE, source=source)
     batch = min(BATCH_BYTES, max(CHUNK_BYTES, total // BATCH_SHARE))
+    if parts > 1 and path is not None and stream is raw:
+        try:
+            return read_parallel(str(path), first, raw, total, source, max_events, progress, CHUNK_BYTES, batch,
+                                 parts)
+        except Serial:
+            raw.seek(len(first))  # one process reads it all and decides
     return read_kineto_fast(first, stream, raw, total, source, max_events, progress, CHUNK_BYTES, batch)
 
 

@@ -10,8 +10,11 @@ from fabricsim.errors import SpecError
 from fabricsim.inputs import MAX_DEPTH
 
 QUOTE, BACKSLASH = 0x22, 0x5C
-MARKS = bytes(1 if b == QUOTE else 2 if b in b"[{" else 3 if b in b"]}" else 0 for b in range(256))
-"""a chunk's bytes as 1 (a quote), 2 (an opening bracket), 3 (a closing one) or 0, by ``bytes.translate``"""
+MARKS = bytes(1 if b == QUOTE else 2 if b in b"[{" else 3 if b in b"]}" else 0x30 if 0x30 <= b <= 0x39
+              else 0x65 if b in b"eE" else 0 for b in range(256))
+"""a chunk's bytes as 1 (a quote), 2 (an opening bracket), 3 (a closing one), ``0`` (a digit), ``e`` (``e``/``E``)
+or 0, by ``bytes.translate``: the brackets for the scan, the digits and exponents for the fast reader's number
+screen (``kineto_batch.decode``), in one pass"""
 
 
 class DepthScan:
@@ -25,14 +28,17 @@ class DepthScan:
         self.in_string = False
         self.escaped = False  # the previous chunk ended in an odd run of backslashes
         self.offset = 0
+        self.shape = b""
+        """the last chunk's bytes through ``MARKS``"""
 
     def feed(self, chunk: bytes) -> tuple[np.ndarray, np.ndarray]:
         """Scan a chunk; returns the offsets in it of the brackets outside strings and the depth after each."""
         none = np.zeros(0, dtype=np.int64)
+        self.shape = chunk.translate(MARKS)  # one C pass: quotes, brackets, digits and exponents
         if not chunk:
             return none, none
-        marks = np.frombuffer(chunk.translate(MARKS), dtype=np.uint8)  # one C pass: quotes and brackets
-        at = np.flatnonzero(marks != 0)  # a bool array: numpy's fast nonzero
+        marks = np.frombuffer(self.shape, dtype=np.uint8)
+        at = np.flatnonzero((marks - np.uint8(1)) < 3)  # quotes and brackets (a bool array: numpy's fast nonzero)
         kind = marks[at]
         quote = kind == 1
         if BACKSLASH in chunk or self.escaped:  # bytes membership: a C scan

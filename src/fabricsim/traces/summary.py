@@ -12,6 +12,7 @@ from fabricsim.traces.classify import CLASSES, COMPUTE_CLASSES
 from fabricsim.traces.events import MAX_EVENTS, Progress, Spans, TraceEvents
 from fabricsim.traces.intervals import Intervals, clip, coverage, union
 from fabricsim.traces.links import CollectiveCall, GemmOps, Linker
+from fabricsim.traces.pages import small_pages
 from fabricsim.traces.read import read_trace
 from fabricsim.traces.results import (
     ClassTime,
@@ -36,8 +37,10 @@ def import_trace(path: str | Path, *, device: int | None = None, max_events: int
     return summarise(read_trace(path, max_events=max_events, progress=progress), device=device)
 
 
+@small_pages()
 def summarise(events: TraceEvents, *, device: int | None = None) -> TraceSummary:
-    """Per device (GPU kernels; a CPU profile: operators of each process), the step figures of ``DeviceSummary``."""
+    """Per device (GPU kernels; a CPU profile: operators of each process), the step figures of ``DeviceSummary``
+    (numpy's huge pages off meanwhile: ``traces.pages``)."""
     gpu = len(events.kernels) > 0
     spans = events.kernels if gpu else events.cpu
     code_of = {c: i for i, c in enumerate(CLASSES)}
