@@ -59,9 +59,9 @@ def bench_train(calls: int = 400) -> None:
 
 
 def bench_sweep() -> None:
-    import fabricsim
-
     import resource
+
+    import fabricsim
 
     def cpu() -> float:
         own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
