@@ -10,7 +10,6 @@ from math import ceil
 from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
@@ -18,6 +17,8 @@ from fabricsim.collectives import CollectiveModel, GroupShape, group_shape, scal
 from fabricsim.comm.cluster import DIRECT_FABRICS, Cluster
 
 if TYPE_CHECKING:  # the flow simulator's side (topology, traffic, scipy) loads when a flow prediction asks for it
+    from numpy.typing import NDArray
+
     from fabricsim.topology import Topology
     from fabricsim.traffic import Traffic
 

@@ -8,15 +8,17 @@ validation cases.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numpy.typing import NDArray
 from pydantic import ValidationError
 
 from fabricsim import units
 from fabricsim.catalog import GPU, Efficiency, read_packaged_yaml
 from fabricsim.errors import SpecError, spec_error
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 DEFAULTS_FILE = "compute.yaml"
 

@@ -7,11 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from math import erf, pi, sqrt
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.catalog import read_packaged_yaml
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 
 @lru_cache(maxsize=1)

@@ -20,13 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.network.maxmin import FloatArray, IntArray
 
-BoolArray = npt.NDArray[np.bool_]
+if TYPE_CHECKING:
+    pass
+
+BoolArray = np.ndarray[tuple[Any, ...], np.dtype[np.bool_]]
 SATURATED_RTOL = 1e-6
 """a link whose load is within this (relative) of its capacity is saturated; a flow within it of the link's
 fastest flow is bottlenecked there"""

@@ -38,13 +38,16 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import IntArray
 from fabricsim.topology import Topology
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 WORD = 8
 """bytes of an int64 / float64 element"""

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.catalog import CongestionControl
 from fabricsim.errors import SpecError
@@ -23,6 +23,9 @@ from fabricsim.network.flowsim import FlowResult, FlowSet, simulate
 from fabricsim.network.maxmin import FloatArray, IntArray
 from fabricsim.network.models import PhaseLike, PhaseTiming
 from fabricsim.topology import Topology, link_kind_name
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 def routed_flowset(topology: Topology, src: npt.ArrayLike, dst: npt.ArrayLike, nbytes: npt.ArrayLike,

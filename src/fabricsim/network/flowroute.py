@@ -15,14 +15,17 @@ minimal or not, is chosen by load first (`fabricsim.network.ugal`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.network.maxmin import FloatArray, IntArray, index_dtype
 from fabricsim.network.ugal import ugal_classes
 from fabricsim.topology import Routes, Topology, flow_hash
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 ROUTINGS = ("ecmp", "adaptive", "spray")
 MAX_PATHS = 16

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.network.flowsim import FlowResult, FlowSet
 from fabricsim.network.maxmin import FloatArray
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 FINISH_QUANTILES = (0.5, 0.99, 1.0)
 """flow finish-time quantiles reported per job (median, p99, the last)"""

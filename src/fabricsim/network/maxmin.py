@@ -12,13 +12,15 @@ A weight below 1 is the fraction of a flow's rate that crosses the link (a flow 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
+if TYPE_CHECKING:
+    pass
+
+FloatArray = np.ndarray[tuple[Any, ...], np.dtype[np.float64]]
+IntArray = np.ndarray[tuple[Any, ...], np.dtype[np.int64]]
 
 def index_dtype(count: int) -> type[np.signedinteger[Any]]:
     """int32 for ids below 2^31 (links, flows: half the memory of the largest index arrays), else int64."""

@@ -16,12 +16,15 @@ stages run one after another.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.network.maxmin import FloatArray, IntArray
 from fabricsim.topology import Routes, Topology, flow_hash
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 ROUNDS = 16
 """decision rounds (each moves about half of the flows that would gain)"""

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError, unknown_name_error
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 FIXED = "fixed"
 

@@ -12,13 +12,15 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
 from fabricsim.serving.datasets import DatasetLengths
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 LengthKind = Literal["fixed", "uniform", "lognormal"]
 

@@ -6,15 +6,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
 from fabricsim.serving.config import SchedulerConfig, ServingLayout, StepCost
 from fabricsim.serving.discrete_event import _Sim
 from fabricsim.serving.requests import RequestTrace
 from fabricsim.serving.result import LatencyStats, ServingResult
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 MIN_DRAIN_S = 60.0  # after the arrival window, drain for max(window, this) before reporting requests unfinished
 DEFAULT_MAX_ITERATIONS = 20_000_000  # safety stop (minutes of wall time); requests left are reported unfinished

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.catalog import Catalog
 from fabricsim.topology.nodes import NodeTemplate
 from fabricsim.topology.resolve import Resolved
 from fabricsim.topology.routes import IntArray
 from fabricsim.topology.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True)

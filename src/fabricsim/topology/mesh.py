@@ -9,14 +9,18 @@ Bisection: floor(N/2) x ceil(N/2) x cables per pair x NIC rate.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.topology.fabric import CableRun, Fabric, FabricContext, LinkBlock
 from fabricsim.topology.routes import IntArray
 
-BoolArray = npt.NDArray[np.bool_]
+if TYPE_CHECKING:
+    pass
+
+BoolArray = np.ndarray[tuple[Any, ...], np.dtype[np.bool_]]
 
 
 class MeshRouter:

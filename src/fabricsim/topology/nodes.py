@@ -19,15 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.caching import ByIdentity
 from fabricsim.catalog import Catalog, System
 from fabricsim.topology.kinds import CPU, GPU, NIC, NVLINK, NVSWITCH, NVSWITCH_CHIP, PCIE, PCIE_SWITCH
 from fabricsim.topology.localgraph import LocalGraph, route_tables
 from fabricsim.topology.routes import IntArray
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 
 @dataclass(frozen=True)

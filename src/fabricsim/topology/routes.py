@@ -8,15 +8,15 @@ what the vectorized routers produce without a Python loop per flow.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 if TYPE_CHECKING:  # scipy loads when a flow simulation builds its incidence matrix, not with every topology
+    import numpy.typing as npt
     from scipy import sparse
 
-IntArray = npt.NDArray[np.int64]
+IntArray = np.ndarray[tuple[Any, ...], np.dtype[np.int64]]
 
 _MASK64 = np.uint64(0xFFFFFFFFFFFFFFFF)
 

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.topology.kinds import NIC
@@ -17,6 +16,7 @@ from fabricsim.topology.routes import IntArray
 from fabricsim.topology.topology import Topology
 
 if TYPE_CHECKING:
+    import numpy.typing as npt
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 

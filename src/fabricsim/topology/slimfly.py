@@ -19,13 +19,16 @@ columns m < q/2): one balanced cut, an upper bound on the minimum bisection, com
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.errors import SpecError
 from fabricsim.topology.fabric import CableRun, Fabric, FabricContext, LinkBlock
 from fabricsim.topology.routes import IntArray
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 _CHUNK = 4096  # flows whose common neighbours are found at once (chunk x routers booleans)
 

@@ -15,9 +15,9 @@ Layout (the contract other layers rely on):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.catalog import NIC, Catalog, Switch, System
 from fabricsim.errors import SpecError
@@ -26,6 +26,9 @@ from fabricsim.topology.fabric import Fabric
 from fabricsim.topology.nodes import NodeTemplate
 from fabricsim.topology.routes import IntArray, Routes, flow_hash, pick
 from fabricsim.topology.spec import ClusterSpec
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 ROUTE_CHUNK = 1 << 18
 """flows routed per vectorized pass; larger batches are split (same result, bounded memory)"""

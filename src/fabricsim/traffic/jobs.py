@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.collectives import schedule
 from fabricsim.errors import SpecError
@@ -30,6 +29,9 @@ from fabricsim.network import (
     representative_gpus,
 )
 from fabricsim.topology import Topology
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 ID_DTYPE = np.int32
 """GPU ranks and stage numbers of flows (a cluster and a traffic have far fewer than 2^31 of each)"""

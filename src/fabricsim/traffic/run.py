@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import numpy.typing as npt
 
 from fabricsim.catalog import CongestionControl
 from fabricsim.errors import SpecError
@@ -27,6 +26,9 @@ from fabricsim.network import (
 )
 from fabricsim.topology import ENDPOINT_KINDS, Topology, link_kind_name
 from fabricsim.traffic.jobs import Traffic
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 HOTTEST = 10
 

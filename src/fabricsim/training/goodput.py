@@ -26,10 +26,9 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from fabricsim.catalog import Catalog, System
@@ -40,6 +39,9 @@ from fabricsim.model import ModelSpec
 from fabricsim.topology import DEFAULT_STORAGE_SERVER, DEFAULT_STORAGE_TIER, StorageBill, StorageNetworkSpec
 from fabricsim.training.failures import InterruptionRates, JobParts, interruption_rates
 from fabricsim.training.memory import OPTIMIZER_BYTES, WEIGHT_BYTES
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
 
 CheckpointMode = Literal["sync", "async", "memory"]
 StorageNetworkChoice = Literal["separate", "converged", "none"]

@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from numpy.typing import NDArray
 
 from fabricsim.errors import SpecError
 from fabricsim.training.plan import ParallelPlan, parse_order
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
 
 GroupKind = str
 GROUP_KINDS: tuple[GroupKind, ...] = ("tp", "cp", "dp", "dp_cp", "pp", "ep", "etp", "edp")
