@@ -14,7 +14,8 @@ noisy, user CPU the steadier one; best of the runs taken):
 - new default space, bounded: 57.76M candidates, 62,509 plans timed, 84-92 s user CPU over both cores, peak RSS
   0.52 GB (largest process); wall 81.5 s at load 1.5-2.7 (75 s before the pool shared its incumbent, 93-142 s at
   load 3-4.5). One process alone: 85 s CPU, by GPU gb200 26, gb300 21, b200 10, h100 8, h100-pcie 8, h200 8,
-  a100 4.5: about 43 s a worker on two free cores (not measured: the sandbox was never quiet).
+  a100 4.5: about 43 s a worker on two free cores. Measured in a quiet minute (load 0.9, nothing else running,
+  the merged issue 48 code): 48.3 s wall, 80.5 s user CPU, peak RSS 0.52 GB, 62,509 timed: under the 60 s.
   Best: gb300-nvl72/64, 2,048 GPUs, NDR (oversubscription 2), tp 4 / dp 512 ZeRO-3 FP8 mbs 2,
   105.2 days, $10.6M (the same as the 1k-16k call's: the wider space adds no better plan). Exhaustive: not run (the
   1k-16k call's exhaustive search alone took 461 s before branch and bound).
