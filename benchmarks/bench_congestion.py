@@ -37,31 +37,12 @@ split's, so the 2,048-node figure is that much optimistic against a hashed fabri
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-import tempfile
-import time
-from typing import Any
+
+from bench_all_to_all import measured  # run as a script: benchmarks/ is on sys.path
 
 RUNS = ("ideal@ndr", "ib@ndr", "roce-dcqcn@eth-400g", "spectrum-x@eth-400g", "ideal@ndr:2048", "ib@ndr:2048",
         "roce-dcqcn@eth-400g:2048", "spectrum-x@eth-400g:2048")
-
-
-def measured(cmd: list[str]) -> tuple[dict[str, Any], float, int]:
-    """Run one command in a fresh process: the JSON it printed, its wall seconds and its own peak RSS (bytes; of
-    this child alone, not the largest child so far as RUSAGE_CHILDREN would give)."""
-    with tempfile.TemporaryFile("w+") as out:
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.DEVNULL, text=True)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        if proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, cmd)
-        out.seek(0)
-        return json.loads(out.read()), wall, usage.ru_maxrss * 1024
 
 
 def run(cc: str, network: str, nodes: int = 128) -> dict[str, float]:

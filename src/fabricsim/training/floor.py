@@ -31,11 +31,11 @@ from fabricsim.caching import BoundedMemo, ByIdentity
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
 from fabricsim.model import ModelSpec
-from fabricsim.training.comms import _fabric_comm, _group_shape_of, _layer_comms, layer_comms_key
+from fabricsim.training.comms import _group_shape_of, _layer_comms, layer_comms_key
 from fabricsim.training.memory import stage_params
 from fabricsim.training.placement import place
 from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan, stage_layers
-from fabricsim.training.schedule import DDP_BUCKET_PARAMS, PARAM_BYTES, shared_expert_share
+from fabricsim.training.schedule import PARAM_BYTES, shared_expert_share, sync_collectives
 from fabricsim.training.stage import _stage_work
 
 STAGE_FIELDS = ("floor_s", "layers", "moe_layers", "passes", "tp_window", "ep_window", "cp_window",
@@ -157,20 +157,8 @@ def _shard_row(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, stage: in
                                           per_layer / reduces * GRAD_DTYPE_BYTES[plan.grad_dtype], cluster.catalog)
             fsdp[2 * j], fsdp[2 * j + 1] = calls * t_call, reduces * t_bucket
     else:
-        params = stage_params(model, plan, worst_params_stage)
-        for j, (kind, count, shards) in enumerate((("dp_cp", params.dense, plan.dp * plan.cp),
-                                                   ("edp", params.expert, plan.expert_dp))):
-            if count <= 0 or shards < 2:
-                continue
-            shape = _group_shape_of(cluster, plan, kind, False)
-            grads = count * GRAD_DTYPE_BYTES[plan.grad_dtype]
-            last_bucket = min(1.0, DDP_BUCKET_PARAMS / count)
-            if plan.zero == 0:
-                t, _ = _fabric_comm(cluster, plan, kind, shape, "all_reduce", grads)
-                gather = 0.0
-            else:
-                t, _ = _fabric_comm(cluster, plan, kind, shape, "reduce_scatter", grads)
-                gather, _ = _fabric_comm(cluster, plan, kind, shape, "all_gather", count * PARAM_BYTES)
+        for j, _, t, gather, last_bucket in sync_collectives(plan, cluster,
+                                                             stage_params(model, plan, worst_params_stage)):
             sync[4 * j:4 * j + 4] = [t, last_bucket if plan.overlap_grad_reduce else 1.0,
                                      gather, last_bucket if plan.overlap_param_gather else 1.0]
     return (*fsdp, *sync)

@@ -3,13 +3,15 @@ gradient sync, and the pipeline schedule that assembles micro-batches, bubble, s
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from fabricsim.catalog import GPU
 from fabricsim.comm import Cluster, collective_time
 from fabricsim.model import ModelSpec, achievable_hbm_bytes_per_s, layer_linear_params
 from fabricsim.training.comms import _fabric_comm, _group_shape_of, _LayerComms
-from fabricsim.training.memory import stage_params
+from fabricsim.training.memory import StageParams, stage_params
 from fabricsim.training.placement import Placement
 from fabricsim.training.plan import GRAD_DTYPE_BYTES, ParallelPlan
 from fabricsim.training.result import LAYERS, Breakdown, StepArrays
@@ -161,10 +163,26 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
     out = Breakdown()
     if plan.zero >= 3:
         return out
-    params = stage_params(model, plan, stage)
     share = collective_sm_share(cluster.catalog.gpu(cluster.system.gpu), cluster)
-    for kind_name, count, shards in (("dp_cp", params.dense, plan.dp * plan.cp), ("edp", params.expert,
-                                                                                   plan.expert_dp)):
+    for _, link, t, gather, last_bucket in sync_collectives(plan, cluster, stage_params(model, plan, stage)):
+        exposed = max(t - work.backward_s, t * last_bucket) if plan.overlap_grad_reduce else t
+        slowed = (t - exposed) * share
+        out.add(link, exposed + slowed, t - exposed - slowed)
+        gather_exposed = (max(gather - work.forward_s, gather * last_bucket) if plan.overlap_param_gather
+                          else gather)
+        slowed = (gather - gather_exposed) * share
+        out.add(link, gather_exposed + slowed, gather - gather_exposed - slowed)
+    return out
+
+
+def sync_collectives(plan: ParallelPlan, cluster: Cluster, params: StageParams) -> Iterator[tuple[int, str, float,
+                                                                                                  float, float]]:
+    """The data-parallel sync of a stage holding ``params`` (ZeRO 0-2), per group that has parameters to sync
+    (0: dense over dp x cp, 1: experts over expert dp): (group, link, gradient reduction s, parameter gather s,
+    the last bucket's share of the reduction). The step (`_gradient_sync`) and its lower bound
+    (`training.floor`) both price it here."""
+    for j, (kind_name, count, shards) in enumerate((("dp_cp", params.dense, plan.dp * plan.cp),
+                                                    ("edp", params.expert, plan.expert_dp))):
         if count <= 0 or shards < 2:
             continue
         shape = _group_shape_of(cluster, plan, kind_name, False)
@@ -176,14 +194,7 @@ def _gradient_sync(model: ModelSpec, plan: ParallelPlan, cluster: Cluster, place
         else:
             t, link = _fabric_comm(cluster, plan, kind_name, shape, "reduce_scatter", grads)
             gather, _ = _fabric_comm(cluster, plan, kind_name, shape, "all_gather", count * PARAM_BYTES)
-        exposed = max(t - work.backward_s, t * last_bucket) if plan.overlap_grad_reduce else t
-        slowed = (t - exposed) * share
-        out.add(link, exposed + slowed, t - exposed - slowed)
-        gather_exposed = (max(gather - work.forward_s, gather * last_bucket) if plan.overlap_param_gather
-                          else gather)
-        slowed = (gather - gather_exposed) * share
-        out.add(link, gather_exposed + slowed, gather - gather_exposed - slowed)
-    return out
+        yield j, link, t, gather, last_bucket
 
 
 def pipeline_bubble_fraction(pp: int, microbatches: int, virtual_stages: int) -> float:
