@@ -101,8 +101,8 @@ def test_the_bound_never_exceeds_a_step() -> None:
     checked = 0
     for model_id, system in (("llama3-70b", "dgx-h100"), ("mixtral-8x7b", "dgx-b200")):
         spec = SizingSpec(model=model_id, tokens=1e12, gpus=(256,), systems=(system,), fabrics=("ndr",),
-                          knobs=Knobs(mbs=(1, 2), precision=("bf16", "fp8")))
-        frame = size(spec, executor="serial", exhaustive=True).frame
+                          oversubscription=(1.0,), knobs=Knobs(mbs=(1, 2), precision=("bf16", "fp8")))
+        frame = size(spec, executor="serial", exhaustive=True).frame  # one cluster: the plans of clusters[0]
         model = spec_model(spec)
         choice = clusters(spec, default_catalog())[0]
         cluster = Cluster(default_catalog().system(system), fabric=choice.link, catalog=default_catalog())

@@ -76,7 +76,7 @@ def traps(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
     return text, chunk, batch, gz
 
 
-settings_ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+settings_ = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                             HealthCheck.function_scoped_fixture])
 
 
