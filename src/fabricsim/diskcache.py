@@ -39,20 +39,23 @@ def cached_data(kind: str, key: str, make: Callable[[], Any]) -> Any:
         blob = marshal.dumps(data)
     except ValueError:
         return data
-    _write(path, blob)
+    store(path, blob, pattern="*.marshal", keep=KEPT_ENTRIES)
     return data
 
 
-def _write(path: Path, blob: bytes) -> None:
+def store(path: Path, blob: bytes, *, pattern: str, keep: int) -> None:
+    """Write ``blob`` to ``path`` atomically (readers see the old file or the new one, never half of one), then
+    delete all but the ``keep`` newest files matching ``pattern`` beside it; an unwritable folder only costs
+    recomputing next time."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile("wb", dir=path.parent, delete=False, suffix=".tmp") as handle:
             handle.write(blob)
         os.replace(handle.name, path)
-        entries = list(path.parent.glob("*.marshal"))
-        if len(entries) > KEPT_ENTRIES:
+        entries = list(path.parent.glob(pattern))
+        if len(entries) > keep:
             entries.sort(key=lambda p: p.stat().st_mtime_ns, reverse=True)
-            for old in entries[KEPT_ENTRIES:]:
+            for old in entries[keep:]:
                 old.unlink(missing_ok=True)
     except OSError:
         pass

@@ -49,6 +49,15 @@ def goodput_spec(storage: str, storage_bw: str | None, checkpoint: str, interval
         raise cli_field(spec_error(exc), GOODPUT_OPTIONS) from None
 
 
+def run_goodput_spec(run: Any) -> GoodputSpec | None:
+    """The goodput options of a run spec (`TrainRun`, `WhatIfRun`) as a validated spec, or None with
+    ``goodput=False``: the one reading of those options both commands share."""
+    if not run.goodput:
+        return None
+    return goodput_spec(run.storage, run.storage_bw, run.checkpoint_mode, run.checkpoint_interval, run.mtbf_scale,
+                        run.restart, network=run.storage_network, server=run.storage_server,
+                        servers=run.storage_servers, spares=run.spares)
+
 def run_goodput(spec: ModelSpec, cluster: Cluster, pred: TrainingPrediction, options: GoodputSpec) -> Goodput:
     """Goodput of the predicted run on its cluster (its parts from the bill of materials)."""
     from fabricsim.training import job_parts, predict_goodput

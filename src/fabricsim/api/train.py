@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabricsim.api.goodput import goodput_given, goodput_json, goodput_spec, guarded_goodput, run_goodput
+from fabricsim.api.goodput import goodput_given, goodput_json, guarded_goodput, run_goodput, run_goodput_spec
 from fabricsim.api.result import LazyDocument, Result, model_import_fields
 from fabricsim.api.topology import check_design
 from fabricsim.errors import SpecError, cli_field
@@ -22,7 +22,14 @@ if TYPE_CHECKING:
     from fabricsim.comm import Cluster
     from fabricsim.model import HFImport, ModelSpec
     from fabricsim.traffic import BackgroundSpec, JobSpec
-    from fabricsim.training import AutoChoice, FrameworkProfile, Goodput, ParallelPlan, TrainingPrediction
+    from fabricsim.training import (
+        AutoChoice,
+        FrameworkProfile,
+        Goodput,
+        GoodputSpec,
+        ParallelPlan,
+        TrainingPrediction,
+    )
     from fabricsim.validation import BandResult
 
 
@@ -313,6 +320,7 @@ class _Extras:
     run_spec: TrainRun
     prepared: Run
     calibration: tuple[str, ...]
+    options: GoodputSpec | None  # the goodput options, parsed at the call (None: goodput off)
     cache: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def bands(self) -> dict[str, BandResult]:
@@ -322,10 +330,7 @@ class _Extras:
 
     def goodput(self) -> tuple[Goodput | None, str | None]:
         if "goodput" not in self.cache:
-            o, prepared = self.run_spec, self.prepared
-            options = goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale,
-                                   o.restart, network=o.storage_network, server=o.storage_server,
-                                   servers=o.storage_servers, spares=o.spares) if o.goodput else None
+            o, prepared, options = self.run_spec, self.prepared, self.options
             self.cache["goodput"] = (None, None) if options is None else guarded_goodput(
                 lambda: run_goodput(prepared.spec, prepared.cluster, prepared.prediction, options), goodput_given(o))
         return self.cache["goodput"]  # type: ignore[no-any-return]
@@ -437,13 +442,11 @@ def run_train(run: TrainRun, inputs: dict[str, Any]) -> TrainResult:
     result's ``inputs`` echo. Goodput options the user gave are checked now: their error fails the call."""
     o = run
     calibration = tuple(o.calibration or [])
-    if o.goodput:  # the options parsed now: a bad value fails the call, as it fails the command
-        goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale, o.restart,
-                     network=o.storage_network, server=o.storage_server, servers=o.storage_servers, spares=o.spares)
+    options = run_goodput_spec(o)  # parsed now: a bad value fails the call, as it fails the command
     with flow_bar(o.sim):
         prepared = prepare_run(o, list(calibration), design=o, flow=o, parts=o)
-    extras = _Extras(o, prepared, calibration)
-    if o.goodput and goodput_given(o):  # what the user asked of the add-on answers now, or fails the call
+    extras = _Extras(o, prepared, calibration, options)
+    if options is not None and goodput_given(o):  # what the user asked of the add-on answers now, or fails the call
         extras.goodput()
     pred = prepared.prediction
     rows = [{"layer": k, "exposed_s": pred.breakdown.exposed[k], "overlapped_s": pred.breakdown.overlapped[k]}

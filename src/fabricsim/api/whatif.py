@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from fabricsim.api.goodput import goodput_given, goodput_spec, guarded_goodput, storage_fallbacks
+from fabricsim.api.goodput import goodput_given, guarded_goodput, run_goodput_spec, storage_fallbacks
 from fabricsim.api.result import Result, model_import_fields
 from fabricsim.api.train import Run, degraded_parts, plan_json, prepare_run, training_bands
 
@@ -49,9 +49,7 @@ def run_whatif(run: WhatIfRun, inputs: dict[str, Any]) -> WhatIfResult:
     o = run
     calibration = list(o.calibration or [])
     factor = finite(o.factor, "--factor", low=1.0, high=1e6, low_open=True)
-    options = goodput_spec(o.storage, o.storage_bw, o.checkpoint_mode, o.checkpoint_interval, o.mtbf_scale,
-                           o.restart, network=o.storage_network, server=o.storage_server,
-                           servers=o.storage_servers, spares=o.spares) if o.goodput else None
+    options = run_goodput_spec(o)
     swaps = tuple(parse_swap(s) for s in o.swap or [])
     prepared = prepare_run(o, calibration, flow=o, parts=o)
 

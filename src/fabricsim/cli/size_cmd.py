@@ -148,18 +148,19 @@ def no_plan_lines(result: SizingResult) -> list[str]:
     return lines
 
 
-class _Bar:
-    """A rich progress bar over chunks showing plans evaluated, plans/s and the ETA (stderr)."""
+class ClusterBar:
+    """A rich progress bar over the clusters of a search (`size`, `sweep`) showing plans so far, plans/s and the
+    ETA (stderr); ``label`` heads it."""
 
-    def __init__(self) -> None:
+    def __init__(self, label: str = "sizing") -> None:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-        self.progress = Progress(TextColumn("sizing"), BarColumn(), TextColumn("{task.completed}/{task.total} "
+        self.progress = Progress(TextColumn(label), BarColumn(), TextColumn("{task.completed}/{task.total} "
                                  "clusters"), TextColumn("{task.fields[plans]:,} plans {task.fields[rate]:,.0f}/s"),
                                  TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
                                  transient=True)
-        self.task = self.progress.add_task("size", total=None, plans=0, rate=0.0)
+        self.task = self.progress.add_task(label, total=None, plans=0, rate=0.0)
 
     def __call__(self, done: int, total: int, plans: int) -> None:
         elapsed = self.progress.tasks[0].elapsed or 1e-9
@@ -250,7 +251,7 @@ def size_command(**options: Any) -> None:
     import sys
 
     # the bar only on a terminal: rich's transient bar leaves a blank line on a redirected stderr
-    bar = None if form != "table" or not sys.stderr.isatty() else _Bar()
+    bar = None if form != "table" or not sys.stderr.isatty() else ClusterBar()
     try:
         if bar is not None:
             with bar.progress:

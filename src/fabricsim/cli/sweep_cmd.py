@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import fabricsim.cli.output as ui
 from fabricsim import units
 from fabricsim.cli.options import PRINT, Decl, declared, given
+from fabricsim.cli.size_cmd import ClusterBar
 from fabricsim.cli.spec_options import CALIBRATION_OPTIONS, GOODPUT_SWITCH, PLAN_SPACE_OPTIONS
 
 if TYPE_CHECKING:
@@ -20,23 +21,6 @@ SWEEP: dict[str, Decl] = {**PLAN_SPACE_OPTIONS, **GOODPUT_SWITCH, **CALIBRATION_
                           "as_json": PRINT["as_json"]}
 SHOWN = 10
 """plans in each printed table (the rest: --out or --format csv)"""
-
-
-class _Bar:
-    """A rich progress bar over clusters with the plans timed so far and their rate (stderr)."""
-
-    def __init__(self) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.progress = Progress(TextColumn("sweep"), BarColumn(), TextColumn("{task.completed}/{task.total} "
-                                 "clusters"), TextColumn("{task.fields[plans]:,} plans {task.fields[rate]:,.0f}/s"),
-                                 TimeElapsedColumn(), console=Console(stderr=True), transient=True)
-        self.task = self.progress.add_task("sweep", total=None, plans=0, rate=0.0)
-
-    def __call__(self, done: int, total: int, plans: int) -> None:
-        elapsed = self.progress.tasks[0].elapsed or 1e-9
-        self.progress.update(self.task, completed=done, total=total, plans=plans, rate=plans / elapsed)
 
 
 def plans_table(frame: pd.DataFrame, title: str) -> Table:
@@ -68,7 +52,7 @@ def sweep_command(**options: Any) -> None:
 
     out = check_output_path(options["out"], "--out")
     arguments = {**ui.api_arguments(sweep, inputs), "out": out}
-    bar = None if form != "table" or not sys.stderr.isatty() else _Bar()
+    bar = None if form != "table" or not sys.stderr.isatty() else ClusterBar("sweep")
     if bar is not None:
         with bar.progress:
             answer = sweep(**arguments, progress=bar)

@@ -10,11 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fabricsim.sizing.evaluate import ChunkResult, spec_model
+from fabricsim.sizing.evaluate import ChunkResult
 from fabricsim.sizing.executor import Executor, run_tasks
-from fabricsim.sizing.reliability import goodput_options
-from fabricsim.sizing.search import Progress, tasks_of
-from fabricsim.sizing.space import clusters
+from fabricsim.sizing.search import Progress, checked_clusters, tasks_of
 from fabricsim.sizing.spec import SizingSpec
 
 if TYPE_CHECKING:
@@ -44,12 +42,7 @@ def sweep(spec: SizingSpec, *, executor: Executor = "local", workers: int | None
     import pandas as pd
 
     start = time.perf_counter()
-    spec_model(spec)  # a bad model fails here, before any work
-    catalog = spec.catalog()
-    for option in goodput_options(spec):  # and an unknown storage tier or server
-        catalog.storage_tier(option.storage)
-        catalog.storage_server(option.storage_server)
-    choices = clusters(spec, catalog)
+    choices = checked_clusters(spec)
     order = [c.chunk_id for c in choices]
     columns: dict[str, dict[str, np.ndarray]] = {}
     chunks: dict[str, dict[str, Any]] = {}

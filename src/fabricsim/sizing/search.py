@@ -45,12 +45,9 @@ def size(spec: SizingSpec, *, executor: Executor = "local", workers: int | None 
     import pandas as pd
 
     start = time.perf_counter()
-    moe = spec_model(spec).moe is not None  # a bad model fails here, before any work
+    moe = spec_model(spec).moe is not None
     catalog = spec.catalog()
-    for option in goodput_options(spec):  # and an unknown storage tier or server
-        catalog.storage_tier(option.storage)
-        catalog.storage_server(option.storage_server)
-    choices = clusters(spec, catalog)
+    choices = checked_clusters(spec)
     bound = None if exhaustive else Bound(tie_spread_bound(moe, choices, catalog), spec.top, uuid.uuid4().hex)
     order = [c.chunk_id for c in choices]
     store = ResultStore(out, spec.digest(), resume) if out is not None else None
@@ -87,6 +84,17 @@ def size(spec: SizingSpec, *, executor: Executor = "local", workers: int | None 
         present = [frames[c] for c in order if c in frames]
         frame = pd.concat(present, ignore_index=True) if present else pd.DataFrame()
     return _result(spec, choices, frame, counts, time.perf_counter() - start)
+
+
+def checked_clusters(spec: SizingSpec) -> list[ClusterChoice]:
+    """The candidate clusters of a search (`size`, `sweep`), once the spec's model and every storage tier and server
+    it names are known to exist: a bad name fails here, before any work."""
+    spec_model(spec)
+    catalog = spec.catalog()
+    for option in goodput_options(spec):
+        catalog.storage_tier(option.storage)
+        catalog.storage_server(option.storage_server)
+    return clusters(spec, catalog)
 
 
 class _Stopped(Exception):

@@ -10,16 +10,14 @@ import functools
 import hashlib
 import json
 import math
-import os
 import statistics
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fabricsim.catalog import Catalog
-from fabricsim.diskcache import cache_dir, cached_data
+from fabricsim.diskcache import cache_dir, cached_data, store
 from fabricsim.errors import SpecError
 from fabricsim.validation.error_model import (
     LEVEL,
@@ -124,17 +122,8 @@ def _read(path: Path) -> list[Residual] | None:
 
 
 def _write(path: Path, residuals: Sequence[Residual]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False, suffix=".tmp",
-                                         encoding="utf-8") as handle:
-            json.dump(_to_json(residuals), handle)
-        os.replace(handle.name, path)
-        tables = sorted(path.parent.glob("residuals-*.json"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
-        for old in tables[KEPT_TABLES:]:  # every code change writes a table: keep the newest only
-            old.unlink(missing_ok=True)
-    except OSError:
-        pass  # an unwritable cache only costs recomputing next time
+    """The table in the cache folder; every code change writes one, so only the newest are kept."""
+    store(path, json.dumps(_to_json(residuals)).encode(), pattern="residuals-*.json", keep=KEPT_TABLES)
 
 
 def _compute(overlays: tuple[str, ...]) -> list[Residual]:
