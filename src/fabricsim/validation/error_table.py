@@ -60,16 +60,21 @@ def residuals_of(results: Sequence[Any], blind: Mapping[str, float] | None = Non
     return out
 
 
+def package_files() -> list[Path]:
+    """fabricsim's code and packaged data, in path order: what the residual table's fingerprint covers."""
+    return [p for p in sorted(PACKAGE_ROOT.rglob("*"))
+            if p.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in p.parts]
+
+
 def fingerprint(extra: Sequence[str] = ()) -> str:
     """A hash of fabricsim's code and packaged data, the validation files in use and ``extra`` texts (overlays): of
     their content, so a checkout that only touches files keeps its table."""
     from fabricsim.validation.cases import validation_sources
 
     digest = hashlib.sha256(f"v{TABLE_VERSION}".encode())
-    for path in sorted(PACKAGE_ROOT.rglob("*")):
-        if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
-            digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
-            digest.update(path.read_bytes())
+    for path in package_files():
+        digest.update(str(path.relative_to(PACKAGE_ROOT)).encode())
+        digest.update(path.read_bytes())
     for name, (text, _) in validation_sources().items():
         digest.update(name.encode())
         digest.update(text.encode())
@@ -86,13 +91,10 @@ def known_fingerprint(extra: Sequence[str] = ()) -> str:
 
     digest = hashlib.sha256(f"v{TABLE_VERSION}".encode())
     shared = shared_validation_dir()
-    for root in (PACKAGE_ROOT, shared):
-        if root is None or not root.is_dir():
-            continue
-        for path in sorted(root.rglob("*") if root == PACKAGE_ROOT else root.glob("*.yaml")):
-            if path.suffix in (".py", ".yaml", ".yml", ".json") and "__pycache__" not in path.parts:
-                stat = path.stat()
-                digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+    shared_files = sorted(shared.glob("*.yaml")) if shared is not None and shared.is_dir() else []
+    for path in [*package_files(), *shared_files]:
+        stat = path.stat()
+        digest.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
     for text in extra:
         digest.update(text.encode())
     return str(cached_data("fingerprint", digest.hexdigest()[:32], lambda: fingerprint(extra)))
