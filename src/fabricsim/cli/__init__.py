@@ -8,6 +8,7 @@ the command functions, so ``fabricsim --help`` stays fast (tests/test_cli_conven
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import sys
 
@@ -104,26 +105,22 @@ def demo_command() -> None:
                   "next dollar goes, `fabricsim --help` for every command[/]")
 
 
+@functools.cache
+def _freeze_start_up() -> None:
+    """Once per process: freeze the objects made so far and register the same freeze for the exit.
+
+    The modules, classes and catalog objects made at start-up live until the process ends, yet every full
+    collection scans them, and the interpreter's shutdown runs several; frozen (``gc.freeze``) they are skipped, and
+    the exit's freeze does the same for the command's own imports: about 0.1 s of a 0.5 s `fabricsim train`
+    (benchmarks/bench_startup.py). Collection stays on while a command runs."""
+    gc.freeze()
+    atexit.register(gc.freeze)
+
+
 def main() -> None:
-    """Console-script entry point: usage errors become one line on stderr and exit code 2.
-
-    Garbage collection: the modules, classes and catalog objects made at start-up live until the process ends, yet
-    every full collection scans them, and the interpreter's shutdown runs several. The first call freezes them
-    (``gc.freeze``) and registers the same freeze for the exit, after the command's own imports: about 0.1 s of a
-    0.5 s `fabricsim train` (benchmarks/bench_startup.py). Collection stays on while a command runs; a caller that
-    runs ``main`` in-process (the tests) freezes once, at its first call."""
-    if not _EXIT_FREEZE:
-        _EXIT_FREEZE.append(True)
-        gc.freeze()
-        atexit.register(gc.freeze)
-    _dispatch()
-
-
-_EXIT_FREEZE: list[bool] = []
-
-
-def _dispatch() -> None:
-    """Run the app; typer's usage errors as one line on stderr, exit code 2."""
+    """Console-script entry point: usage errors become one line on stderr and exit code 2. Its first call freezes
+    the start-up objects (``_freeze_start_up``); a caller that runs ``main`` in-process (the tests) freezes once."""
+    _freeze_start_up()
     try:
         code = app(standalone_mode=False)
     except typer.Exit as exc:
