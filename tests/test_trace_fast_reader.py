@@ -134,6 +134,21 @@ def documents(draw: st.DrawFn) -> tuple[bytes, int, int, bool]:
     return text, draw(st.integers(3, 400)), draw(st.integers(3, 2000)), draw(st.booleans())
 
 
+def small_reads(mp: pytest.MonkeyPatch, chunk: int, batch: int) -> None:
+    """Chunk and batch boundaries anywhere: the reader's read and batch sizes set to a drawn document's."""
+    mp.setattr(reader_module, "CHUNK_BYTES", chunk)
+    mp.setattr(reader_module, "BATCH_BYTES", batch)
+    mp.setattr(reader_module, "BATCH_SHARE", 1)
+
+
+def damaged(directory: Path, text: bytes, at: float, cut: int, insert: bytes) -> Path:
+    """``text`` with ``cut`` bytes at fraction ``at`` of it replaced by ``insert``, written to directory/t.json."""
+    i = int(at * len(text))
+    path = directory / "t.json"
+    path.write_bytes(text[:i] + insert + text[i + cut:])
+    return path
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(doc=documents())
 def test_fast_reader_equals_the_reference_on_random_traces(tmp_path_factory: pytest.TempPathFactory,
@@ -142,9 +157,7 @@ def test_fast_reader_equals_the_reference_on_random_traces(tmp_path_factory: pyt
     path = tmp_path_factory.mktemp("t") / ("t.json.gz" if gz else "t.json")
     path.write_bytes(gzip.compress(text) if gz else text)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reader_module, "CHUNK_BYTES", chunk)  # chunk and batch boundaries anywhere
-        mp.setattr(reader_module, "BATCH_BYTES", batch)
-        mp.setattr(reader_module, "BATCH_SHARE", 1)
+        small_reads(mp, chunk, batch)
         assert_same_outcome(path)
         assert_same_outcome(path, max_events=3)
 
@@ -161,13 +174,9 @@ def test_fast_reader_equals_the_reference_on_damaged_text(tmp_path_factory: pyte
     """A byte edit anywhere (invalid JSON, numbers yajl refuses, bytes that are not UTF-8): the same result or the
     same error message, never a result where the reference reader refuses the file."""
     text, chunk, batch, _ = doc
-    i = int(at * len(text))
-    path = tmp_path_factory.mktemp("d") / "t.json"
-    path.write_bytes(text[:i] + insert + text[i + cut:])
+    path = damaged(tmp_path_factory.mktemp("d"), text, at, cut, insert)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reader_module, "CHUNK_BYTES", chunk)
-        mp.setattr(reader_module, "BATCH_BYTES", batch)
-        mp.setattr(reader_module, "BATCH_SHARE", 1)
+        small_reads(mp, chunk, batch)
         assert_same_outcome(path)
 
 

@@ -19,7 +19,17 @@ from hypothesis import strategies as st
 from fabricsim.traces import TraceEvents, pages, read_trace
 from fabricsim.traces import parallel as split
 from fabricsim.traces import read as reader_module
-from test_trace_fast_reader import MUTATIONS, assert_same, bench_like, documents, outcome, reference, write
+from test_trace_fast_reader import (
+    MUTATIONS,
+    assert_same,
+    bench_like,
+    damaged,
+    documents,
+    outcome,
+    reference,
+    small_reads,
+    write,
+)
 from test_trace_import import gpu_trace
 
 
@@ -91,9 +101,7 @@ def test_parallel_equals_serial_on_random_traces(tmp_path_factory: pytest.TempPa
     path = tmp_path_factory.mktemp("p") / "t.json"
     path.write_bytes(text)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reader_module, "CHUNK_BYTES", chunk)
-        mp.setattr(reader_module, "BATCH_BYTES", batch)
-        mp.setattr(reader_module, "BATCH_SHARE", 1)
+        small_reads(mp, chunk, batch)
         mp.setattr(reader_module, "parts_for", lambda total: len(cuts) + 1)
         if comma_cuts:
             mp.setattr(split, "WINDOW", 64)
@@ -111,13 +119,9 @@ def test_parallel_equals_serial_on_damaged_text(tmp_path_factory: pytest.TempPat
                                                 cut: int, insert: bytes) -> None:
     """A byte edit anywhere, ranges cut anywhere: the same result or the same error message as the reference."""
     text, chunk, batch, _ = doc
-    i = int(at * len(text))
-    path = tmp_path_factory.mktemp("q") / "t.json"
-    path.write_bytes(text[:i] + insert + text[i + cut:])
+    path = damaged(tmp_path_factory.mktemp("q"), text, at, cut, insert)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(reader_module, "CHUNK_BYTES", chunk)
-        mp.setattr(reader_module, "BATCH_BYTES", batch)
-        mp.setattr(reader_module, "BATCH_SHARE", 1)
+        small_reads(mp, chunk, batch)
         mp.setattr(reader_module, "parts_for", lambda total: len(cuts) + 1)
         mp.setattr(split, "find_cuts", forced_cuts(cuts))
         assert_parallel_outcome(path)
